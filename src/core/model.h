@@ -1,0 +1,133 @@
+// The indexed data model: what one EVM block contributes to the database.
+//
+// decode/ fills these from JSON-RPC answers; store/ writes them; export reads them back.
+// Hex fields (hashes, addresses, data) hold the node's hex text, lower-cased, with the "0x"
+// prefix ("0x" alone for empty data). Quantities that fit 64 bits by protocol (gas, nonce,
+// timestamps, indexes) are uint64_t; value-like quantities are U256. std::nullopt means the node
+// did not send the field (or sent null), which is meaningful: e.g. receipt status is absent
+// before Byzantium, base fee before London. Plain structs; no invariants beyond the comments.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/u256.h"
+
+namespace gapless {
+
+struct Withdrawal {
+  uint64_t index = 0;
+  uint64_t validator_index = 0;
+  std::string address;
+  uint64_t amount_gwei = 0;
+};
+
+struct Block {
+  uint64_t number = 0;
+  std::string hash;
+  std::string parent_hash;
+  std::string nonce;  // 8-byte hex data, not a quantity
+  std::string sha3_uncles;
+  std::string logs_bloom;
+  std::string transactions_root;
+  std::string state_root;
+  std::string receipts_root;
+  std::string miner;
+  std::optional<std::string> mix_hash;
+  U256 difficulty;
+  std::optional<U256> total_difficulty;
+  uint64_t size = 0;
+  std::string extra_data;
+  uint64_t gas_limit = 0;
+  uint64_t gas_used = 0;
+  uint64_t timestamp = 0;
+  uint32_t transaction_count = 0;
+  std::optional<U256> base_fee_per_gas;            // London
+  std::optional<std::string> withdrawals_root;     // Shanghai
+  std::vector<Withdrawal> withdrawals;             // Shanghai
+  std::optional<uint64_t> blob_gas_used;           // Cancun
+  std::optional<uint64_t> excess_blob_gas;         // Cancun
+  std::optional<std::string> parent_beacon_block_root;  // Cancun
+  std::optional<std::string> requests_hash;        // Prague
+};
+
+// A transaction with its receipt's fields (one row in the transactions table).
+struct Transaction {
+  std::string hash;
+  uint64_t block_number = 0;
+  std::string block_hash;
+  uint32_t transaction_index = 0;
+  uint64_t nonce = 0;
+  std::string from_address;
+  std::optional<std::string> to_address;  // null for contract creation
+  U256 value;
+  uint64_t gas = 0;
+  std::optional<U256> gas_price;
+  std::string input;
+  std::optional<uint8_t> transaction_type;  // null if the node omits "type"
+  std::optional<U256> max_fee_per_gas;           // type 2, 3, 4
+  std::optional<U256> max_priority_fee_per_gas;  // type 2, 3, 4
+  std::optional<U256> max_fee_per_blob_gas;      // type 3
+  std::vector<std::string> blob_versioned_hashes;  // type 3
+  std::optional<std::string> access_list_json;     // type 1+: the node's JSON, compact
+  std::optional<std::string> authorization_list_json;  // type 4: the node's JSON, compact
+  std::optional<uint64_t> chain_id;
+  std::optional<std::string> v, r, s;
+  std::optional<uint8_t> y_parity;
+
+  // Receipt fields.
+  uint64_t cumulative_gas_used = 0;
+  uint64_t gas_used = 0;
+  std::optional<std::string> contract_address;
+  std::optional<std::string> root;      // pre-Byzantium post-state root
+  std::optional<uint8_t> status;        // 1 success, 0 failure; null pre-Byzantium
+  std::optional<U256> effective_gas_price;
+  std::string receipt_logs_bloom;
+  std::optional<uint64_t> blob_gas_used;
+  std::optional<U256> blob_gas_price;
+  uint32_t log_count = 0;
+};
+
+struct Log {
+  uint64_t block_number = 0;
+  std::string block_hash;
+  uint32_t log_index = 0;  // block-wide
+  std::string transaction_hash;
+  uint32_t transaction_index = 0;
+  std::string address;
+  std::string data;
+  std::vector<std::string> topics;  // 0..4 entries
+  bool removed = false;
+};
+
+enum class TokenStandard : uint16_t { kErc20 = 20, kErc721 = 721, kErc1155 = 1155 };
+
+const char* TokenStandardName(TokenStandard standard);  // "erc20", "erc721", "erc1155"
+
+// One token movement. ERC-1155 TransferBatch yields one row per id (batch_index 0..n-1); every
+// other kind has batch_index 0.
+struct TokenTransfer {
+  uint64_t block_number = 0;
+  uint32_t log_index = 0;
+  uint32_t batch_index = 0;
+  std::string transaction_hash;
+  std::string token_address;
+  std::string from_address;
+  std::string to_address;
+  std::optional<std::string> operator_address;  // ERC-1155 only
+  std::optional<U256> token_id;  // ERC-721 and ERC-1155
+  U256 value;                    // ERC-20 amount, 1 for ERC-721, ERC-1155 amount
+  TokenStandard standard = TokenStandard::kErc20;
+};
+
+// Everything one block contributes: written in one transaction with the rest of its range.
+struct BlockData {
+  Block block;
+  std::vector<Transaction> transactions;
+  std::vector<Log> logs;
+  std::vector<TokenTransfer> token_transfers;
+};
+
+}  // namespace gapless
