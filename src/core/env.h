@@ -34,8 +34,8 @@ class Env {
 // loop with 30 s of backoff finishes in microseconds and observes exactly the delays chosen.
 class SimEnv : public Env {
  public:
-  explicit SimEnv(uint64_t seed = 1, int64_t start_micros = 1'000'000'000) : now_(start_micros),
-                                                                          rng_(seed) {}
+  explicit SimEnv(uint64_t seed = 1, int64_t start_micros = 1'000'000'000)
+      : now_(start_micros), rng_(seed) {}
 
   int64_t NowMicros() override;
   int64_t WallMicros() override;

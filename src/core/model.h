@@ -44,13 +44,13 @@ struct Block {
   uint64_t gas_used = 0;
   uint64_t timestamp = 0;
   uint32_t transaction_count = 0;
-  std::optional<U256> base_fee_per_gas;            // London
-  std::optional<std::string> withdrawals_root;     // Shanghai
-  std::vector<Withdrawal> withdrawals;             // Shanghai
-  std::optional<uint64_t> blob_gas_used;           // Cancun
-  std::optional<uint64_t> excess_blob_gas;         // Cancun
+  std::optional<U256> base_fee_per_gas;                 // London
+  std::optional<std::string> withdrawals_root;          // Shanghai
+  std::vector<Withdrawal> withdrawals;                  // Shanghai
+  std::optional<uint64_t> blob_gas_used;                // Cancun
+  std::optional<uint64_t> excess_blob_gas;              // Cancun
   std::optional<std::string> parent_beacon_block_root;  // Cancun
-  std::optional<std::string> requests_hash;        // Prague
+  std::optional<std::string> requests_hash;             // Prague
 };
 
 // A transaction with its receipt's fields (one row in the transactions table).
@@ -66,12 +66,12 @@ struct Transaction {
   uint64_t gas = 0;
   std::optional<U256> gas_price;
   std::string input;
-  std::optional<uint8_t> transaction_type;  // null if the node omits "type"
-  std::optional<U256> max_fee_per_gas;           // type 2, 3, 4
-  std::optional<U256> max_priority_fee_per_gas;  // type 2, 3, 4
-  std::optional<U256> max_fee_per_blob_gas;      // type 3
-  std::vector<std::string> blob_versioned_hashes;  // type 3
-  std::optional<std::string> access_list_json;     // type 1+: the node's JSON, compact
+  std::optional<uint8_t> transaction_type;             // null if the node omits "type"
+  std::optional<U256> max_fee_per_gas;                 // type 2, 3, 4
+  std::optional<U256> max_priority_fee_per_gas;        // type 2, 3, 4
+  std::optional<U256> max_fee_per_blob_gas;            // type 3
+  std::vector<std::string> blob_versioned_hashes;      // type 3
+  std::optional<std::string> access_list_json;         // type 1+: the node's JSON, compact
   std::optional<std::string> authorization_list_json;  // type 4: the node's JSON, compact
   std::optional<uint64_t> chain_id;
   std::optional<std::string> v, r, s;
@@ -81,8 +81,8 @@ struct Transaction {
   uint64_t cumulative_gas_used = 0;
   uint64_t gas_used = 0;
   std::optional<std::string> contract_address;
-  std::optional<std::string> root;      // pre-Byzantium post-state root
-  std::optional<uint8_t> status;        // 1 success, 0 failure; null pre-Byzantium
+  std::optional<std::string> root;  // pre-Byzantium post-state root
+  std::optional<uint8_t> status;    // 1 success, 0 failure; null pre-Byzantium
   std::optional<U256> effective_gas_price;
   std::string receipt_logs_bloom;
   std::optional<uint64_t> blob_gas_used;
@@ -117,8 +117,8 @@ struct TokenTransfer {
   std::string from_address;
   std::string to_address;
   std::optional<std::string> operator_address;  // ERC-1155 only
-  std::optional<U256> token_id;  // ERC-721 and ERC-1155
-  U256 value;                    // ERC-20 amount, 1 for ERC-721, ERC-1155 amount
+  std::optional<U256> token_id;                 // ERC-721 and ERC-1155
+  U256 value;                                   // ERC-20 amount, 1 for ERC-721, ERC-1155 amount
   TokenStandard standard = TokenStandard::kErc20;
 };
 

@@ -4,14 +4,22 @@ namespace gapless {
 
 const char* CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kUnavailable: return "Unavailable";
-    case Code::kAborted: return "Aborted";
-    case Code::kInvalidData: return "InvalidData";
-    case Code::kFailedPrecondition: return "FailedPrecondition";
-    case Code::kNotFound: return "NotFound";
-    case Code::kDataLoss: return "DataLoss";
-    case Code::kInternal: return "Internal";
+    case Code::kOk:
+      return "OK";
+    case Code::kUnavailable:
+      return "Unavailable";
+    case Code::kAborted:
+      return "Aborted";
+    case Code::kInvalidData:
+      return "InvalidData";
+    case Code::kFailedPrecondition:
+      return "FailedPrecondition";
+    case Code::kNotFound:
+      return "NotFound";
+    case Code::kDataLoss:
+      return "DataLoss";
+    case Code::kInternal:
+      return "Internal";
   }
   return "Unknown";
 }

@@ -2,13 +2,14 @@
 //
 // The codes carry the retry policy (after abseil's canonical codes):
 //   kUnavailable        retry the same call (network failure, HTTP 429/5xx, timeout)
-//   kAborted            retry the unit of work (lease lost, stale fencing token, serialization failure)
-//   kInvalidData        the input was malformed or inconsistent (bad RPC answer); retry the unit of
-//                       work a bounded number of times, then stop or dead-letter it, naming the field
-//   kFailedPrecondition stop until a human fixes something (bad config, wrong chain id, schema mismatch)
-//   kNotFound           the thing asked for does not exist (yet), e.g. a block above the head
-//   kDataLoss           an invariant is broken; alert and stop
-//   kInternal           a bug
+//   kAborted            retry the unit of work (lease lost, stale fencing token, serialization
+//   failure) kInvalidData        the input was malformed or inconsistent (bad RPC answer); retry
+//   the unit of
+//                       work a bounded number of times, then stop or dead-letter it, naming the
+//                       field
+//   kFailedPrecondition stop until a human fixes something (bad config, wrong chain id, schema
+//   mismatch) kNotFound           the thing asked for does not exist (yet), e.g. a block above the
+//   head kDataLoss           an invariant is broken; alert and stop kInternal           a bug
 // Status and Result are value types; not thread-safe to share mutably, safe to copy.
 #pragma once
 
@@ -77,7 +78,7 @@ inline Status Internal(std::string m) { return Status(Code::kInternal, std::move
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "Result constructed from an ok Status without a value");
   }
@@ -110,17 +111,16 @@ class [[nodiscard]] Result {
 }  // namespace gapless
 
 // Evaluates expr (a Status); returns it from the enclosing function if not ok.
-#define GAPLESS_RETURN_IF_ERROR(expr)        \
-  do {                                       \
-    ::gapless::Status _st = (expr);          \
-    if (!_st.ok()) return _st;               \
+#define GAPLESS_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::gapless::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)
 
 #define GAPLESS_CONCAT_INNER(a, b) a##b
 #define GAPLESS_CONCAT(a, b) GAPLESS_CONCAT_INNER(a, b)
 // GAPLESS_ASSIGN_OR_RETURN(auto x, MakeX()): declares x from a Result or returns its Status.
-#define GAPLESS_ASSIGN_OR_RETURN(lhs, expr)                                 \
-  auto GAPLESS_CONCAT(_res_, __LINE__) = (expr);                            \
-  if (!GAPLESS_CONCAT(_res_, __LINE__).ok())                                \
-    return GAPLESS_CONCAT(_res_, __LINE__).status();                        \
+#define GAPLESS_ASSIGN_OR_RETURN(lhs, expr)                                                   \
+  auto GAPLESS_CONCAT(_res_, __LINE__) = (expr);                                              \
+  if (!GAPLESS_CONCAT(_res_, __LINE__).ok()) return GAPLESS_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(GAPLESS_CONCAT(_res_, __LINE__)).value()

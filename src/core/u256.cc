@@ -5,6 +5,9 @@
 namespace gapless {
 namespace {
 
+// GCC's 128-bit integer; __extension__ keeps -Wpedantic quiet about it.
+__extension__ typedef unsigned __int128 Uint128;
+
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -49,9 +52,9 @@ std::optional<U256> U256::FromDecimal(std::string_view text) {
   for (char c : text) {
     if (c < '0' || c > '9') return std::nullopt;
     // out = out * 10 + d, detecting overflow.
-    unsigned __int128 carry = static_cast<unsigned>(c - '0');
+    Uint128 carry = static_cast<unsigned>(c - '0');
     for (auto& limb : out.limbs_) {
-      unsigned __int128 v = static_cast<unsigned __int128>(limb) * 10 + carry;
+      Uint128 v = static_cast<Uint128>(limb) * 10 + carry;
       limb = static_cast<uint64_t>(v);
       carry = v >> 64;
     }
@@ -68,9 +71,9 @@ std::string U256::ToDecimal() const {
   std::string out;
   auto nonzero = [&] { return (n[0] | n[1] | n[2] | n[3]) != 0; };
   while (nonzero()) {
-    unsigned __int128 rem = 0;
+    Uint128 rem = 0;
     for (int i = 3; i >= 0; --i) {
-      unsigned __int128 cur = (rem << 64) | n[i];
+      Uint128 cur = (rem << 64) | n[i];
       n[i] = static_cast<uint64_t>(cur / kChunk);
       rem = cur % kChunk;
     }

@@ -39,9 +39,9 @@ TEST(U256, ZeroAndLeadingZeros) {
 }
 
 TEST(U256, DecimalRoundTripAcrossLimbBoundaries) {
-  for (const char* s : {"18446744073709551615", "18446744073709551616",
-                        "340282366920938463463374607431768211456", "10000000000000000000",
-                        "9999999999999999999"}) {
+  for (const char* s :
+       {"18446744073709551615", "18446744073709551616", "340282366920938463463374607431768211456",
+        "10000000000000000000", "9999999999999999999"}) {
     auto v = U256::FromDecimal(s);
     ASSERT_TRUE(v.has_value()) << s;
     EXPECT_EQ(v->ToDecimal(), s);

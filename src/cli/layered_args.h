@@ -1,0 +1,47 @@
+// Layered configuration: flags override GAPLESS_* environment variables, which override the
+// config file.
+//
+// CLI11 reads a config file after the environment, the opposite of what an operator expects, so we
+// layer ourselves: the config file's `key = value` lines and the matching GAPLESS_KEY variables are
+// turned into `--key=value` arguments placed before the real ones, and every option takes the last
+// value it is given. Unknown keys in the config file are errors that name the file, line and key;
+// unknown GAPLESS_* variables are ignored (tests and wrappers set their own). Pure functions.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gapless {
+
+// "rpc-timeout" -> "GAPLESS_RPC_TIMEOUT"
+std::string EnvNameForKey(const std::string& key);
+
+struct ConfigEntry {
+  std::string key;
+  std::string value;
+  int line = 0;
+};
+
+// Parses `key = value` lines; '#' and ';' start comments; blank lines and [section] headers are
+// ignored; values may be wrapped in double quotes. An error names the file and line.
+Result<std::vector<ConfigEntry>> ParseConfigText(const std::string& text, const std::string& path);
+Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path);
+
+// Builds the layered argument list for one subcommand.
+//   argv:        the real arguments after the subcommand name
+//   known_keys:  long option names of the subcommand (and global options), without "--"
+//   all_keys:    long option names of every subcommand (a key known to another subcommand is
+//                skipped silently, so one file can configure every subcommand)
+//   config:      entries from the config file (may be empty)
+//   getenv:      environment lookup
+// Returns config args, then env args, then argv.
+Result<std::vector<std::string>> LayerArguments(
+    const std::vector<std::string>& argv, const std::set<std::string>& known_keys,
+    const std::set<std::string>& all_keys, const std::vector<ConfigEntry>& config,
+    const std::string& config_path, const std::function<const char*(const char*)>& getenv);
+
+}  // namespace gapless

@@ -1,0 +1,57 @@
+#include "cli/layered_args.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace gapless {
+namespace {
+
+TEST(LayeredArgs, FlagsBeatEnvironmentWhichBeatsConfigFile) {
+  auto config = ParseConfigText("# comment\nrpc = http://file\ndb = \"postgresql://file\"\n", "f");
+  ASSERT_TRUE(config.ok());
+  std::map<std::string, std::string> env{{"GAPLESS_RPC", "http://env"}};
+  auto getenv = [&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto args =
+      LayerArguments({"--rpc", "http://flag"}, {"rpc", "db"}, {"rpc", "db"}, *config, "f", getenv);
+  ASSERT_TRUE(args.ok());
+  // With take-last semantics the last --rpc wins: the flag.
+  EXPECT_EQ(*args, (std::vector<std::string>{"--rpc=http://file", "--db=postgresql://file",
+                                             "--rpc=http://env", "--rpc", "http://flag"}));
+}
+
+TEST(LayeredArgs, UnknownConfigKeyIsAnErrorNamingTheKeyAndLine) {
+  auto config = ParseConfigText("rpc = x\nrcp = y\n", "/etc/gapless.conf");
+  ASSERT_TRUE(config.ok());
+  auto args = LayerArguments({}, {"rpc"}, {"rpc", "table"}, *config, "/etc/gapless.conf",
+                             [](const char*) -> const char* { return nullptr; });
+  ASSERT_FALSE(args.ok());
+  EXPECT_EQ(args.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(args.status().message().find("rcp"), std::string::npos);
+  EXPECT_NE(args.status().message().find("line 2"), std::string::npos);
+}
+
+TEST(LayeredArgs, KeyOfAnotherSubcommandIsSkipped) {
+  auto config = ParseConfigText("table = logs\nrpc = x\n", "f");
+  auto args = LayerArguments({}, {"rpc"}, {"rpc", "table"}, *config, "f",
+                             [](const char*) -> const char* { return nullptr; });
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(*args, std::vector<std::string>{"--rpc=x"});
+}
+
+TEST(LayeredArgs, MalformedLineNamesFileAndLine) {
+  auto config = ParseConfigText("rpc = x\njust-a-word\n", "my.conf");
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("my.conf line 2"), std::string::npos);
+}
+
+TEST(LayeredArgs, EnvNames) {
+  EXPECT_EQ(EnvNameForKey("rpc-timeout"), "GAPLESS_RPC_TIMEOUT");
+  EXPECT_EQ(EnvNameForKey("db"), "GAPLESS_DB");
+}
+
+}  // namespace
+}  // namespace gapless

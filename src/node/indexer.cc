@@ -1,0 +1,137 @@
+#include "node/indexer.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "decode/decode.h"
+#include "store/queries.h"
+
+namespace gapless {
+
+Indexer::Indexer(IndexerOptions options, RpcClientFactory rpc_factory, PgPool* pool)
+    : options_(std::move(options)), rpc_factory_(std::move(rpc_factory)), pool_(pool) {}
+
+Result<uint64_t> Indexer::Plan() {
+  if (options_.from > options_.to) {
+    return FailedPrecondition(
+        fmt::format("--from {} is above --to {}", options_.from, options_.to));
+  }
+  auto conn = pool_->Acquire();
+  GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(*conn, options_.from, options_.to));
+  ranges_ = PendingRanges(options_.from, options_.to, options_.range_size, std::move(done));
+  uint64_t blocks = 0;
+  for (const auto& r : ranges_) blocks += r.size();
+  return blocks;
+}
+
+void Indexer::Stop() { stop_.store(true); }
+
+void Indexer::Fail(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = status;
+  }
+  stop_.store(true);
+}
+
+Status Indexer::Run() {
+  uint32_t workers = std::max<uint32_t>(1, options_.fetch_workers);
+  std::vector<std::thread> threads;
+  threads.reserve(workers);
+  for (uint32_t i = 0; i < workers; ++i) threads.emplace_back([this] { WorkerLoop(); });
+  for (auto& t : threads) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!first_error_.ok()) return first_error_;
+  if (next_range_.load() < ranges_.size() || stop_.load()) {
+    // Stopped from outside before every range was taken (or while some were in flight).
+    bool all_done = counters_.ranges.load() == ranges_.size();
+    if (!all_done) return Aborted("interrupted");
+  }
+  return Status::Ok();
+}
+
+void Indexer::WorkerLoop() {
+  std::unique_ptr<JsonRpcClient> rpc = rpc_factory_();
+  while (!stop_.load()) {
+    size_t i = next_range_.fetch_add(1);
+    if (i >= ranges_.size()) return;
+    const BlockRange& range = ranges_[i];
+    RangeWrite write;
+    write.from_block = range.from;
+    write.to_block = range.to;
+    Status st = WithRetries(fmt::format("fetch blocks {}-{}", range.from, range.to), [&] {
+      write.blocks.clear();
+      return FetchRange(*rpc, range, &write.blocks);
+    });
+    if (st.ok()) st = WriteRangeWithRetries(write);
+    if (!st.ok()) {
+      if (!stop_.load() || st.code() != Code::kAborted) Fail(st);
+      return;
+    }
+    uint64_t txs = 0, logs = 0, transfers = 0;
+    for (const auto& b : write.blocks) {
+      txs += b.transactions.size();
+      logs += b.logs.size();
+      transfers += b.token_transfers.size();
+    }
+    counters_.transactions += txs;
+    counters_.logs += logs;
+    counters_.token_transfers += transfers;
+    counters_.blocks += range.size();
+    counters_.ranges += 1;
+  }
+}
+
+Status Indexer::FetchRange(JsonRpcClient& rpc, const BlockRange& range,
+                           std::vector<BlockData>* out) {
+  out->reserve(range.size());
+  for (uint64_t first = range.from; first <= range.to;) {
+    uint64_t count = std::min<uint64_t>(options_.blocks_per_request, range.to - first + 1);
+    GAPLESS_ASSIGN_OR_RETURN(auto raw, rpc.FetchBlocks(first, count));
+    for (auto& block : raw) {
+      DecodeOptions decode_options;
+      decode_options.expected_number = block.number;
+      decode_options.expected_chain_id = options_.chain_id;
+      GAPLESS_ASSIGN_OR_RETURN(BlockData data,
+                               DecodeBlock(block.block_json, block.receipts_json, decode_options));
+      out->push_back(std::move(data));
+    }
+    first += count;
+    if (stop_.load()) return Aborted("interrupted");
+  }
+  return Status::Ok();
+}
+
+Status Indexer::WriteRangeWithRetries(const RangeWrite& write) {
+  return WithRetries(fmt::format("write blocks {}-{}", write.from_block, write.to_block), [&] {
+    auto conn = pool_->Acquire();
+    WriteOptions write_options;
+    write_options.mode = options_.write_mode;
+    return WriteRange(*conn, write, write_options);
+  });
+}
+
+Status Indexer::WithRetries(const std::string& what, const std::function<Status()>& op) {
+  for (int attempt = 1;; ++attempt) {
+    Status st = op();
+    if (st.ok()) return st;
+    if (stop_.load()) return st.code() == Code::kAborted ? st : Aborted("interrupted");
+    if (!st.retriable() || attempt >= options_.max_attempts) {
+      if (attempt > 1) {
+        return Status(st.code(),
+                      fmt::format("{} (gave up after {} attempts)", st.message(), attempt));
+      }
+      return st;
+    }
+    int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
+                                  options_.retry_cap_micros);
+    counters_.retries += 1;
+    spdlog::warn("{} failed (attempt {}/{}): {}; retrying in {:.1f} s", what, attempt,
+                 options_.max_attempts, st.ToString(), static_cast<double>(delay) / 1e6);
+    options_.env->SleepMicros(delay);
+  }
+}
+
+}  // namespace gapless

@@ -1,0 +1,87 @@
+// Indexer: the single-process data path. Fetches a block interval from a JSON-RPC node, decodes
+// it and commits it to PostgreSQL range by range, with no gap and no duplicate.
+//
+// The interval is cut into aligned ranges (node/ranges.h); ranges already recorded as committed
+// in PostgreSQL are skipped, so a killed run restarted with the same arguments continues where
+// it stopped. `fetch_workers` threads each take the next range, fetch it in batches of
+// `blocks_per_request` blocks (one JSON-RPC batch round trip each; so at most `fetch_workers`
+// requests are in flight), decode it, and commit the whole range in one transaction through a
+// pooled connection. A failed fetch or write is retried with exponential backoff and jitter when
+// the error is retriable; after `max_attempts` the run stops with the error, which names the block
+// and field. A range is committed whole or not at all, so a stop or a crash never leaves a partial
+// block behind.
+//
+// Run() blocks; Stop() may be called from any thread (e.g. a signal watcher).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/env.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "node/progress.h"
+#include "node/ranges.h"
+#include "rpc/json_rpc.h"
+#include "store/pg.h"
+#include "store/writer.h"
+
+namespace gapless {
+
+struct IndexerOptions {
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint64_t range_size = 50;
+  uint32_t blocks_per_request = 10;
+  uint32_t fetch_workers = 4;
+  int max_attempts = 5;
+  int64_t retry_base_micros = 500'000;
+  int64_t retry_cap_micros = 30'000'000;
+  std::optional<uint64_t> chain_id;  // every transaction's chainId must match, when set
+  WriteMode write_mode = WriteMode::kStagingUpsert;
+  Env* env = Env::Default();
+};
+
+// Makes one RPC client per worker thread (clients are not thread-safe).
+using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
+
+class Indexer {
+ public:
+  Indexer(IndexerOptions options, RpcClientFactory rpc_factory, PgPool* pool);
+
+  // Works out which ranges are still to do. Call before Run(); returns the number of blocks.
+  Result<uint64_t> Plan();
+  // Indexes the planned ranges. Returns OK when all are committed, the first fatal error
+  // otherwise, or Aborted("interrupted") after Stop().
+  Status Run();
+  void Stop();
+
+  const IndexCounters& counters() const { return counters_; }
+  const std::vector<BlockRange>& planned() const { return ranges_; }
+
+ private:
+  void WorkerLoop();
+  Status FetchRange(JsonRpcClient& rpc, const BlockRange& range, std::vector<BlockData>* out);
+  Status WriteRangeWithRetries(const RangeWrite& write);
+  // Runs op until it succeeds, fails with a non-retriable error, runs out of attempts, or the
+  // indexer is stopped. `what` names the unit of work in log lines.
+  Status WithRetries(const std::string& what, const std::function<Status()>& op);
+  void Fail(const Status& status);
+
+  IndexerOptions options_;
+  RpcClientFactory rpc_factory_;
+  PgPool* pool_;
+  std::vector<BlockRange> ranges_;
+  std::atomic<size_t> next_range_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  Status first_error_;
+  IndexCounters counters_;
+};
+
+}  // namespace gapless
