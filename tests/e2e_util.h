@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <fstream>
@@ -20,6 +21,14 @@
 #include "store/writer.h"
 
 namespace gapless::e2e {
+
+// A JSON string, number or null (as "") as text.
+inline std::string Str(simdjson::dom::element e) {
+  if (e.is_null()) return "";
+  if (e.is_string()) return std::string(std::string_view(e));
+  if (e.is_uint64()) return std::to_string(uint64_t(e));
+  return std::to_string(int64_t(e));
+}
 
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -17,7 +17,8 @@ class FixtureExportTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = std::make_unique<PgTestDb>();
-    if (db_->url().empty()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    if (db_->skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    ASSERT_FALSE(db_->failed()) << db_->error().ToString();
     pool_ = OpenPool(db_->url());
     ASSERT_NE(pool_, nullptr);
     replay_.SetChainId(1);
@@ -56,14 +57,13 @@ void AddPlainTransferReceipts(ReplayTransport& replay, const std::string& block_
   simdjson::dom::element block = parser.load(block_file)["result"];
   uint64_t cumulative = 0;
   for (simdjson::dom::element tx : block["transactions"].get_array()) {
-    ASSERT_EQ(std::string_view(tx["input"]), "0x") << "not a plain transfer";
+    ASSERT_EQ(Str(tx["input"]), "0x") << "not a plain transfer";
     cumulative += 21000;
-    std::string hash(std::string_view(tx["hash"]));
+    std::string hash = Str(tx["hash"]);
     std::string receipt =
         R"({"transactionHash":")" + hash + R"(","transactionIndex":")" +
-        std::string(std::string_view(tx["transactionIndex"])) + R"(","blockHash":")" +
-        std::string(std::string_view(block["hash"])) + R"(","blockNumber":")" +
-        std::string(std::string_view(block["number"])) + R"(","cumulativeGasUsed":")" +
+        Str(tx["transactionIndex"]) + R"(","blockHash":")" + Str(block["hash"]) +
+        R"(","blockNumber":")" + Str(block["number"]) + R"(","cumulativeGasUsed":")" +
         U256(cumulative).ToHexQuantity() + R"(","gasUsed":"0x5208","contractAddress":null,)" +
         R"("logs":[],"logsBloom":"0x)" + std::string(512, '0') + R"(","status":null})";
     ASSERT_TRUE(replay.Add("eth_getTransactionReceipt", "[\"" + hash + "\"]", receipt).ok());
@@ -135,9 +135,8 @@ TEST_F(FixtureExportTest, MainnetBlock17000000) {
   simdjson::dom::parser parser;
   simdjson::dom::element block = parser.load(dir + "block.json");
   for (simdjson::dom::element tx : block["transactions"].get_array()) {
-    std::string hash(std::string_view(tx["hash"]));
-    uint64_t index =
-        std::stoull(std::string(std::string_view(tx["transactionIndex"])), nullptr, 16);
+    std::string hash = Str(tx["hash"]);
+    uint64_t index = std::stoull(Str(tx["transactionIndex"]), nullptr, 16);
     std::string prefix = hash + ",";
     size_t at = txs.find("\n" + prefix);
     ASSERT_NE(at, std::string::npos) << hash;

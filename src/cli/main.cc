@@ -149,10 +149,10 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
   // Check the node before touching the database, so a bad --rpc writes nothing.
   auto rpc = make_client();
   auto chain_id = rpc->ChainId();
-  if (!chain_id.ok()) return Report(chain_id.status().WithContext("--rpc " + args.rpc));
+  if (!chain_id.ok()) return Report(chain_id.status());  // names the endpoint, redacted
   if (args.chain_id != 0 && *chain_id != args.chain_id) {
     return Report(FailedPrecondition(fmt::format("--chain-id {}: the node at {} serves chain {}",
-                                                 args.chain_id, args.rpc, *chain_id)));
+                                                 args.chain_id, rpc->Describe(), *chain_id)));
   }
   auto from = ParseBlockBound(args.from, "--from", rpc.get());
   if (!from.ok()) return Report(from.status());

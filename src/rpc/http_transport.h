@@ -1,0 +1,47 @@
+// HttpTransport: the seam between the JSON-RPC client and the network. One call = one HTTP POST of
+// a JSON body to a fixed endpoint, answered by whatever status and body came back.
+//
+// A transport reports only failures to get an answer (connect refused, DNS, timeout, reset,
+// truncated body) as Unavailable; it does not interpret the HTTP status or the body: that policy
+// lives in JsonRpcClient. Production uses CurlTransport; tests substitute ReplayTransport
+// (testing/replay_transport.h), which answers from recorded fixtures without a network.
+// Thread-safety is per implementation: CurlTransport is not thread-safe (one per thread),
+// ReplayTransport is.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace gapless {
+
+struct HttpResponse {
+  long status = 0;  // NOLINT(runtime/int): libcurl's type for the status code
+  std::string body;
+  // The server's Retry-After (429/503), converted to a delay from now; nullopt when absent or
+  // unparseable.
+  std::optional<int64_t> retry_after_micros;
+};
+
+class HttpTransport {
+ public:
+  virtual ~HttpTransport();
+
+  // POSTs body (Content-Type: application/json) and returns the answer, whatever its status.
+  // Fails with Unavailable when no complete answer arrived; the message names the endpoint
+  // (without credentials) and the cause.
+  virtual Result<HttpResponse> Post(std::string_view body) = 0;
+
+  // The endpoint, safe for logs and error messages (credentials removed), e.g.
+  // "https://eth-mainnet.example.com/v2/<redacted>".
+  virtual std::string Describe() const = 0;
+};
+
+// Removes credentials from a URL for messages: user:password@, the query string, and path
+// segments that look like API keys (16 or more characters of [A-Za-z0-9_-]) become "<redacted>".
+std::string RedactUrl(std::string_view url);
+
+}  // namespace gapless

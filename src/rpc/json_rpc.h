@@ -1,0 +1,160 @@
+// JsonRpcClient: Ethereum JSON-RPC over an HttpTransport, with the retry policy and the error
+// classification the rest of gapless relies on, plus the typed calls the indexer needs (chain id,
+// head, block tags, blocks with their receipts).
+//
+// Results are the raw JSON text of the answer's "result" (e.g. "null", "\"0x1\"", an object),
+// cut out of the HTTP body without re-serialising, in strings with at least 64 bytes of spare
+// capacity so simdjson can parse them in place (padded_string_view over data/size/capacity).
+//
+// Errors carry the retry policy (core/status.h). Every message names the method (and the block
+// when known) and the endpoint:
+//   transport failure, HTTP 429, HTTP 5xx, HTTP 408    Unavailable; the client retries these itself
+//                                                       up to max_attempts, sleeping Retry-After
+//                                                       when the server sent one, else backoff
+//   other HTTP 4xx (401 bad key, 403, 404 bad path)     FailedPrecondition (stop: fix the config)
+//   JSON-RPC error -32601 / -32602                      FailedPrecondition
+//   JSON-RPC error -32000..-32099 (incl. -32005 limit    Unavailable; retried like a transport
+//     exceeded), 429, or a "rate limit" message          failure
+//   any other JSON-RPC error                             InvalidData
+//   malformed/truncated JSON, not a JSON-RPC answer,     InvalidData (retry the unit of work a
+//     id mismatch, a missing answer in a batch           bounded number of times)
+// The JSON-RPC error code stays available through RpcErrorCode(status).
+//
+// Thread-safety: not thread-safe. A client owns a JSON parser and uses its transport from the
+// calling thread (CurlTransport is single-threaded too): give each worker thread its own client.
+// Several clients may share one thread-safe transport (ReplayTransport) through the non-owning
+// constructor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "rpc/http_transport.h"
+
+namespace gapless {
+
+struct RpcRequest {
+  std::string method;              // e.g. "eth_getBlockByNumber"
+  std::string params_json = "[]";  // a JSON array, sent as is, e.g. R"(["0x10",true])"
+};
+
+// One block as the node sent it.
+struct RawBlock {
+  uint64_t number = 0;
+  std::string block_json;     // eth_getBlockByNumber(number, true): full transaction objects
+  std::string receipts_json;  // a JSON array of the block's receipts, in transaction order
+};
+
+struct JsonRpcClientOptions {
+  // Attempts per call for retriable (Unavailable) failures, the first included. >= 1.
+  int max_attempts = 5;
+  // Exponential backoff with full jitter between attempts (core/env.h BackoffMicros).
+  int64_t backoff_base_micros = 250'000;
+  int64_t backoff_cap_micros = 8'000'000;
+  // A Retry-After longer than this is shortened to it (the caller's lease must outlive the wait).
+  int64_t max_retry_after_micros = 30'000'000;
+  // Batch() splits larger batches into several POSTs of at most this many calls (providers cap
+  // batch sizes, commonly at 100..1000). 0 = no limit.
+  size_t max_batch_size = 1000;
+  // Sleeps and the RNG for jitter. Not owned; nullptr = Env::Default().
+  Env* env = nullptr;
+};
+
+class JsonRpcClient {
+ public:
+  // Non-owning: transport must outlive the client.
+  explicit JsonRpcClient(HttpTransport* transport, JsonRpcClientOptions options = {});
+  explicit JsonRpcClient(std::unique_ptr<HttpTransport> transport,
+                         JsonRpcClientOptions options = {});
+  ~JsonRpcClient();
+  JsonRpcClient(const JsonRpcClient&) = delete;
+  JsonRpcClient& operator=(const JsonRpcClient&) = delete;
+
+  // One call. Returns the raw JSON of "result". Retries Unavailable failures (transport, 429,
+  // 5xx, server-side JSON-RPC errors) up to max_attempts; other failures return at once.
+  Result<std::string> Call(std::string_view method, std::string_view params_json);
+
+  // Many calls in one POST (a JSON array; split by max_batch_size). Answers are matched by id, in
+  // any order. The outer Result fails when the batch as a whole failed (transport, HTTP status,
+  // a malformed body, answers with unknown ids); otherwise element i answers calls[i]: a JSON-RPC
+  // error or a missing answer makes that element non-ok. Elements that failed with Unavailable
+  // (e.g. per-call rate limiting) are re-sent, alone, within the max_attempts budget.
+  Result<std::vector<Result<std::string>>> Batch(const std::vector<RpcRequest>& calls);
+
+  // eth_chainId, eth_blockNumber as numbers.
+  Result<uint64_t> ChainId();
+  Result<uint64_t> BlockNumber();
+
+  // "latest" | "safe" | "finalized" | "earliest" | "pending" through eth_getBlockByNumber(tag,
+  // false), returning the block's number; a decimal ("17000000") or hex ("0x1036640") number is
+  // returned as is without a call. A node that does not know "safe"/"finalized" (pre-merge chains,
+  // old clients: a JSON-RPC error or a null block) gives FailedPrecondition saying so; an unknown
+  // tag gives FailedPrecondition.
+  Result<uint64_t> ResolveBlockTag(std::string_view tag);
+
+  // Blocks first..first+count-1 with their receipts, in order, in one batch of
+  // eth_getBlockByNumber(n, true) + eth_getBlockReceipts(n) (several POSTs only when 2*count
+  // exceeds max_batch_size). If the node answers
+  // eth_getBlockReceipts with -32601 (method not found), the client remembers it and fetches
+  // receipts with a second batch of eth_getTransactionReceipt(hash), one per transaction,
+  // assembling the array in transaction order.
+  // Checks before returning: a block's "number" is the one asked for; the receipts are as many as
+  // the transactions, in the same order (transactionHash), and belong to the block (blockHash) —
+  // a mismatch means the node answered from two sides of a re-org, and is InvalidData.
+  // Failures: a null block is NotFound "block N not found" (above the node's head); null receipts
+  // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; others
+  // as for Batch, with "block N" in the message.
+  Result<std::vector<RawBlock>> FetchBlocks(uint64_t first, uint64_t count);
+
+  // False once the node answered eth_getBlockReceipts with "method not found".
+  bool block_receipts_supported() const { return block_receipts_supported_; }
+
+  struct Stats {
+    uint64_t posts = 0;    // HTTP requests sent
+    uint64_t retries = 0;  // of which were retries after an Unavailable failure
+    uint64_t calls = 0;    // JSON-RPC calls sent (a batch of n counts n, retries included)
+  };
+  Stats stats() const { return stats_; }
+
+  // The endpoint, redacted (HttpTransport::Describe).
+  std::string Describe() const { return transport_->Describe(); }
+
+ private:
+  struct Parser;
+  // Sends calls (as one object when single, else as an array), retrying per the policy, and fills
+  // one Result per call.
+  Result<std::vector<Result<std::string>>> Execute(std::span<const RpcRequest> calls, bool single,
+                                                   bool retry_rpc_errors);
+  // Call without retrying JSON-RPC error answers (transport failures are still retried).
+  Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
+  Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
+
+  std::unique_ptr<HttpTransport> owned_transport_;
+  HttpTransport* transport_;
+  JsonRpcClientOptions options_;
+  std::unique_ptr<Parser> parser_;
+  uint64_t next_id_ = 1;
+  bool block_receipts_supported_ = true;
+  Stats stats_;
+};
+
+// The JSON-RPC error code a status from JsonRpcClient carries ("JSON-RPC error <code>: ..." in its
+// message), or nullopt when the failure was not a JSON-RPC error object.
+std::optional<int64_t> RpcErrorCode(const Status& status);
+
+// The status code a JSON-RPC error object maps to (table above).
+Code CodeForRpcError(int64_t code, std::string_view message);
+
+// "0x1a" (quotes allowed around it: "\"0x1a\"") -> 26. InvalidData unless 0x + 1..16 hex digits.
+Result<uint64_t> ParseHexQuantity(std::string_view text);
+// 26 -> "0x1a".
+std::string HexQuantity(uint64_t n);
+
+}  // namespace gapless
