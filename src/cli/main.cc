@@ -158,6 +158,16 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
   if (!from.ok()) return Report(from.status());
   auto to = ParseBlockBound(args.to, "--to", rpc.get());
   if (!to.ok()) return Report(to.status());
+  auto head = rpc->BlockNumber();
+  if (!head.ok()) return Report(head.status());
+  if (*to > *head) {
+    return Report(FailedPrecondition(
+        fmt::format("--to {}: above the node's head block {}; use --to latest to stop at the head",
+                    *to, *head)));
+  }
+  if (*from > *to) {
+    return Report(FailedPrecondition(fmt::format("--from {} is above --to {}", *from, *to)));
+  }
 
   auto pool = OpenDatabase(common.db, args.db_connections);
   if (!pool.ok()) return Report(pool.status());
