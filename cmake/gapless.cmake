@@ -38,7 +38,8 @@ function(gapless_embed target header_name)
     COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DNS=${E_NAMESPACE} "-DFILES=${E_FILES}"
             -P ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
     DEPENDS ${E_FILES} ${CMAKE_SOURCE_DIR}/cmake/embed.cmake
-    COMMENT "Embedding ${header_name}")
+    COMMENT "Embedding ${header_name}"
+    VERBATIM)
   target_sources(${target} PRIVATE "${out}")
   target_include_directories(${target} PRIVATE "${CMAKE_CURRENT_BINARY_DIR}/generated")
 endfunction()

@@ -1,0 +1,252 @@
+// write_bench: how fast the range writer commits mainnet-shaped blocks, against raw COPY.
+//
+// In one run, on one server, with the same generated rows, it measures:
+//   copy      the baseline: per range, BEGIN; COPY every table straight into the (truncated)
+//             tables; COMMIT. No fence, no staging, no conflict handling.
+//   staging   WriteRange(kStagingUpsert) per range into the truncated tables (default options:
+//             a range without rows yet is COPied straight into the tables).
+//   staging-forced  the same through the temporary staging tables and INSERT ... ON CONFLICT DO
+//             NOTHING (direct_copy_when_empty = false): the path a range with rows takes.
+//   replace   WriteRange(kReplaceRange) per range into the truncated tables.
+//   staging-rewrite / replace-rewrite: the same writes again over the rows already stored (what a
+//             retried or re-run range costs).
+// Each mode runs --repeat times in rotation (copy, staging-forced, staging, ...) after a TRUNCATE
+// and a CHECKPOINT, and the median is reported as rows/s, transactions/s and the ratio to raw COPY.
+//
+// Usage: write_bench [--url URL] [--blocks 300] [--range 50] [--repeat 3]
+//                    [--txs 150] [--logs 300] [--transfers 60] [--keep]
+// Without --url it starts (or reuses) the dev server with scripts/pg.sh on its default port and
+// uses `scripts/pg.sh url`. It creates (and afterwards drops, unless --keep) the database
+// gapless_bench there.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "store/copy_rows.h"
+#include "store/migrate.h"
+#include "store/pg.h"
+#include "store/testdata.h"
+#include "store/writer.h"
+
+namespace gapless {
+namespace {
+
+struct Args {
+  std::string url;
+  uint64_t blocks = 300;
+  uint64_t range = 50;
+  int repeat = 3;
+  bool keep = false;  // keep the gapless_bench database (with the last run's rows) afterwards
+  SyntheticOptions data;
+};
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "write_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const Status& st, const char* what) {
+  if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "--keep") {
+      a.keep = true;
+      continue;
+    }
+    if (i + 1 >= argc) Die("missing value for " + flag);
+    std::string value = argv[++i];
+    if (flag == "--url") {
+      a.url = value;
+    } else if (flag == "--blocks") {
+      a.blocks = std::stoull(value);
+    } else if (flag == "--range") {
+      a.range = std::stoull(value);
+    } else if (flag == "--repeat") {
+      a.repeat = std::stoi(value);
+    } else if (flag == "--txs") {
+      a.data.transactions_per_block = static_cast<uint32_t>(std::stoul(value));
+    } else if (flag == "--logs") {
+      a.data.logs_per_block = static_cast<uint32_t>(std::stoul(value));
+    } else if (flag == "--transfers") {
+      a.data.token_transfers_per_block = static_cast<uint32_t>(std::stoul(value));
+    } else {
+      Die("unknown flag " + flag);
+    }
+  }
+  if (a.blocks == 0 || a.range == 0 || a.repeat <= 0)
+    Die("--blocks, --range, --repeat must be > 0");
+  return a;
+}
+
+std::string DefaultUrl() {
+  std::string script = std::string(GAPLESS_SOURCE_DIR) + "/scripts/pg.sh";
+  if (std::system((script + " start").c_str()) != 0) Die(script + " start failed");
+  FILE* p = popen((script + " url").c_str(), "r");
+  if (p == nullptr) Die(script + " url failed");
+  char buf[512] = {0};
+  if (std::fgets(buf, sizeof buf, p) == nullptr) Die(script + " url printed nothing");
+  pclose(p);
+  std::string url = buf;
+  while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+  return url;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void Truncate(PgConn& conn) {
+  Check(conn.Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"
+                  " indexed_ranges"),
+        "truncate");
+  Check(conn.Exec("CHECKPOINT"), "checkpoint");
+}
+
+// The baseline: the same rows, the same serialiser and chunking, straight into the tables.
+double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges) {
+  std::string buffer;
+  auto start = Clock::now();
+  for (const RangeWrite& w : ranges) {
+    PgTransaction txn(conn);
+    Check(txn.Begin(), "begin");
+    for (DataTable t : kDataTables) {
+      CopyWriter copy(conn, &buffer);
+      Check(copy.Begin(std::string("COPY ") + TableInfo(t).name + " (" + TableInfo(t).columns +
+                       ") FROM STDIN"),
+            "copy");
+      for (const BlockData& d : w.blocks) {
+        Check(AppendCopyRows(t, d, copy.buffer()), "serialise");
+        Check(copy.MaybeFlush(), "copy data");
+      }
+      Check(copy.Finish(), "copy end");
+    }
+    Check(txn.Commit(), "commit");
+  }
+  return Seconds(start, Clock::now());
+}
+
+double Write(PgConn& conn, const std::vector<RangeWrite>& ranges, WriteMode mode,
+             bool direct_copy_when_empty = true) {
+  WriteOptions options;
+  options.mode = mode;
+  options.direct_copy_when_empty = direct_copy_when_empty;
+  auto start = Clock::now();
+  for (const RangeWrite& w : ranges) Check(WriteRange(conn, w, options), "write range");
+  return Seconds(start, Clock::now());
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int Main(int argc, char** argv) {
+  Args args = ParseArgs(argc, argv);
+  if (args.url.empty()) args.url = DefaultUrl();
+
+  auto admin = PgConn::Connect(args.url);
+  Check(admin.status(), "connect");
+  Check((*admin)->Exec("DROP DATABASE IF EXISTS gapless_bench WITH (FORCE)"), "drop database");
+  Check((*admin)->Exec("CREATE DATABASE gapless_bench"), "create database");
+  auto url = PgUrlWithDatabase(args.url, "gapless_bench");
+  Check(url.status(), "url");
+  auto conn_or = PgConn::Connect(*url);
+  Check(conn_or.status(), "connect bench database");
+  PgConn& conn = **conn_or;
+  Check(Migrate(conn), "migrate");
+
+  // Data, generated before any timing.
+  std::vector<RangeWrite> ranges;
+  const uint64_t first = 17'000'000;
+  uint64_t rows = 0, txs = 0, bytes = 0;
+  for (uint64_t from = first; from < first + args.blocks; from += args.range) {
+    RangeWrite w;
+    w.from_block = from;
+    w.to_block = std::min(from + args.range, first + args.blocks) - 1;
+    w.blocks = SyntheticBlocks(from, w.to_block - from + 1, args.data);
+    for (const BlockData& d : w.blocks) {
+      for (DataTable t : kDataTables) rows += RowCount(t, d);
+      txs += d.transactions.size();
+    }
+    ranges.push_back(std::move(w));
+  }
+  // Client-side serialisation alone (what the server does not pay for).
+  std::string scratch;
+  auto ser_start = Clock::now();
+  for (const RangeWrite& w : ranges) {
+    for (DataTable t : kDataTables) {
+      for (const BlockData& d : w.blocks) {
+        Check(AppendCopyRows(t, d, &scratch), "serialise");
+        if (scratch.size() > (1 << 20)) {
+          bytes += scratch.size();
+          scratch.clear();
+        }
+      }
+    }
+  }
+  bytes += scratch.size();
+  double ser_seconds = Seconds(ser_start, Clock::now());
+
+  std::printf(
+      "write_bench: %llu blocks in %zu ranges of %llu; %llu rows (%llu transactions), "
+      "%.1f MB of COPY text; %d repetitions\n",
+      static_cast<unsigned long long>(args.blocks), ranges.size(),
+      static_cast<unsigned long long>(args.range), static_cast<unsigned long long>(rows),
+      static_cast<unsigned long long>(txs), static_cast<double>(bytes) / 1e6, args.repeat);
+  std::printf("client-side serialisation alone: %.3f s (%.0f rows/s)\n", ser_seconds,
+              static_cast<double>(rows) / ser_seconds);
+
+  const std::vector<std::string> modes = {"copy",    "staging",         "staging-forced",
+                                          "replace", "staging-rewrite", "replace-rewrite"};
+  std::map<std::string, std::vector<double>> times;
+  for (int rep = 0; rep < args.repeat; ++rep) {
+    Truncate(conn);
+    times["copy"].push_back(RawCopy(conn, ranges));
+    Truncate(conn);
+    times["staging-forced"].push_back(Write(conn, ranges, WriteMode::kStagingUpsert, false));
+    Truncate(conn);
+    times["staging"].push_back(Write(conn, ranges, WriteMode::kStagingUpsert));
+    Check(conn.Exec("CHECKPOINT"), "checkpoint");
+    times["staging-rewrite"].push_back(Write(conn, ranges, WriteMode::kStagingUpsert));
+    Truncate(conn);
+    times["replace"].push_back(Write(conn, ranges, WriteMode::kReplaceRange));
+    Check(conn.Exec("CHECKPOINT"), "checkpoint");
+    times["replace-rewrite"].push_back(Write(conn, ranges, WriteMode::kReplaceRange));
+    std::fprintf(stderr, "repetition %d/%d done\n", rep + 1, args.repeat);
+  }
+
+  double base = static_cast<double>(rows) / Median(times["copy"]);
+  std::printf("\n%-16s %10s %12s %10s %9s   %s\n", "mode", "median s", "rows/s", "tx/s", "vs COPY",
+              "all runs (s)");
+  for (const std::string& m : modes) {
+    double s = Median(times[m]);
+    double rate = static_cast<double>(rows) / s;
+    std::string all;
+    for (double t : times[m]) all += (all.empty() ? "" : " ") + std::to_string(t).substr(0, 5);
+    std::printf("%-16s %10.3f %12.0f %10.0f %8.0f%%   %s\n", m.c_str(), s, rate,
+                static_cast<double>(txs) / s, 100.0 * rate / base, all.c_str());
+  }
+
+  conn_or = Result<std::unique_ptr<PgConn>>(Internal("closed"));
+  if (args.keep) return 0;
+  Check((*admin)->Exec("DROP DATABASE IF EXISTS gapless_bench WITH (FORCE)"), "drop database");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gapless
+
+int main(int argc, char** argv) { return gapless::Main(argc, argv); }

@@ -1,0 +1,69 @@
+// export: stored data as CSV in exactly ethereum-etl's format (columns, order, serialisation), so
+// gapless can stand in for `ethereumetl export_*` and its output can be diffed against it.
+//
+// Tables and columns (fixtures/MANIFEST.md §2.1-2.5):
+//   blocks           number,hash,parent_hash,nonce,sha3_uncles,logs_bloom,transactions_root,
+//                    state_root,receipts_root,miner,difficulty,total_difficulty,size,extra_data,
+//                    gas_limit,gas_used,timestamp,transaction_count,base_fee_per_gas,
+//                    withdrawals_root,withdrawals
+//   transactions     hash,nonce,block_hash,block_number,transaction_index,from_address,to_address,
+//                    value,gas,gas_price,input,block_timestamp,max_fee_per_gas,
+//                    max_priority_fee_per_gas,transaction_type
+//   receipts         transaction_hash,transaction_index,block_hash,block_number,
+//                    cumulative_gas_used,gas_used,contract_address,root,status,effective_gas_price,
+//                    l1_fee,l1_gas_used,l1_gas_price,l1_fee_scalar   (l1_* always empty)
+//   logs             log_index,transaction_hash,transaction_index,block_hash,block_number,address,
+//                    data,topics
+//   token_transfers  token_address,from_address,to_address,value,transaction_hash,log_index,
+//                    block_number
+// Serialisation (§2.8): Python csv minimal quoting (a field is quoted when it holds a comma, a
+// double quote, CR or LF; quotes are doubled), "\n" line ends, an empty cell for NULL, the header
+// only before the first row (no rows: a 0-byte output). Hex is lower-case 0x-hex ("0x" for empty
+// data); integers are exact decimals at any size. topics are joined with "," (so quoted when there
+// are two or more); withdrawals are compact JSON objects
+// {"index":..,"validator_index":..,"address":"0x..","amount":..} joined with ",".
+//
+// Token transfers: ethereum-etl knows only the ERC-20/721 Transfer event, and reports an ERC-721
+// transfer's token id in `value`. So by default only erc20 and erc721 rows are exported, erc721
+// with value = token id. ExportOptions.token_standards can add erc1155 (rows of a TransferBatch
+// share their log_index; value = the amount) or narrow the set.
+//
+// Rows are ordered by block number, then index, and streamed (libpq single-row mode): memory
+// stays small however large the interval. Thread-safety: as for the PgConn.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+enum class ExportTable { kBlocks, kTransactions, kReceipts, kLogs, kTokenTransfers };
+
+// "blocks", "transactions", "receipts", "logs", "token_transfers"; FailedPrecondition otherwise.
+Result<ExportTable> ParseExportTable(std::string_view name);
+const char* ExportTableName(ExportTable table);
+
+struct ExportOptions {
+  // Which token standards token_transfers exports (ethereum-etl: erc20 and erc721).
+  std::vector<TokenStandard> token_standards = {TokenStandard::kErc20, TokenStandard::kErc721};
+};
+
+// "erc20,erc721,erc1155" (any non-empty subset, any order); FailedPrecondition otherwise.
+Result<std::vector<TokenStandard>> ParseTokenStandards(std::string_view list);
+
+// Writes the rows of blocks [from, to]. FailedPrecondition if `out` fails (disk full, closed pipe);
+// database errors as PgConn reports them. On error the output holds a prefix of the rows.
+Status ExportCsv(PgConn& conn, ExportTable table, uint64_t from, uint64_t to, std::ostream& out,
+                 const ExportOptions& options = {});
+
+// Appends `field` with Python csv QUOTE_MINIMAL quoting.
+void AppendCsvField(std::string_view field, std::string* out);
+
+}  // namespace gapless

@@ -1,0 +1,611 @@
+#include "store/pg.h"
+
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace gapless {
+namespace {
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+bool Contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+
+// libpq messages span lines ("...failed: Connection refused\n\tIs the server running..."); logs
+// want one line.
+std::string OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool space = false;
+  for (char c : text) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = true;
+      continue;
+    }
+    if (space && !out.empty()) out.push_back(' ');
+    space = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
+bool IsUri(std::string_view url) {
+  return StartsWith(url, "postgresql://") || StartsWith(url, "postgres://");
+}
+
+// Replaces the value of every `password=` query parameter in a URI's query string.
+std::string RedactUriQuery(std::string_view query) {
+  std::string out;
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string_view::npos) amp = query.size();
+    std::string_view param = query.substr(pos, amp - pos);
+    if (StartsWith(param, "password=")) {
+      out += "password=***";
+    } else {
+      out += param;
+    }
+    if (amp < query.size()) out.push_back('&');
+    pos = amp + 1;
+  }
+  return out;
+}
+
+// key=value form: "host=h password = 'it''s' dbname=x" -> "host=h password=*** dbname=x".
+std::string RedactKeyValue(std::string_view s) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    // Copy whitespace.
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) out.push_back(s[i++]);
+    size_t key_start = i;
+    while (i < s.size() && s[i] != '=' && !std::isspace(static_cast<unsigned char>(s[i]))) i++;
+    std::string_view key = s.substr(key_start, i - key_start);
+    out += key;
+    size_t j = i;
+    while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) j++;
+    if (j >= s.size() || s[j] != '=') {
+      // Not a key=value pair; copy the rest as is (libpq will reject it anyway).
+      out += s.substr(i);
+      return out;
+    }
+    j++;
+    while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) j++;
+    size_t value_start = j;
+    if (j < s.size() && s[j] == '\'') {
+      j++;
+      while (j < s.size()) {
+        // libpq escapes a quote as \' ; '' (SQL style) is not libpq syntax, but a password
+        // written that way must not leak either.
+        if ((s[j] == '\\' || (s[j] == '\'' && j + 1 < s.size() && s[j + 1] == '\'')) &&
+            j + 1 < s.size()) {
+          j += 2;
+          continue;
+        }
+        if (s[j] == '\'') {
+          j++;
+          break;
+        }
+        j++;
+      }
+    } else {
+      while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) j++;
+    }
+    out.push_back('=');
+    if (key == "password") {
+      out += "***";
+    } else {
+      out += s.substr(value_start, j - value_start);
+    }
+    i = j;
+  }
+  return out;
+}
+
+struct ParsedConninfo {
+  std::string host, port, dbname, user;
+};
+
+// Parses with libpq itself, so what we report is what libpq will use.
+Result<ParsedConninfo> ParseConninfo(const std::string& url) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(url.c_str(), &err);
+  if (opts == nullptr) {
+    std::string why = err != nullptr ? OneLine(err) : "out of memory";
+    if (err != nullptr) PQfreemem(err);
+    return FailedPrecondition("database URL " + RedactPgUrl(url) + " does not parse: " + why);
+  }
+  ParsedConninfo out;
+  for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    std::string_view k = o->keyword;
+    if (k == "host" || (k == "hostaddr" && out.host.empty())) out.host = o->val;
+    if (k == "port") out.port = o->val;
+    if (k == "dbname") out.dbname = o->val;
+    if (k == "user") out.user = o->val;
+  }
+  PQconninfoFree(opts);
+  auto env_or = [](const char* name, const char* fallback) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr && *v != '\0' ? v : fallback);
+  };
+  if (out.host.empty()) out.host = env_or("PGHOST", "localhost");
+  if (out.port.empty()) out.port = env_or("PGPORT", "5432");
+  if (out.user.empty()) out.user = env_or("PGUSER", "");
+  if (out.dbname.empty()) out.dbname = env_or("PGDATABASE", out.user.c_str());
+  return out;
+}
+
+Code CodeForSqlState(std::string_view state) {
+  if (state.size() != 5) return Code::kInternal;
+  std::string_view cls = state.substr(0, 2);
+  if (cls == "08") return Code::kUnavailable;  // connection exception
+  if (state == "40001" || state == "40P01" || state == "55P03") return Code::kAborted;
+  if (state == "57P01" || state == "57P02" || state == "57P03" || state == "57014") {
+    return Code::kUnavailable;  // admin/crash shutdown, cannot connect now, query cancelled
+  }
+  if (cls == "53") return Code::kUnavailable;  // insufficient resources (disk full, too many conns)
+  if (cls == "22") return Code::kInvalidData;  // data exception: the input was malformed
+  if (cls == "28" || state == "3D000") return Code::kFailedPrecondition;  // auth, unknown db
+  return Code::kInternal;
+}
+
+}  // namespace
+
+std::string RedactPgUrl(std::string_view url) {
+  if (!IsUri(url)) return RedactKeyValue(url);
+  size_t scheme_end = url.find("://") + 3;
+  size_t authority_end = url.find_first_of("/?", scheme_end);
+  if (authority_end == std::string_view::npos) authority_end = url.size();
+  std::string_view authority = url.substr(scheme_end, authority_end - scheme_end);
+  std::string out(url.substr(0, scheme_end));
+  size_t at = authority.rfind('@');
+  if (at != std::string_view::npos) {
+    std::string_view userinfo = authority.substr(0, at);
+    size_t colon = userinfo.find(':');
+    if (colon != std::string_view::npos) {
+      out += userinfo.substr(0, colon);
+      out += ":***";
+    } else {
+      out += userinfo;
+    }
+    out += authority.substr(at);
+  } else {
+    out += authority;
+  }
+  std::string_view rest = url.substr(authority_end);
+  size_t q = rest.find('?');
+  if (q == std::string_view::npos) {
+    out += rest;
+  } else {
+    out += rest.substr(0, q + 1);
+    out += RedactUriQuery(rest.substr(q + 1));
+  }
+  return out;
+}
+
+Result<std::string> PgUrlWithDatabase(const std::string& url, const std::string& dbname) {
+  GAPLESS_ASSIGN_OR_RETURN(auto parsed, ParseConninfo(url));
+  (void)parsed;
+  if (IsUri(url)) {
+    size_t scheme_end = url.find("://") + 3;
+    size_t authority_end = url.find_first_of("/?", scheme_end);
+    if (authority_end == std::string::npos) return url + "/" + dbname;
+    size_t query = url.find('?', authority_end);
+    std::string out = url.substr(0, authority_end) + "/" + dbname;
+    if (query != std::string::npos) out += url.substr(query);
+    return out;
+  }
+  std::string quoted;
+  for (char c : dbname) {
+    if (c == '\'' || c == '\\') quoted.push_back('\\');
+    quoted.push_back(c);
+  }
+  return url + " dbname='" + quoted + "'";
+}
+
+std::string PgQuoteIdent(std::string_view ident) {
+  std::string out = "\"";
+  for (char c : ident) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+// ---- PgResult ----
+
+PgResult::PgResult(pg_result* res) : res_(res) {}
+PgResult::PgResult(PgResult&& other) noexcept : res_(std::exchange(other.res_, nullptr)) {}
+PgResult& PgResult::operator=(PgResult&& other) noexcept {
+  if (this != &other) {
+    if (res_ != nullptr) PQclear(res_);
+    res_ = std::exchange(other.res_, nullptr);
+  }
+  return *this;
+}
+PgResult::~PgResult() {
+  if (res_ != nullptr) PQclear(res_);
+}
+
+int PgResult::rows() const { return res_ != nullptr ? PQntuples(res_) : 0; }
+int PgResult::columns() const { return res_ != nullptr ? PQnfields(res_) : 0; }
+bool PgResult::IsNull(int row, int col) const { return PQgetisnull(res_, row, col) != 0; }
+
+std::string_view PgResult::Get(int row, int col) const {
+  return std::string_view(PQgetvalue(res_, row, col),
+                          static_cast<size_t>(PQgetlength(res_, row, col)));
+}
+
+std::optional<std::string> PgResult::GetOptional(int row, int col) const {
+  if (IsNull(row, col)) return std::nullopt;
+  return std::string(Get(row, col));
+}
+
+Result<int64_t> PgResult::GetInt64(int row, int col) const {
+  const char* name = PQfname(res_, col);
+  if (IsNull(row, col)) {
+    return InvalidData(std::string("column ") + (name ? name : "?") + " is NULL");
+  }
+  std::string_view text = Get(row, col);
+  errno = 0;
+  char* end = nullptr;
+  std::string copy(text);
+  long long v = std::strtoll(copy.c_str(), &end, 10);
+  if (errno != 0 || end == copy.c_str() || *end != '\0') {
+    return InvalidData(std::string("column ") + (name ? name : "?") +
+                       " is not an integer: " + copy);
+  }
+  return static_cast<int64_t>(v);
+}
+
+std::string_view PgResult::command_status() const {
+  return res_ != nullptr ? std::string_view(PQcmdStatus(res_)) : std::string_view();
+}
+
+uint64_t PgResult::affected_rows() const {
+  if (res_ == nullptr) return 0;
+  const char* n = PQcmdTuples(res_);
+  return (n != nullptr && *n != '\0') ? std::strtoull(n, nullptr, 10) : 0;
+}
+
+// ---- PgConn ----
+
+PgConn::PgConn(pg_conn* conn, std::string address) : conn_(conn), address_(std::move(address)) {}
+
+PgConn::~PgConn() {
+  if (conn_ != nullptr) PQfinish(conn_);
+}
+
+Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
+                                                const PgConnectOptions& options) {
+  GAPLESS_ASSIGN_OR_RETURN(ParsedConninfo info, ParseConninfo(url));
+  std::string address = info.host + ":" + info.port + "/" + info.dbname;
+  std::string timeout = std::to_string(options.connect_timeout_seconds);
+  std::string idle = std::to_string(options.keepalives_idle_seconds);
+  std::string interval = std::to_string(options.keepalives_interval_seconds);
+  std::string count = std::to_string(options.keepalives_count);
+  // dbname comes last: its expansion (the URL) overrides our defaults above it.
+  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "fallback_application_name",
+                        "client_encoding",     "dbname",           nullptr};
+  const char* values[] = {timeout.c_str(),  "1",           idle.c_str(),
+                          interval.c_str(), count.c_str(), options.application_name.c_str(),
+                          "UTF8",           url.c_str(),   nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  if (conn == nullptr) return Unavailable("connect to " + address + ": out of memory");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string why = OneLine(PQerrorMessage(conn));
+    PQfinish(conn);
+    std::string msg = "connect to " + address + " as user " + info.user + " failed: " + why;
+    // The server answered but refused us: a configuration problem, not a transient one.
+    bool transient = Contains(why, "starting up") || Contains(why, "shutting down") ||
+                     Contains(why, "too many clients") || Contains(why, "recovery mode") ||
+                     Contains(why, "remaining connection slots");
+    // ... or libpq rejected an option value in the URL ("invalid integer value ... port").
+    bool refused_by_server = Contains(why, "FATAL") || Contains(why, "authentication") ||
+                             Contains(why, "password") || Contains(why, "pg_hba.conf") ||
+                             Contains(why, "invalid");
+    if (refused_by_server && !transient) {
+      return FailedPrecondition(msg + " (database URL " + RedactPgUrl(url) + ")");
+    }
+    return Unavailable(msg);
+  }
+  // Server notices ("table does not exist, skipping") are informational; libpq would print them
+  // on stderr.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
+  return std::unique_ptr<PgConn>(new PgConn(conn, std::move(address)));
+}
+
+bool PgConn::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
+
+bool PgConn::in_transaction() const {
+  PGTransactionStatusType t = PQtransactionStatus(conn_);
+  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+}
+
+bool PgConn::session_flag(std::string_view name) const {
+  // A dead connection's session state is gone, even before the reconnect clears the flags.
+  if (broken()) return false;
+  return std::find(session_flags_.begin(), session_flags_.end(), name) != session_flags_.end();
+}
+
+void PgConn::set_session_flag(std::string_view name) {
+  if (!session_flag(name)) session_flags_.emplace_back(name);
+}
+
+Status PgConn::EnsureOpen() {
+  if (in_copy_) return Internal("connection to " + address_ + " is busy with a COPY");
+  if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+  PQreset(conn_);
+  session_flags_.clear();
+  ++session_id_;
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    return Unavailable("reconnect to " + address_ + " failed: " + OneLine(PQerrorMessage(conn_)));
+  }
+  return Status::Ok();
+}
+
+Status PgConn::ErrorFrom(pg_result* res, std::string_view what) {
+  auto field = [res](int code) -> std::string {
+    const char* v = res != nullptr ? PQresultErrorField(res, code) : nullptr;
+    return v != nullptr ? v : "";
+  };
+  std::string state = field(PG_DIAG_SQLSTATE);
+  std::string primary = field(PG_DIAG_MESSAGE_PRIMARY);
+  if (primary.empty()) primary = OneLine(PQerrorMessage(conn_));
+  std::string msg = std::string(what) + " on " + address_ + ": " + primary;
+  if (!state.empty()) msg += " (SQLSTATE " + state + ")";
+  if (std::string detail = field(PG_DIAG_MESSAGE_DETAIL); !detail.empty()) {
+    msg += "; " + OneLine(detail);
+  }
+  if (std::string context = field(PG_DIAG_CONTEXT); !context.empty()) {
+    msg += "; " + OneLine(context);
+  }
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    return Unavailable("connection lost: " + msg);
+  }
+  if (state.empty()) return Internal(msg);
+  return Status(CodeForSqlState(state), msg);
+}
+
+namespace {
+std::string_view FirstWords(std::string_view sql) {
+  size_t start = sql.find_first_not_of(" \t\n");
+  if (start == std::string_view::npos) return "";
+  sql = sql.substr(start);
+  return sql.substr(0, std::min<size_t>(sql.size(), 60));
+}
+}  // namespace
+
+Status PgConn::Exec(std::string_view sql) {
+  GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  std::string copy(sql);
+  PGresult* res = PQexec(conn_, copy.c_str());
+  ExecStatusType st = res != nullptr ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY) {
+    PQclear(res);
+    return Status::Ok();
+  }
+  Status err = ErrorFrom(res, "\"" + OneLine(FirstWords(sql)) + "\"");
+  if (res != nullptr) PQclear(res);
+  // A COPY started through Exec is a misuse; leave the connection usable.
+  if (st == PGRES_COPY_IN) {
+    PQputCopyEnd(conn_, "COPY through Exec");
+    while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+    return Internal("Exec cannot run COPY FROM STDIN; use BeginCopy");
+  }
+  return err;
+}
+
+namespace {
+struct ParamArrays {
+  std::vector<const char*> values;
+  explicit ParamArrays(const std::vector<PgParam>& params) {
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p.has_value() ? p->c_str() : nullptr);
+  }
+};
+}  // namespace
+
+Result<PgResult> PgConn::Query(const std::string& sql, const std::vector<PgParam>& params) {
+  GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  ParamArrays arrays(params);
+  PGresult* res = PQexecParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                               arrays.values.data(), nullptr, nullptr, 0);
+  ExecStatusType st = res != nullptr ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return PgResult(res);
+  Status err = ErrorFrom(res, "\"" + OneLine(FirstWords(sql)) + "\"");
+  if (res != nullptr) PQclear(res);
+  return err;
+}
+
+Status PgConn::QueryEach(const std::string& sql, const std::vector<PgParam>& params,
+                         const std::function<Status(const PgResult& row)>& on_row) {
+  GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  ParamArrays arrays(params);
+  std::string what = "\"" + OneLine(FirstWords(sql)) + "\"";
+  if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                        arrays.values.data(), nullptr, nullptr, 0) != 1) {
+    return ErrorFrom(nullptr, what);
+  }
+  PQsetSingleRowMode(conn_);
+  Status result;
+  bool cancelled = false;
+  while (PGresult* res = PQgetResult(conn_)) {
+    PgResult owned(res);
+    if (!result.ok()) continue;  // draining after an error or a cancel
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_SINGLE_TUPLE) {
+      result = on_row(owned);
+      if (!result.ok() && !cancelled) {
+        cancelled = true;
+        if (PGcancel* cancel = PQgetCancel(conn_)) {
+          char buf[256];
+          PQcancel(cancel, buf, sizeof buf);
+          PQfreeCancel(cancel);
+        }
+      }
+    } else if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+      result = ErrorFrom(res, what);
+    }
+  }
+  if (result.ok() && PQstatus(conn_) != CONNECTION_OK) return ErrorFrom(nullptr, what);
+  return result;
+}
+
+Status PgConn::BeginCopy(const std::string& copy_sql) {
+  GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  PGresult* res = PQexec(conn_, copy_sql.c_str());
+  ExecStatusType st = res != nullptr ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+  if (st == PGRES_COPY_IN) {
+    PQclear(res);
+    in_copy_ = true;
+    return Status::Ok();
+  }
+  Status err = ErrorFrom(res, "\"" + OneLine(FirstWords(copy_sql)) + "\"");
+  if (res != nullptr) PQclear(res);
+  return err;
+}
+
+Status PgConn::PutCopyData(std::string_view data) {
+  if (!in_copy_) return Internal("PutCopyData outside a COPY");
+  if (data.empty()) return Status::Ok();
+  if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1) {
+    return ErrorFrom(nullptr, "COPY data");
+  }
+  return Status::Ok();
+}
+
+Status PgConn::EndCopy(std::string_view abort_reason) {
+  if (!in_copy_) return Internal("EndCopy outside a COPY");
+  in_copy_ = false;
+  std::string reason(abort_reason);
+  if (PQputCopyEnd(conn_, abort_reason.empty() ? nullptr : reason.c_str()) != 1) {
+    Status err = ErrorFrom(nullptr, "COPY end");
+    while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+    return err;
+  }
+  Status result;
+  bool first = true;
+  while (PGresult* res = PQgetResult(conn_)) {
+    if (first) {
+      first = false;
+      if (PQresultStatus(res) != PGRES_COMMAND_OK) result = ErrorFrom(res, "COPY");
+    }
+    PQclear(res);
+  }
+  if (!abort_reason.empty()) {
+    return PQstatus(conn_) == CONNECTION_OK ? Status::Ok()
+                                            : Unavailable("connection to " + address_ + " lost");
+  }
+  return result;
+}
+
+// ---- CopyWriter ----
+
+CopyWriter::~CopyWriter() {
+  if (active_) (void)conn_.EndCopy("aborted by the client");
+}
+
+Status CopyWriter::Begin(const std::string& copy_sql) {
+  buffer_->clear();
+  GAPLESS_RETURN_IF_ERROR(conn_.BeginCopy(copy_sql));
+  active_ = true;
+  return Status::Ok();
+}
+
+Status CopyWriter::Flush() {
+  Status st = conn_.PutCopyData(*buffer_);
+  buffer_->clear();
+  return st;
+}
+
+Status CopyWriter::Finish() {
+  Status st = Flush();
+  active_ = false;
+  if (!st.ok()) {
+    (void)conn_.EndCopy("client failed to send the data");
+    return st;
+  }
+  return conn_.EndCopy();
+}
+
+// ---- PgPool ----
+
+Result<std::unique_ptr<PgPool>> PgPool::Open(const std::string& url, size_t size,
+                                             const PgConnectOptions& options) {
+  if (size == 0) return FailedPrecondition("a connection pool needs at least one connection");
+  std::unique_ptr<PgPool> pool(new PgPool(size));
+  for (size_t i = 0; i < size; ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(auto conn, PgConn::Connect(url, options));
+    pool->idle_.push_back(std::move(conn));
+  }
+  return pool;
+}
+
+PgPool::Lease PgPool::Acquire() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !idle_.empty(); });
+  std::unique_ptr<PgConn> conn = std::move(idle_.back());
+  idle_.pop_back();
+  return Lease(this, std::move(conn));
+}
+
+void PgPool::Release(std::unique_ptr<PgConn> conn) {
+  // A connection left inside a transaction (an error path that skipped the rollback) must not
+  // leak that transaction into the next user's work.
+  if (!conn->broken() && conn->in_transaction()) (void)conn->Exec("ROLLBACK");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    idle_.push_back(std::move(conn));
+  }
+  cv_.notify_one();
+}
+
+PgPool::Lease::~Lease() {
+  if (pool_ != nullptr && conn_ != nullptr) pool_->Release(std::move(conn_));
+}
+
+// ---- PgTransaction ----
+
+PgTransaction::~PgTransaction() {
+  if (open_ && !conn_.broken()) (void)conn_.Exec("ROLLBACK");
+}
+
+Status PgTransaction::Begin(std::string_view begin_sql) {
+  GAPLESS_RETURN_IF_ERROR(conn_.Exec(begin_sql));
+  open_ = true;
+  return Status::Ok();
+}
+
+Status PgTransaction::Commit() {
+  open_ = false;
+  auto res = conn_.Query("COMMIT");
+  if (!res.ok()) {
+    if (res.status().code() == Code::kUnavailable) {
+      return Unavailable("commit in doubt: " + res.status().message());
+    }
+    return res.status();
+  }
+  // COMMIT of a transaction that already failed answers ROLLBACK instead of an error.
+  if (res->command_status() != "COMMIT") {
+    return Aborted("COMMIT on " + conn_.address() + " answered " +
+                   std::string(res->command_status()) + ": the transaction was rolled back");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gapless

@@ -1,0 +1,68 @@
+// queries: what the indexer and the operator ask of the stored data: which ranges are committed,
+// the highest block, a consistency check of a block interval, and table checksums.
+//
+// All functions are read-only, run in the connection's current transaction state (autocommit when
+// none is open), and are as thread-safe as the PgConn given (one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// The recorded committed ranges (indexed_ranges) overlapping [from, to], merged into disjoint
+// inclusive intervals, clipped to [from, to], ascending. Used to skip finished work on restart.
+Result<std::vector<std::pair<uint64_t, uint64_t>>> CommittedRanges(PgConn& conn, uint64_t from,
+                                                                   uint64_t to);
+
+// The highest block number stored, nullopt for an empty database.
+Result<std::optional<uint64_t>> MaxBlock(PgConn& conn);
+
+// The result of Verify. Anomaly lists are capped (kMaxListed each); `truncated` says more exist.
+struct VerifyReport {
+  static constexpr size_t kMaxListed = 1000;
+
+  struct Inconsistency {
+    uint64_t block_number = 0;
+    std::string what;  // "transaction_count is 3 but 2 transactions are stored"
+  };
+
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint64_t blocks_found = 0;
+  // Blocks of [from, to] not stored, as inclusive intervals, ascending.
+  std::vector<std::pair<uint64_t, uint64_t>> missing;
+  // Blocks n (from <= n <= to) whose parent_hash differs from the stored hash of block n - 1
+  // (checked wherever n - 1 is stored, including n - 1 = from - 1).
+  std::vector<uint64_t> parent_breaks;
+  // Count and cross-reference mismatches: blocks.transaction_count vs stored transactions,
+  // transactions.log_count vs stored logs, rows whose block_hash differs from their block's hash,
+  // logs/token transfers whose transaction_hash differs from the transaction they point at, and
+  // rows whose block (or transaction) is not stored.
+  std::vector<Inconsistency> inconsistencies;
+  bool truncated = false;
+
+  uint64_t missing_count() const;
+  bool ok() const { return missing.empty() && parent_breaks.empty() && inconsistencies.empty(); }
+  // A multi-line report ending in "OK" or "FAILED", for people.
+  std::string Render() const;
+};
+
+// Checks [from, to]: every block present (exactly once is the primary key's guarantee), parent
+// hashes chain, counts and hashes consistent. Scans every row of the interval (in chunks of
+// blocks, so memory stays bounded); run it on bounded intervals of a large database.
+Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to);
+
+// md5 of the rows of `table` (blocks, withdrawals, transactions, logs, token_transfers) in blocks
+// [from, to], in primary-key order, every column included. Equal checksums mean equal rows: for
+// idempotence tests and for comparing two databases. FailedPrecondition for another table name.
+Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t from, uint64_t to);
+
+}  // namespace gapless

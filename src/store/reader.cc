@@ -1,0 +1,278 @@
+#include "store/reader.h"
+
+#include <charconv>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace gapless {
+namespace {
+
+std::string H(const char* column) { return std::string("'0x' || encode(") + column + ", 'hex')"; }
+
+// Reads the columns of one row left to right, remembering the first parse error.
+class RowReader {
+ public:
+  RowReader(const PgResult& res, int row, const char* table)
+      : res_(res), row_(row), table_(table) {}
+
+  const Status& status() const { return status_; }
+
+  std::string Str() { return std::string(Next()); }
+  std::optional<std::string> OptStr() {
+    if (res_.IsNull(row_, col_)) return Skip<std::string>();
+    return Str();
+  }
+  uint64_t U64() {
+    std::string_view text = Next();
+    uint64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size()) Fail("integer", text);
+    return v;
+  }
+  template <typename T = uint64_t>
+  std::optional<T> OptU64() {
+    if (res_.IsNull(row_, col_)) return Skip<T>();
+    return static_cast<T>(U64());
+  }
+  U256 Dec() {
+    std::string_view text = Next();
+    auto v = U256::FromDecimal(text);
+    if (!v.has_value()) {
+      Fail("decimal", text);
+      return U256();
+    }
+    return *v;
+  }
+  std::optional<U256> OptDec() {
+    if (res_.IsNull(row_, col_)) return Skip<U256>();
+    return Dec();
+  }
+  bool Bool() { return Next() == "t"; }
+  // bytea hex digits (no prefix) as a canonical quantity: "0x1b", "0x0".
+  std::optional<std::string> OptQuantity() {
+    if (res_.IsNull(row_, col_)) return Skip<std::string>();
+    std::string_view digits = Next();
+    size_t nz = digits.find_first_not_of('0');
+    if (nz == std::string_view::npos) return std::string("0x0");
+    return "0x" + std::string(digits.substr(nz));
+  }
+  std::vector<std::string> List() {
+    std::vector<std::string> out;
+    if (res_.IsNull(row_, col_)) {
+      ++col_;
+      return out;
+    }
+    std::string_view text = Next();
+    size_t pos = 0;
+    while (pos <= text.size()) {
+      size_t comma = text.find(',', pos);
+      if (comma == std::string_view::npos) comma = text.size();
+      out.emplace_back(text.substr(pos, comma - pos));
+      pos = comma + 1;
+    }
+    return out;
+  }
+
+ private:
+  std::string_view Next() { return res_.Get(row_, col_++); }
+  template <typename T>
+  std::optional<T> Skip() {
+    ++col_;
+    return std::nullopt;
+  }
+  void Fail(const char* kind, std::string_view text) {
+    if (status_.ok()) {
+      status_ = InvalidData(std::string(table_) + " column " + std::to_string(col_ - 1) +
+                            ": not a " + kind + ": " + std::string(text));
+    }
+  }
+
+  const PgResult& res_;
+  int row_;
+  int col_ = 0;
+  const char* table_;
+  Status status_;
+};
+
+}  // namespace
+
+Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to) {
+  std::vector<BlockData> out;
+  if (from > to) return out;
+  std::vector<PgParam> range = {std::to_string(from), std::to_string(to)};
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto blocks,
+      conn.Query("SELECT number, " + H("hash") + ", " + H("parent_hash") + ", " + H("nonce") +
+                     ", " + H("sha3_uncles") + ", " + H("logs_bloom") + ", " +
+                     H("transactions_root") + ", " + H("state_root") + ", " + H("receipts_root") +
+                     ", " + H("miner") + ", " + H("mix_hash") +
+                     ", difficulty, total_difficulty, size, " + H("extra_data") +
+                     ", gas_limit, gas_used, timestamp, transaction_count, base_fee_per_gas, " +
+                     H("withdrawals_root") + ", blob_gas_used, excess_blob_gas, " +
+                     H("parent_beacon_block_root") + ", " + H("requests_hash") +
+                     " FROM blocks WHERE number BETWEEN $1 AND $2 ORDER BY number",
+                 range));
+  for (int i = 0; i < blocks.rows(); ++i) {
+    RowReader r(blocks, i, "blocks");
+    BlockData d;
+    Block& b = d.block;
+    b.number = r.U64();
+    b.hash = r.Str();
+    b.parent_hash = r.Str();
+    b.nonce = r.Str();
+    b.sha3_uncles = r.Str();
+    b.logs_bloom = r.Str();
+    b.transactions_root = r.Str();
+    b.state_root = r.Str();
+    b.receipts_root = r.Str();
+    b.miner = r.Str();
+    b.mix_hash = r.OptStr();
+    b.difficulty = r.Dec();
+    b.total_difficulty = r.OptDec();
+    b.size = r.U64();
+    b.extra_data = r.Str();
+    b.gas_limit = r.U64();
+    b.gas_used = r.U64();
+    b.timestamp = r.U64();
+    b.transaction_count = static_cast<uint32_t>(r.U64());
+    b.base_fee_per_gas = r.OptDec();
+    b.withdrawals_root = r.OptStr();
+    b.blob_gas_used = r.OptU64();
+    b.excess_blob_gas = r.OptU64();
+    b.parent_beacon_block_root = r.OptStr();
+    b.requests_hash = r.OptStr();
+    GAPLESS_RETURN_IF_ERROR(r.status());
+    out.push_back(std::move(d));
+  }
+  // Child rows arrive ordered by block number, like `out`: walk both together.
+  auto for_each_row = [&](const std::string& sql, const char* table,
+                          const std::function<void(RowReader&, BlockData&)>& fill) -> Status {
+    GAPLESS_ASSIGN_OR_RETURN(auto res, conn.Query(sql, range));
+    size_t bi = 0;
+    for (int i = 0; i < res.rows(); ++i) {
+      RowReader r(res, i, table);
+      uint64_t n = r.U64();
+      while (bi < out.size() && out[bi].block.number < n) ++bi;
+      if (bi == out.size() || out[bi].block.number != n) continue;  // orphan row: Verify's job
+      fill(r, out[bi]);
+      GAPLESS_RETURN_IF_ERROR(r.status());
+    }
+    return Status::Ok();
+  };
+
+  GAPLESS_RETURN_IF_ERROR(
+      for_each_row("SELECT block_number, withdrawal_index, validator_index, " + H("address") +
+                       ", amount_gwei FROM withdrawals WHERE block_number BETWEEN $1 AND $2"
+                       " ORDER BY block_number, withdrawal_index",
+                   "withdrawals", [](RowReader& r, BlockData& d) {
+                     Withdrawal w;
+                     w.index = r.U64();
+                     w.validator_index = r.U64();
+                     w.address = r.Str();
+                     w.amount_gwei = r.U64();
+                     d.block.withdrawals.push_back(std::move(w));
+                   }));
+
+  GAPLESS_RETURN_IF_ERROR(for_each_row(
+      "SELECT block_number, transaction_index, " + H("hash") + ", " + H("block_hash") +
+          ", nonce, " + H("from_address") + ", " + H("to_address") + ", value, gas, gas_price, " +
+          H("input") +
+          ", transaction_type, max_fee_per_gas, max_priority_fee_per_gas, max_fee_per_blob_gas,"
+          " (SELECT string_agg('0x' || encode(h, 'hex'), ',' ORDER BY i)"
+          "  FROM unnest(blob_versioned_hashes) WITH ORDINALITY AS u(h, i)),"
+          " access_list, authorization_list, chain_id, encode(v, 'hex'), encode(r, 'hex'),"
+          " encode(s, 'hex'), y_parity, cumulative_gas_used, gas_used, " +
+          H("contract_address") + ", " + H("root") + ", status, effective_gas_price, " +
+          H("logs_bloom") +
+          ", blob_gas_used, blob_gas_price, log_count FROM transactions"
+          " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, transaction_index",
+      "transactions", [](RowReader& r, BlockData& d) {
+        Transaction t;
+        t.block_number = d.block.number;
+        t.transaction_index = static_cast<uint32_t>(r.U64());
+        t.hash = r.Str();
+        t.block_hash = r.Str();
+        t.nonce = r.U64();
+        t.from_address = r.Str();
+        t.to_address = r.OptStr();
+        t.value = r.Dec();
+        t.gas = r.U64();
+        t.gas_price = r.OptDec();
+        t.input = r.Str();
+        t.transaction_type = r.OptU64<uint8_t>();
+        t.max_fee_per_gas = r.OptDec();
+        t.max_priority_fee_per_gas = r.OptDec();
+        t.max_fee_per_blob_gas = r.OptDec();
+        t.blob_versioned_hashes = r.List();
+        t.access_list_json = r.OptStr();
+        t.authorization_list_json = r.OptStr();
+        t.chain_id = r.OptU64();
+        t.v = r.OptQuantity();
+        t.r = r.OptQuantity();
+        t.s = r.OptQuantity();
+        t.y_parity = r.OptU64<uint8_t>();
+        t.cumulative_gas_used = r.U64();
+        t.gas_used = r.U64();
+        t.contract_address = r.OptStr();
+        t.root = r.OptStr();
+        t.status = r.OptU64<uint8_t>();
+        t.effective_gas_price = r.OptDec();
+        t.receipt_logs_bloom = r.Str();
+        t.blob_gas_used = r.OptU64();
+        t.blob_gas_price = r.OptDec();
+        t.log_count = static_cast<uint32_t>(r.U64());
+        d.transactions.push_back(std::move(t));
+      }));
+
+  GAPLESS_RETURN_IF_ERROR(for_each_row(
+      "SELECT block_number, log_index, transaction_index, " + H("transaction_hash") + ", " +
+          H("block_hash") + ", " + H("address") + ", " + H("data") + ", concat_ws(',', " +
+          H("topic0") + ", " + H("topic1") + ", " + H("topic2") + ", " + H("topic3") +
+          "), removed FROM logs WHERE block_number BETWEEN $1 AND $2"
+          " ORDER BY block_number, log_index",
+      "logs", [](RowReader& r, BlockData& d) {
+        Log l;
+        l.block_number = d.block.number;
+        l.log_index = static_cast<uint32_t>(r.U64());
+        l.transaction_index = static_cast<uint32_t>(r.U64());
+        l.transaction_hash = r.Str();
+        l.block_hash = r.Str();
+        l.address = r.Str();
+        l.data = r.Str();
+        l.topics = r.List();
+        if (l.topics.size() == 1 && l.topics[0].empty()) l.topics.clear();
+        l.removed = r.Bool();
+        d.logs.push_back(std::move(l));
+      }));
+
+  GAPLESS_RETURN_IF_ERROR(for_each_row(
+      "SELECT block_number, log_index, batch_index, " + H("transaction_hash") + ", " +
+          H("token_address") + ", " + H("from_address") + ", " + H("to_address") + ", " +
+          H("operator_address") +
+          ", token_id, value, token_standard FROM token_transfers"
+          " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, log_index, batch_index",
+      "token_transfers", [](RowReader& r, BlockData& d) {
+        TokenTransfer t;
+        t.block_number = d.block.number;
+        t.log_index = static_cast<uint32_t>(r.U64());
+        t.batch_index = static_cast<uint32_t>(r.U64());
+        t.transaction_hash = r.Str();
+        t.token_address = r.Str();
+        t.from_address = r.Str();
+        t.to_address = r.Str();
+        t.operator_address = r.OptStr();
+        t.token_id = r.OptDec();
+        t.value = r.Dec();
+        t.standard = static_cast<TokenStandard>(r.U64());
+        d.token_transfers.push_back(std::move(t));
+      }));
+
+  GAPLESS_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+}  // namespace gapless

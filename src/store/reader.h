@@ -1,0 +1,22 @@
+// reader: loads stored blocks back into the data model, every column, the inverse of the writer.
+//
+// For consumers that need whole blocks again (event publishing from committed data, re-export,
+// comparing two databases) and for the round-trip tests. Memory is proportional to the interval:
+// read bounded intervals. Thread-safety: as for the PgConn.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// The stored blocks in [from, to] with their transactions, logs, token transfers and withdrawals,
+// ascending (absent blocks are simply not in the result). Reads in one snapshot. Hex values come
+// back lower-case; v, r and s come back as canonical quantities (no leading zeros).
+Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to);
+
+}  // namespace gapless

@@ -1,0 +1,251 @@
+#include "store/writer.h"
+
+#include <limits>
+#include <string>
+
+#include "store/copy_rows.h"
+
+namespace gapless {
+namespace {
+
+constexpr const char* kStagingFlag = "gapless.staging_tables";
+constexpr uint64_t kMaxBlockNumber = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) - 1;
+
+std::string StagingName(DataTable table) {
+  return std::string("gapless_stage_") + TableInfo(table).name;
+}
+
+std::string RangeName(const RangeWrite& w) {
+  return "blocks " + std::to_string(w.from_block) + "-" + std::to_string(w.to_block);
+}
+
+Status Check(bool ok, uint64_t block, const std::string& what) {
+  if (ok) return Status::Ok();
+  return InvalidData("block " + std::to_string(block) + ": " + what);
+}
+
+Status ValidateRange(const RangeWrite& w) {
+  if (w.from_block > w.to_block) {
+    return InvalidData("range " + std::to_string(w.from_block) + "-" + std::to_string(w.to_block) +
+                       " is empty (from above to)");
+  }
+  if (w.to_block > kMaxBlockNumber) {
+    return InvalidData("block number " + std::to_string(w.to_block) + " is out of range");
+  }
+  uint64_t expected = w.to_block - w.from_block + 1;
+  if (w.blocks.size() != expected) {
+    return InvalidData(std::to_string(w.blocks.size()) + " blocks given, the range has " +
+                       std::to_string(expected));
+  }
+  for (size_t i = 0; i < w.blocks.size(); ++i) {
+    const BlockData& d = w.blocks[i];
+    uint64_t n = d.block.number;
+    GAPLESS_RETURN_IF_ERROR(Check(n == w.from_block + i, n,
+                                  "out of place: expected block " +
+                                      std::to_string(w.from_block + i) + " at position " +
+                                      std::to_string(i)));
+    for (size_t j = 0; j < d.transactions.size(); ++j) {
+      const Transaction& t = d.transactions[j];
+      GAPLESS_RETURN_IF_ERROR(Check(t.block_number == n, n,
+                                    "transaction " + std::to_string(t.transaction_index) +
+                                        " has blockNumber " + std::to_string(t.block_number)));
+      GAPLESS_RETURN_IF_ERROR(Check(
+          j == 0 || t.transaction_index > d.transactions[j - 1].transaction_index, n,
+          "transaction indexes not strictly increasing at " + std::to_string(t.transaction_index)));
+    }
+    for (size_t j = 0; j < d.logs.size(); ++j) {
+      const Log& l = d.logs[j];
+      GAPLESS_RETURN_IF_ERROR(Check(l.block_number == n, n,
+                                    "log " + std::to_string(l.log_index) + " has blockNumber " +
+                                        std::to_string(l.block_number)));
+      GAPLESS_RETURN_IF_ERROR(
+          Check(j == 0 || l.log_index > d.logs[j - 1].log_index, n,
+                "log indexes not strictly increasing at " + std::to_string(l.log_index)));
+    }
+    for (size_t j = 0; j < d.token_transfers.size(); ++j) {
+      const TokenTransfer& t = d.token_transfers[j];
+      GAPLESS_RETURN_IF_ERROR(Check(t.block_number == n, n,
+                                    "token transfer at log " + std::to_string(t.log_index) +
+                                        " has block number " + std::to_string(t.block_number)));
+      if (j > 0) {
+        const TokenTransfer& p = d.token_transfers[j - 1];
+        bool increasing = t.log_index > p.log_index ||
+                          (t.log_index == p.log_index && t.batch_index > p.batch_index);
+        GAPLESS_RETURN_IF_ERROR(Check(increasing, n,
+                                      "token transfer keys not strictly increasing at log " +
+                                          std::to_string(t.log_index) + "." +
+                                          std::to_string(t.batch_index)));
+      }
+    }
+    const auto& ws = d.block.withdrawals;
+    for (size_t j = 1; j < ws.size(); ++j) {
+      GAPLESS_RETURN_IF_ERROR(
+          Check(ws[j].index > ws[j - 1].index, n,
+                "withdrawal indexes not strictly increasing at " + std::to_string(ws[j].index)));
+    }
+  }
+  return Status::Ok();
+}
+
+// Temporary staging tables live as long as the session; created once per connection (again after
+// a reconnect). Created outside the write transaction so a failed write cannot roll them back while
+// the flag says they exist.
+Status EnsureStagingTables(PgConn& conn) {
+  if (conn.session_flag(kStagingFlag)) return Status::Ok();
+  // The staged rows of a range are ~10 MB; keep them in local buffers rather than spilling to the
+  // temp files. Only possible before the session first touches a temporary table, hence ignored
+  // when it fails.
+  (void)conn.Exec("SET temp_buffers = '128MB'");
+  std::string sql;
+  for (DataTable t : kDataTables) {
+    sql += "CREATE TEMP TABLE IF NOT EXISTS " + StagingName(t) + " (LIKE " + TableInfo(t).name +
+           ") ON COMMIT DELETE ROWS;\n";
+  }
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
+  conn.set_session_flag(kStagingFlag);
+  return Status::Ok();
+}
+
+// Records the range (and row-locks its record until commit), then refuses a stale token.
+Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
+  std::string from = std::to_string(w.from_block);
+  std::string to = std::to_string(w.to_block);
+  PgParam token;
+  if (w.fence_token.has_value()) token = std::to_string(*w.fence_token);
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto upsert, conn.Query("INSERT INTO indexed_ranges AS r (from_block, to_block, fence_token)"
+                              " VALUES ($1, $2, $3)"
+                              " ON CONFLICT (from_block) DO UPDATE"
+                              "   SET to_block = GREATEST(r.to_block, EXCLUDED.to_block),"
+                              "       fence_token = GREATEST(r.fence_token, EXCLUDED.fence_token),"
+                              "       committed_at = now()"
+                              "   WHERE EXCLUDED.fence_token IS NULL OR r.fence_token IS NULL"
+                              "      OR r.fence_token <= EXCLUDED.fence_token"
+                              " RETURNING from_block",
+                              {from, to, token}));
+  if (upsert.rows() == 0) {
+    // The row exists (and is now locked by us) with a higher token.
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto held,
+        conn.Query("SELECT fence_token FROM indexed_ranges WHERE from_block = $1", {from}));
+    std::string recorded = held.rows() > 0 ? std::string(held.Get(0, 0)) : "?";
+    return Aborted("stale fence token " + *token + ": the range was already written with token " +
+                   recorded);
+  }
+  if (!w.fence_token.has_value()) return Status::Ok();
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto newer, conn.Query("SELECT from_block, to_block, fence_token FROM indexed_ranges"
+                             " WHERE blocks && int8range($1, $2, '[]') AND fence_token > $3"
+                             " ORDER BY fence_token DESC LIMIT 1",
+                             {from, to, token}));
+  if (newer.rows() > 0) {
+    return Aborted("stale fence token " + *token + ": overlapping blocks " +
+                   std::string(newer.Get(0, 0)) + "-" + std::string(newer.Get(0, 1)) +
+                   " were written with token " + std::string(newer.Get(0, 2)));
+  }
+  return Status::Ok();
+}
+
+Status CopyTable(PgConn& conn, DataTable table, const std::string& target, const RangeWrite& w,
+                 const WriteOptions& options, std::string* buffer) {
+  size_t rows = 0;
+  for (const BlockData& d : w.blocks) rows += RowCount(table, d);
+  if (rows == 0) return Status::Ok();
+  CopyWriter copy(conn, buffer, options.copy_chunk_bytes);
+  GAPLESS_RETURN_IF_ERROR(
+      copy.Begin("COPY " + target + " (" + TableInfo(table).columns + ") FROM STDIN"));
+  for (const BlockData& d : w.blocks) {
+    GAPLESS_RETURN_IF_ERROR(AppendCopyRows(table, d, copy.buffer()));
+    GAPLESS_RETURN_IF_ERROR(copy.MaybeFlush());
+  }
+  return copy.Finish();
+}
+
+Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& options) {
+  GAPLESS_RETURN_IF_ERROR(ValidateRange(w));
+  bool staging = options.mode == WriteMode::kStagingUpsert;
+  if (staging) GAPLESS_RETURN_IF_ERROR(EnsureStagingTables(conn));
+
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w));
+
+  std::string from = std::to_string(w.from_block);
+  std::string to = std::to_string(w.to_block);
+  if (staging && options.direct_copy_when_empty) {
+    // The fence row lock makes us the range's only writer, so "no rows yet" stays true until we
+    // commit (a differently cut overlapping range is the exception, see writer.h).
+    std::string sql = "SELECT ";
+    for (DataTable t : kDataTables) {
+      const DataTableInfo& info = TableInfo(t);
+      if (t != kDataTables.front()) sql += " OR ";
+      sql += std::string("EXISTS (SELECT 1 FROM ") + info.name + " WHERE " + info.block_column +
+             " BETWEEN $1 AND $2)";
+    }
+    GAPLESS_ASSIGN_OR_RETURN(auto any, conn.Query(sql, {from, to}));
+    if (any.Get(0, 0) == "f") staging = false;
+  }
+  if (options.mode == WriteMode::kReplaceRange) {
+    // Children first: nothing references anything (no foreign keys), but this is the order a
+    // reader joining from blocks would prefer to see disappear.
+    std::string sql;
+    for (auto it = kDataTables.rbegin(); it != kDataTables.rend(); ++it) {
+      const DataTableInfo& info = TableInfo(*it);
+      sql += std::string("DELETE FROM ") + info.name + " WHERE " + info.block_column + " BETWEEN " +
+             from + " AND " + to + ";\n";
+    }
+    GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
+  }
+
+  std::string buffer;
+  buffer.reserve(options.copy_chunk_bytes + (256 << 10));
+  for (DataTable t : kDataTables) {
+    std::string target = staging ? StagingName(t) : TableInfo(t).name;
+    GAPLESS_RETURN_IF_ERROR(CopyTable(conn, t, target, w, options, &buffer));
+  }
+
+  if (staging) {
+    std::string sql;
+    for (DataTable t : kDataTables) {
+      const DataTableInfo& info = TableInfo(t);
+      sql += std::string("INSERT INTO ") + info.name + " (" + info.columns + ") SELECT " +
+             info.columns + " FROM " + StagingName(t) + " ON CONFLICT DO NOTHING;\n";
+    }
+    GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
+  }
+  return txn.Commit();
+}
+
+}  // namespace
+
+Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& options) {
+  Status st = WriteRangeImpl(conn, write, options);
+  if (st.ok()) return st;
+  if (st.code() == Code::kInternal && st.message().find("SQLSTATE 23505") != std::string::npos) {
+    // The input's keys are checked to be unique, and a direct COPY only happens into a range
+    // without rows (old rows deleted, or none there), so a duplicate key can only come from a
+    // concurrent writer of an overlapping, differently cut range: redoing the unit of work
+    // succeeds once that writer has committed.
+    st = Aborted(st.message());
+  }
+  return st.WithContext("write " + RangeName(write));
+}
+
+Status EnsureChainId(PgConn& conn, uint64_t chain_id) {
+  std::string id = std::to_string(chain_id);
+  GAPLESS_RETURN_IF_ERROR(conn.Query("INSERT INTO indexer_state (key, value) VALUES"
+                                     " ('chain_id', $1) ON CONFLICT (key) DO NOTHING",
+                                     {id})
+                              .status());
+  GAPLESS_ASSIGN_OR_RETURN(auto res,
+                           conn.Query("SELECT value FROM indexer_state WHERE key = 'chain_id'"));
+  if (res.rows() != 1) return Internal("indexer_state has no chain_id after inserting it");
+  if (res.Get(0, 0) != id) {
+    return FailedPrecondition("database " + conn.address() + " holds chain " +
+                              std::string(res.Get(0, 0)) + ", not chain " + id +
+                              ": use one database per chain");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gapless

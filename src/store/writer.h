@@ -1,0 +1,81 @@
+// writer: commits a range of blocks (with their transactions, logs, token transfers, withdrawals)
+// to PostgreSQL in one fenced transaction, idempotently.
+//
+// A range write is all or nothing: either every row of every block in [from_block, to_block] and
+// the range's record in indexed_ranges commit together, or nothing does. Writing the same range
+// again leaves the tables exactly as they were (both modes), so a worker that is unsure whether
+// its commit happened (a connection lost during COMMIT) simply writes again.
+//
+// Fencing (Kleppmann): a write carrying a fence token first upserts the range's row in
+// indexed_ranges, which also row-locks it, so writers of the same range serialise there; the write
+// aborts with Aborted when a higher token is already recorded for this range or any range that
+// overlaps it: a newer lease holder exists and this worker's lease is stale. An equal token passes
+// (the same lease retrying). A write without a token (single-process mode) is not checked and keeps
+// the highest token recorded.
+//
+// Modes:
+//  kStagingUpsert (default)  COPY every table's rows into session-local temporary staging tables
+//                            (created once per connection, ON COMMIT DELETE ROWS), then
+//                            INSERT INTO t SELECT ... FROM staging ON CONFLICT DO NOTHING.
+//                            Rows already present are kept as they are.
+//                            Fast path (WriteOptions.direct_copy_when_empty, on by default): when
+//                            none of the tables holds a row of the range yet, which is every
+//                            first write, the rows are COPied straight into the tables instead
+//                            (ON CONFLICT's speculative insertion costs ~1.5x a plain insert;
+//                            see bench/RESULTS.md). Same result: there was nothing to conflict
+//                            with. A concurrent writer of an overlapping, differently cut range
+//                            that commits the same keys first makes this write fail with Aborted
+//                            (unique violation); the retry finds the rows and takes the staging
+//                            path.
+//  kReplaceRange             DELETE the range's rows from every table, then COPY straight into the
+//                            tables. Safe because the fence gives the writer exclusive ownership of
+//                            the range; rows already present are replaced by the new ones.
+//
+// Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
+// exactly from_block..to_block in order; every transaction, log and transfer carries its block's
+// number; keys are strictly increasing within a block (transaction_index, log_index,
+// (log_index, batch_index), withdrawal index); hex fields are 0x-hex; BIGINT columns fit.
+//
+// Thread-safety: as for the PgConn (one thread at a time); different connections write in
+// parallel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+enum class WriteMode { kStagingUpsert, kReplaceRange };
+
+struct RangeWrite {
+  uint64_t from_block = 0;        // inclusive
+  uint64_t to_block = 0;          // inclusive
+  std::vector<BlockData> blocks;  // exactly from_block..to_block, in order
+  std::optional<int64_t> fence_token;
+};
+
+struct WriteOptions {
+  WriteMode mode = WriteMode::kStagingUpsert;
+  // kStagingUpsert: COPY straight into the tables when the range has no rows yet.
+  bool direct_copy_when_empty = true;
+  // COPY data is sent in chunks of about this size while it is being serialised.
+  size_t copy_chunk_bytes = 1 << 20;
+};
+
+// Writes the range in one transaction. Errors: Aborted for a stale fence token, a serialization
+// failure or deadlock, or a concurrent writer of an overlapping range; Unavailable
+// when the connection is lost (the commit may or may not have happened: write again); InvalidData
+// for rows that cannot be stored (nothing is committed). Retrying any of them is safe.
+Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& options = {});
+
+// Records chain_id in indexer_state on first use; FailedPrecondition if the database already holds
+// another chain.
+Status EnsureChainId(PgConn& conn, uint64_t chain_id);
+
+}  // namespace gapless

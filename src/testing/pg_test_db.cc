@@ -1,0 +1,71 @@
+#include "testing/pg_test_db.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <random>
+
+#include "store/migrate.h"
+
+namespace gapless {
+
+PgTestDb::PgTestDb() {
+  const char* env = std::getenv("GAPLESS_TEST_PG_URL");
+  if (env == nullptr || *env == '\0') {
+    skipped_ = true;
+    return;
+  }
+  admin_url_ = env;
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  name_ = "gapless_test_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" +
+          std::to_string(rd() % 1000000);
+  auto url = PgUrlWithDatabase(admin_url_, name_);
+  if (!url.ok()) {
+    error_ = url.status();
+    return;
+  }
+  url_ = *url;
+  auto admin = PgConn::Connect(admin_url_);
+  if (!admin.ok()) {
+    error_ = admin.status();
+    return;
+  }
+  error_ = (*admin)->Exec("CREATE DATABASE " + PgQuoteIdent(name_));
+  if (!error_.ok()) name_.clear();
+}
+
+PgTestDb::~PgTestDb() {
+  if (skipped_ || name_.empty()) return;
+  auto admin = PgConn::Connect(admin_url_);
+  if (!admin.ok()) {
+    ADD_FAILURE() << "cannot drop test database " << name_ << ": " << admin.status().ToString();
+    return;
+  }
+  Status st = (*admin)->Exec("DROP DATABASE IF EXISTS " + PgQuoteIdent(name_) + " WITH (FORCE)");
+  if (!st.ok()) ADD_FAILURE() << "cannot drop test database " << name_ << ": " << st.ToString();
+}
+
+Result<std::unique_ptr<PgConn>> PgTestDb::Connect() const {
+  if (skipped_) return FailedPrecondition("GAPLESS_TEST_PG_URL is not set");
+  if (!error_.ok()) return error_;
+  return PgConn::Connect(url_);
+}
+
+Result<std::unique_ptr<PgConn>> PgTestDb::ConnectMigrated() const {
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, Connect());
+  GAPLESS_RETURN_IF_ERROR(Migrate(*conn));
+  return conn;
+}
+
+void PgTest::SetUp() {
+  db_ = std::make_unique<PgTestDb>();
+  if (db_->skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL is not set";
+  ASSERT_FALSE(db_->failed()) << db_->error().ToString();
+  auto conn = db_->ConnectMigrated();
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  conn_ = std::move(*conn);
+}
+
+}  // namespace gapless
