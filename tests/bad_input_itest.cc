@@ -21,7 +21,9 @@ const std::string kMainnet = std::string(GAPLESS_FIXTURES_DIR) + "/mainnet/17000
 class BadInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (db_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    if (db_.skipped()) {
+      GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    }
     ASSERT_FALSE(db_.failed()) << db_.error().ToString();
     pool_ = OpenPool(db_.url());
     ASSERT_NE(pool_, nullptr);

@@ -90,7 +90,9 @@ std::map<std::string, std::string> Checksums(PgPool* pool, uint64_t to) {
 class DevnetTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (db_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    if (db_.skipped()) {
+      GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    }
     ASSERT_FALSE(db_.failed()) << db_.error().ToString();
     pool_ = OpenPool(db_.url(), 3);
     ASSERT_NE(pool_, nullptr);

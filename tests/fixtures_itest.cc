@@ -17,7 +17,9 @@ class FixtureExportTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_ = std::make_unique<PgTestDb>();
-    if (db_->skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    if (db_->skipped()) {
+      GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    }
     ASSERT_FALSE(db_->failed()) << db_->error().ToString();
     pool_ = OpenPool(db_->url());
     ASSERT_NE(pool_, nullptr);
@@ -29,7 +31,9 @@ class FixtureExportTest : public ::testing::Test {
     std::string expected = ReadFile(expected_path);
     std::string actual = Export(pool_.get(), table, from, to);
     EXPECT_EQ(SortedLines(actual), SortedLines(expected)) << table << " vs " << expected_path;
-    if (expected.empty()) EXPECT_EQ(actual, "") << "an empty export must be a 0-byte file";
+    if (expected.empty()) {
+      EXPECT_EQ(actual, "") << "an empty export must be a 0-byte file";
+    }
   }
 
   std::unique_ptr<PgTestDb> db_;
