@@ -331,5 +331,35 @@ TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {
             Checksums(clean_pool.get(), devnet.last_block));
 }
 
+TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
+  // The database was filled from another chain with the same chain id (e.g. before anvil
+  // restarted).
+  {
+    auto conn = pool_->Acquire();
+    ASSERT_TRUE(EnsureChainId(*conn, LoadDevnet().chain_id).ok());
+    ASSERT_TRUE(EnsureGenesisHash(*conn, "0x" + std::string(64, 'e')).ok());
+  }
+  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  std::string out_path = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_restarted.log";
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE* out = freopen(out_path.c_str(), "w", stderr);
+    (void)out;
+    execl(binary.c_str(), binary.c_str(), "index", "--rpc", kAnvilUrl.c_str(), "--db",
+          db_.url().c_str(), "--to", "latest", "--progress", "off", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::string log = ReadFile(out_path);
+  EXPECT_NE(log.find("different chain"), std::string::npos) << log;
+  auto conn = pool_->Acquire();
+  auto r = conn->Query("SELECT count(*) FROM blocks");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << "nothing may be written";
+}
+
 }  // namespace
 }  // namespace gapless::e2e

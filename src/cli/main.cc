@@ -17,6 +17,7 @@
 
 #include "cli/layered_args.h"
 #include "core/status.h"
+#include "decode/decode.h"
 #include "node/indexer.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
@@ -169,11 +170,19 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
     return Report(FailedPrecondition(fmt::format("--from {} is above --to {}", *from, *to)));
   }
 
+  // Block 0's hash tells this chain apart from another one with the same chain id.
+  auto genesis_json = rpc->Call("eth_getBlockByNumber", R"(["0x0",false])");
+  if (!genesis_json.ok()) return Report(genesis_json.status());
+  auto genesis_block = DecodeBlockHeader(*genesis_json, 0);
+  if (!genesis_block.ok()) return Report(genesis_block.status());
+  const std::string* genesis = &genesis_block->hash;
+
   auto pool = OpenDatabase(common.db, args.db_connections);
   if (!pool.ok()) return Report(pool.status());
   {
     auto conn = (*pool)->Acquire();
     if (Status st = EnsureChainId(*conn, *chain_id); !st.ok()) return Report(st);
+    if (Status st = EnsureGenesisHash(*conn, *genesis); !st.ok()) return Report(st);
   }
 
   IndexerOptions options;

@@ -231,19 +231,41 @@ Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& opt
   return st.WithContext("write " + RangeName(write));
 }
 
+namespace {
+
+// Records `value` under `key` in indexer_state on first use; afterwards the stored value must
+// match. Returns the stored value, or the Status of the query.
+Result<std::string> RecordOrReadState(PgConn& conn, const char* key, const std::string& value) {
+  GAPLESS_RETURN_IF_ERROR(conn.Query("INSERT INTO indexer_state (key, value) VALUES"
+                                     " ($1, $2) ON CONFLICT (key) DO NOTHING",
+                                     {std::string(key), value})
+                              .status());
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT value FROM indexer_state WHERE key = $1", {std::string(key)}));
+  if (res.rows() != 1) return Internal(std::string("indexer_state has no ") + key);
+  return std::string(res.Get(0, 0));
+}
+
+}  // namespace
+
 Status EnsureChainId(PgConn& conn, uint64_t chain_id) {
   std::string id = std::to_string(chain_id);
-  GAPLESS_RETURN_IF_ERROR(conn.Query("INSERT INTO indexer_state (key, value) VALUES"
-                                     " ('chain_id', $1) ON CONFLICT (key) DO NOTHING",
-                                     {id})
-                              .status());
-  GAPLESS_ASSIGN_OR_RETURN(auto res,
-                           conn.Query("SELECT value FROM indexer_state WHERE key = 'chain_id'"));
-  if (res.rows() != 1) return Internal("indexer_state has no chain_id after inserting it");
-  if (res.Get(0, 0) != id) {
-    return FailedPrecondition("database " + conn.address() + " holds chain " +
-                              std::string(res.Get(0, 0)) + ", not chain " + id +
-                              ": use one database per chain");
+  GAPLESS_ASSIGN_OR_RETURN(std::string stored, RecordOrReadState(conn, "chain_id", id));
+  if (stored != id) {
+    return FailedPrecondition("database " + conn.address() + " holds chain " + stored +
+                              ", not chain " + id + ": use one database per chain");
+  }
+  return Status::Ok();
+}
+
+Status EnsureGenesisHash(PgConn& conn, const std::string& genesis_hash) {
+  GAPLESS_ASSIGN_OR_RETURN(std::string stored,
+                           RecordOrReadState(conn, "genesis_hash", genesis_hash));
+  if (stored != genesis_hash) {
+    return FailedPrecondition("database " + conn.address() + " holds a chain whose block 0 is " +
+                              stored + ", but the node's block 0 is " + genesis_hash +
+                              ": same chain id, different chain (a restarted devnet?); use a new "
+                              "database");
   }
   return Status::Ok();
 }

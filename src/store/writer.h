@@ -78,4 +78,9 @@ Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& opt
 // another chain.
 Status EnsureChainId(PgConn& conn, uint64_t chain_id);
 
+// Records the hash of block 0 on first use and refuses a node whose block 0 differs afterwards:
+// the chain id alone does not tell two devnets (or a chain and its fork) apart. FailedPrecondition
+// on a mismatch.
+Status EnsureGenesisHash(PgConn& conn, const std::string& genesis_hash);
+
 }  // namespace gapless

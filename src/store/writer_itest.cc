@@ -300,6 +300,17 @@ TEST_F(WriterTest, EnsureChainIdRecordsTheFirstAndRefusesAnother) {
   EXPECT_NE(st.message().find("11155111"), std::string::npos) << st.ToString();
 }
 
+TEST_F(WriterTest, EnsureGenesisHashRefusesAnotherChainWithTheSameId) {
+  const std::string a = "0x" + std::string(64, 'a');
+  const std::string b = "0x" + std::string(64, 'b');
+  ASSERT_TRUE(EnsureGenesisHash(conn(), a).ok());
+  ASSERT_TRUE(EnsureGenesisHash(conn(), a).ok());
+  Status st = EnsureGenesisHash(conn(), b);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find(a), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find(b), std::string::npos) << st.ToString();
+}
+
 TEST_F(WriterTest, StagingTablesAreRecreatedAfterAReconnect) {
   ASSERT_TRUE(WriteRange(conn(), Range(1, 1, Small())).ok());
   auto pid = conn().Query("SELECT pg_backend_pid()");
