@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "core/text.h"
+
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -155,17 +157,6 @@ HexProblem CompareHexData(std::string_view text, size_t want_bytes, std::string_
   if (bad) return HexProblem::kBadDigit;
   *equal = same;
   return HexProblem::kNone;
-}
-
-bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
 }
 
 std::string DescribeHexProblem(HexProblem problem, std::string_view text, size_t want_bytes) {

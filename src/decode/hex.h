@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/text.h"
 #include "core/u256.h"
 
 namespace gapless::decode_internal {
@@ -50,9 +51,6 @@ HexProblem CompareHexData(std::string_view text, size_t want_bytes, std::string_
 
 // True when text is "0x" + hex digits of exactly 2*bytes characters, in either case.
 bool IsHexOfBytes(std::string_view text, size_t bytes);
-
-// Case-insensitive comparison of two ASCII strings (hex text).
-bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 
 // The value of a hex digit, or -1.
 inline int HexValue(char c) {

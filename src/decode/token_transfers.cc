@@ -14,7 +14,6 @@
 namespace gapless {
 namespace {
 
-using decode_internal::EqualsIgnoreCase;
 using decode_internal::IsHexOfBytes;
 
 constexpr size_t kWordHexDigits = 64;
