@@ -18,6 +18,19 @@ as_pg() {
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# As root the server runs as postgres, which must be able to reach the data directory: a checkout
+# under /root (mode 700) is out of its reach. Then the data directory goes under postgres's own
+# home instead, named after the run directory so that several checkouts do not share one.
+if [ "$(id -u)" = 0 ] && [ "${1:-}" != url ]; then
+  mkdir -p "$run_dir"
+  if ! runuser -u postgres -- test -x "$run_dir" 2>/dev/null; then
+    pg_home=$(getent passwd postgres | cut -d: -f6)
+    data=$pg_home/gapless/$(printf '%s' "$run_dir" | md5sum | cut -c1-12)-$port
+    mkdir -p "$(dirname "$data")"
+    chown postgres:postgres "$(dirname "$data")"
+  fi
+fi
+
 case "${1:-}" in
   start)
     if [ ! -x "$bin/pg_ctl" ]; then
@@ -27,10 +40,10 @@ case "${1:-}" in
     mkdir -p "$run_dir"
     if [ ! -f "$data/PG_VERSION" ]; then
       mkdir -p "$data"
-      [ "$(id -u)" = 0 ] && chown postgres:postgres "$data"
+      if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$data"; fi
       chmod 700 "$data"
-      as_pg "$bin/initdb" -D "$data" -U gapless -A trust -E UTF8 --locale=C.UTF-8 >"$data.initdb.log" 2>&1 ||
-        { cat "$data.initdb.log" >&2; exit 1; }
+      as_pg "$bin/initdb" -D "$data" -U gapless -A trust -E UTF8 --locale=C.UTF-8 >"$run_dir/initdb-$port.log" 2>&1 ||
+        { cat "$run_dir/initdb-$port.log" >&2; exit 1; }
     fi
     if as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
       exit 0
