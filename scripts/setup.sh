@@ -18,7 +18,7 @@ packages=(
   clang-14 libclang-rt-14-dev clang-format
   libcurl4-openssl-dev libsimdjson-dev libpq-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  postgresql-15 redis-server
+  postgresql-15 redis-server libhiredis-dev
 )
 # shellcheck disable=SC2206
 packages+=(${GAPLESS_APT_EXTRA:-})
