@@ -1,0 +1,60 @@
+#include "store/state.h"
+
+#include <string>
+
+#include "store/queries.h"
+
+namespace gapless {
+
+Result<int64_t> MaxFenceToken(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(auto res,
+                           conn.Query("SELECT coalesce(max(fence_token), 0) FROM indexed_ranges"));
+  return res.GetInt64(0, 0);
+}
+
+Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t next_block) {
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  // Serialise frontier writers: the row lock of the state row (created on first use).
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("INSERT INTO indexer_state (key, value) VALUES ('frontier', $1)"
+                 " ON CONFLICT (key) DO NOTHING",
+                 {std::to_string(start_block)})
+          .status());
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto current,
+      conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'frontier' FOR UPDATE"));
+  GAPLESS_ASSIGN_OR_RETURN(int64_t recorded, current.GetInt64(0, 0));
+  if (next_block <= static_cast<uint64_t>(recorded)) {
+    GAPLESS_RETURN_IF_ERROR(txn.Commit());
+    return static_cast<uint64_t>(recorded);
+  }
+  if (next_block > start_block) {
+    GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(conn, start_block, next_block - 1));
+    bool covered =
+        done.size() == 1 && done[0].first == start_block && done[0].second == next_block - 1;
+    if (!covered) {
+      uint64_t first_missing = start_block;
+      if (!done.empty() && done[0].first == start_block) first_missing = done[0].second + 1;
+      return DataLoss("frontier " + std::to_string(next_block) +
+                      " would run ahead of the data: block " + std::to_string(first_missing) +
+                      " is not committed");
+    }
+  }
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("UPDATE indexer_state SET value = $1, updated_at = now() WHERE key = 'frontier'",
+                 {std::to_string(next_block)})
+          .status());
+  GAPLESS_RETURN_IF_ERROR(txn.Commit());
+  return next_block;
+}
+
+Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'frontier'"));
+  if (res.rows() == 0) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(int64_t v, res.GetInt64(0, 0));
+  return std::optional<uint64_t>(static_cast<uint64_t>(v));
+}
+
+}  // namespace gapless

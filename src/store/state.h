@@ -1,0 +1,36 @@
+// Coordination state that PostgreSQL, the source of truth, keeps for Redis: the floor under the
+// fencing-token counter and the persisted frontier.
+//
+// Redis holds the fleet's live coordination state, and can lose it (FLUSHALL, a restart without
+// persistence, a failover to an empty replica). Two things must survive that:
+//  - Fencing tokens must stay monotonic: a new lease after the loss must get a token above every
+//    token already recorded in indexed_ranges, or a stale worker's write could pass the fence.
+//    MaxFenceToken() gives the floor that reconciliation sets the Redis counter to.
+//  - The frontier (the next block not known to be committed, contiguous from the job's start) must
+//    never decrease and never run ahead of committed rows. PersistFrontier() checks the second
+//    against indexed_ranges in the same transaction that records it.
+// Functions take a connection; they are as thread-safe as the connection (not).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// The highest fencing token recorded in indexed_ranges, 0 when there is none.
+Result<int64_t> MaxFenceToken(PgConn& conn);
+
+// Records `next_block` as the frontier of the job that starts at `start_block`: every block in
+// [start_block, next_block) is committed. Refuses with DataLoss (and records nothing) if
+// indexed_ranges does not cover that interval, the frontier would run ahead of the data. Never
+// decreases a recorded frontier: a lower value is accepted and ignored (a slower process may
+// report late). Returns the recorded frontier after the call.
+Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t next_block);
+
+// The recorded frontier, nullopt before the first PersistFrontier.
+Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn);
+
+}  // namespace gapless
