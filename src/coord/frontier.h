@@ -1,0 +1,58 @@
+// Frontier: the contiguous indexing frontier of one chain (seed 000, DESIGN "Coordination").
+//
+// Workers record each completed range [from, to] in a sorted set (the queue's complete script
+// does it in the same step as the lease release; Record() is for other producers). Advance() runs
+// lua/frontier_advance.lua, which moves the frontier over every range that joins it, removes the
+// consumed ranges, and stores the result. The frontier is "the next block not yet known complete":
+// all blocks in [start, frontier) are complete. It never decreases, tolerates duplicate and
+// overlapping ranges, and is held back by a gap until the gap's range completes.
+//
+// Safety (DESIGN principle 1): ranges are recorded only after their PostgreSQL transaction
+// committed, so the Redis frontier never runs ahead of committed rows. Losing the Redis keys
+// loses no data: reconciliation rebuilds from PostgreSQL and passes the persisted frontier as
+// `start`, which also acts as a floor.
+//
+// Thread-safety: not thread-safe (it uses one RedisConn); one per thread. Any number of Frontier
+// objects in any number of processes may advance the same keys concurrently: each Advance is one
+// atomic script.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "coord/redis.h"
+#include "core/status.h"
+
+namespace gapless {
+
+class Frontier {
+ public:
+  // `conn` is borrowed and must outlive this object. `completed_key` is the sorted set of completed
+  // ranges (Keys::completed()), `frontier_key` the frontier string (Keys::frontier()), both in one
+  // hash slot. `start_block` is the first block of the indexing job (a floor for the frontier).
+  Frontier(RedisConn* conn, std::string completed_key, std::string frontier_key,
+           uint64_t start_block);
+
+  // Records that blocks [from, to] (inclusive) are committed. Idempotent. FailedPrecondition if
+  // from > to; Unavailable / Internal from Redis.
+  Status Record(uint64_t from, uint64_t to);
+
+  // Advances the frontier as far as the recorded ranges allow and returns it (the next block not
+  // yet known complete). Idempotent. Unavailable when Redis cannot be reached; DataLoss when the
+  // stored state is corrupt (a malformed member, a non-numeric frontier) — the frontier then stays
+  // where it is until a human or reconciliation repairs the keys.
+  Result<uint64_t> Advance();
+
+  // The stored frontier without advancing it: max(stored, start_block), start_block when absent.
+  Result<uint64_t> Get();
+
+  uint64_t start_block() const { return start_; }
+
+ private:
+  RedisConn* conn_;
+  std::string completed_key_;
+  std::string frontier_key_;
+  uint64_t start_;
+};
+
+}  // namespace gapless

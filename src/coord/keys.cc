@@ -1,0 +1,26 @@
+#include "coord/keys.h"
+
+namespace gapless {
+
+Keys::Keys(int64_t chain_id)
+    : chain_id_(chain_id), prefix_("gapless:{chain-" + std::to_string(chain_id) + "}:") {}
+
+std::string Keys::pending() const { return prefix_ + "queue:pending"; }
+std::string Keys::processing() const { return prefix_ + "queue:processing"; }
+std::string Keys::queued() const { return prefix_ + "queue:queued"; }
+std::string Keys::leases() const { return prefix_ + "queue:leases"; }
+std::string Keys::attempts() const { return prefix_ + "queue:attempts"; }
+std::string Keys::dlq() const { return prefix_ + "queue:dlq"; }
+std::string Keys::fence_counter() const { return prefix_ + "fence"; }
+std::string Keys::completed() const { return prefix_ + "frontier:completed"; }
+std::string Keys::frontier() const { return prefix_ + "frontier"; }
+std::string Keys::rate_limit(std::string_view endpoint) const {
+  return prefix_ + "ratelimit:" + std::string(endpoint);
+}
+std::string Keys::heartbeat(std::string_view worker) const {
+  return prefix_ + "heartbeat:" + std::string(worker);
+}
+std::string Keys::registry() const { return prefix_ + "registry"; }
+std::string Keys::leader_lock() const { return prefix_ + "leader"; }
+
+}  // namespace gapless

@@ -1,0 +1,83 @@
+// Keys: every key of the coordination Redis, built here and only here.
+//
+// All keys of one chain share the prefix "gapless:{chain-<id>}:" whose {hash tag} puts them in one
+// cluster slot, so any script may touch any of them and the same code runs on a single Redis,
+// Sentinel or Redis Cluster. Scripts receive every key they touch in KEYS (none is built inside
+// Lua), which is why per-task state lives in hashes keyed by task rather than in per-task keys.
+//
+// A task is a block range "from-to" (inclusive, decimal, from <= to), e.g. "100-149".
+//
+// Bounds (DESIGN.md principle 5: every key has a TTL or a bound):
+//   pending, processing, queued   bounded by the tasks the seeder has issued and not completed;
+//                                 the seeder keeps at most its look-ahead window outstanding.
+//   leases, attempts              one field per task in processing / per task that has failed
+//                                 and not yet completed; removed on complete, DLQ and requeue.
+//   dlq                           one field per dead task; drained by `gapless dlq retry`.
+//   completed                     trimmed below the frontier by frontier_advance.lua.
+//   fence_counter, frontier       one integer each.
+//   rate_limit, heartbeat, leader_lock   carry a TTL.
+//   registry                      one field per process; entries whose heartbeat is gone are
+//                                 pruned by the process that lists them.
+//
+// Thread-safety: immutable after construction; safe to share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gapless {
+
+class Keys {
+ public:
+  explicit Keys(int64_t chain_id);
+
+  int64_t chain_id() const { return chain_id_; }
+  // "gapless:{chain-<id>}:" — every key below starts with it.
+  const std::string& prefix() const { return prefix_; }
+
+  // --- work queue (queue.h) ---
+  // List of task ids waiting to be claimed; claimed from the head (LEFT), pushed at the tail.
+  std::string pending() const;
+  // List of task ids claimed and not yet completed/failed/requeued (each has a lease field).
+  std::string processing() const;
+  // Set of every task id that is in pending or processing: makes Push idempotent in O(1).
+  std::string queued() const;
+  // Hash task -> lease, JSON {"worker":..., "token":N, "expires_ms":N} (expiry in Redis TIME
+  // milliseconds). A field exists exactly while its task is in processing.
+  std::string leases() const;
+  // Hash task -> failed attempts so far (integer). Removed when the task completes or goes to
+  // the DLQ.
+  std::string attempts() const;
+  // Hash task -> dead letter, JSON {"error":..., "attempts":N, "worker":..., "failed_at_ms":N}.
+  std::string dlq() const;
+  // String, INCR: the fencing token counter. Never expires. Restarts from 0 when Redis loses its
+  // data; the PostgreSQL side floors it (queue.h: Queue::FloorFenceCounter).
+  std::string fence_counter() const;
+
+  // --- frontier (frontier.h) ---
+  // Sorted set of completed ranges: member "from-to", score from. Trimmed below the frontier.
+  std::string completed() const;
+  // String: the next block not known complete (every block in [start, frontier) is done).
+  std::string frontier() const;
+
+  // --- rate limiter (rate_limiter.h) ---
+  // Sorted set: sliding-window log of one RPC endpoint's requests; PEXPIREd to the window.
+  // `endpoint` is a name or a hash of the URL chosen by the caller (never a URL with a secret).
+  std::string rate_limit(std::string_view endpoint) const;
+
+  // --- fleet ---
+  // String with a TTL (a few heartbeat intervals): the process is alive while it exists.
+  std::string heartbeat(std::string_view worker) const;
+  // Hash worker -> JSON (host, pid, current range, blocks/s) for `gapless status`.
+  std::string registry() const;
+  // String SET NX PX with a token: the single-Redis lock of the seeder/janitor/frontier role
+  // (replaced by the HA leader in issue 4).
+  std::string leader_lock() const;
+
+ private:
+  int64_t chain_id_;
+  std::string prefix_;
+};
+
+}  // namespace gapless

@@ -1,0 +1,211 @@
+#include "coord/queue.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace gapless {
+namespace {
+
+constexpr size_t kPushBatch = 1000;
+constexpr size_t kMaxErrorBytes = 2000;
+
+Status BadReply(const RedisScript& script, const RedisReply& reply) {
+  return Internal("script " + script.name() + ": unexpected reply (type " +
+                  std::to_string(static_cast<int>(reply.type)) + ", " +
+                  std::to_string(reply.elements.size()) + " elements)");
+}
+
+// Scripts that check ownership answer {1|2, value} on success and {0, reason} when refused.
+Status CheckOwned(const RedisScript& script, const RedisReply& reply, const TaskRange& task) {
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2 ||
+      reply.elements[0].type != RedisReply::Type::kInteger) {
+    return BadReply(script, reply);
+  }
+  if (reply.elements[0].integer == 0) {
+    return Aborted("lease of task " + task.id() + " lost: " + reply.elements[1].str);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<TaskRange>> TaskList(const RedisScript& script, const RedisReply& reply) {
+  std::vector<TaskRange> out;
+  if (reply.is_nil()) return out;  // an empty Lua table comes back as an empty array or nil
+  if (reply.type != RedisReply::Type::kArray) return BadReply(script, reply);
+  for (const RedisReply& e : reply.elements) {
+    GAPLESS_ASSIGN_OR_RETURN(TaskRange t, ParseTask(e.str));
+    out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string TaskRange::id() const { return std::to_string(from) + "-" + std::to_string(to); }
+
+Result<TaskRange> ParseTask(std::string_view id) {
+  size_t dash = id.find('-');
+  TaskRange t;
+  auto parse = [](std::string_view s, int64_t* v) {
+    if (s.empty() || s.size() > 15) return false;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+    return ec == std::errc() && p == s.data() + s.size() && *v >= 0;
+  };
+  if (dash == std::string_view::npos || !parse(id.substr(0, dash), &t.from) ||
+      !parse(id.substr(dash + 1), &t.to) || t.from > t.to) {
+    return InvalidData("malformed task id '" + std::string(id) + "' (want from-to)");
+  }
+  return t;
+}
+
+std::vector<TaskRange> SplitRange(int64_t from, int64_t to, int64_t size) {
+  std::vector<TaskRange> out;
+  if (size < 1 || from > to) return out;
+  for (int64_t b = from; b <= to; b += size) out.push_back({b, std::min(to, b + size - 1)});
+  return out;
+}
+
+Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks) {
+  static const RedisScript& script = LoadScript("queue_push.lua");
+  int64_t added = 0;
+  for (size_t i = 0; i < tasks.size(); i += kPushBatch) {
+    std::vector<std::string> args;
+    for (size_t j = i; j < std::min(tasks.size(), i + kPushBatch); ++j) {
+      args.push_back(tasks[j].id());
+    }
+    // Idempotent: a task already queued is skipped, so resending after a lost answer is safe.
+    GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                             conn_->Eval(script,
+                                         {keys_.pending(), keys_.queued(), keys_.completed(),
+                                          keys_.frontier(), keys_.dlq()},
+                                         args, /*idempotent=*/true));
+    if (r.type != RedisReply::Type::kInteger) return BadReply(script, r);
+    added += r.integer;
+  }
+  return added;
+}
+
+Result<std::optional<Lease>> Queue::Claim(const std::string& worker, int64_t ttl_ms) {
+  static const RedisScript& script = LoadScript("queue_claim.lua");
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script,
+                                                     {keys_.pending(), keys_.processing(),
+                                                      keys_.leases(), keys_.fence_counter()},
+                                                     {worker, std::to_string(ttl_ms)}));
+  if (r.is_nil()) return std::optional<Lease>();
+  if (r.type != RedisReply::Type::kArray || r.elements.size() != 3) return BadReply(script, r);
+  Lease lease;
+  GAPLESS_ASSIGN_OR_RETURN(lease.task, ParseTask(r.elements[0].str));
+  lease.token = r.elements[1].integer;
+  lease.expires_ms = r.elements[2].integer;
+  return std::optional<Lease>(lease);
+}
+
+Result<int64_t> Queue::Renew(const TaskRange& task, const std::string& worker, int64_t token,
+                             int64_t ttl_ms) {
+  static const RedisScript& script = LoadScript("queue_renew.lua");
+  // Idempotent: renewing twice only moves the expiry to the later of two nearby instants.
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r, conn_->Eval(script, {keys_.leases()},
+                                {task.id(), worker, std::to_string(token), std::to_string(ttl_ms)},
+                                /*idempotent=*/true));
+  GAPLESS_RETURN_IF_ERROR(CheckOwned(script, r, task));
+  return r.elements[1].integer;
+}
+
+Status Queue::Complete(const TaskRange& task, const std::string& worker, int64_t token) {
+  static const RedisScript& script = LoadScript("queue_complete.lua");
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                           conn_->Eval(script,
+                                       {keys_.processing(), keys_.leases(), keys_.queued(),
+                                        keys_.attempts(), keys_.completed()},
+                                       {task.id(), worker, std::to_string(token)}));
+  return CheckOwned(script, r, task);
+}
+
+Result<FailResult> Queue::Fail(const TaskRange& task, const std::string& worker, int64_t token,
+                               const std::string& error, int64_t max_attempts) {
+  static const RedisScript& script = LoadScript("queue_fail.lua");
+  std::string bounded = error.size() > kMaxErrorBytes ? error.substr(0, kMaxErrorBytes) : error;
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                           conn_->Eval(script,
+                                       {keys_.pending(), keys_.processing(), keys_.leases(),
+                                        keys_.queued(), keys_.attempts(), keys_.dlq()},
+                                       {task.id(), worker, std::to_string(token), bounded,
+                                        std::to_string(max_attempts)}));
+  GAPLESS_RETURN_IF_ERROR(CheckOwned(script, r, task));
+  FailResult out;
+  out.outcome = r.elements[0].integer == 2 ? FailOutcome::kDeadLettered : FailOutcome::kRequeued;
+  out.attempts = r.elements[1].integer;
+  return out;
+}
+
+Result<std::vector<TaskRange>> Queue::Janitor(int64_t limit) {
+  static const RedisScript& script = LoadScript("queue_janitor.lua");
+  // Idempotent: it only requeues what is expired at the time it runs.
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r, conn_->Eval(script, {keys_.pending(), keys_.processing(), keys_.leases()},
+                                {std::to_string(limit)}, /*idempotent=*/true));
+  return TaskList(script, r);
+}
+
+Result<std::vector<DeadLetter>> Queue::DlqList() {
+  static const RedisScript& script = LoadScript("queue_dlq_list.lua");
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script, {keys_.dlq()}, {"100000"},
+                                                     /*idempotent=*/true));
+  std::vector<DeadLetter> out;
+  if (r.is_nil()) return out;
+  if (r.type != RedisReply::Type::kArray || r.elements.size() % 5 != 0) {
+    return BadReply(script, r);
+  }
+  for (size_t i = 0; i < r.elements.size(); i += 5) {
+    DeadLetter d;
+    GAPLESS_ASSIGN_OR_RETURN(d.task, ParseTask(r.elements[i].str));
+    d.error = r.elements[i + 1].str;
+    d.attempts = r.elements[i + 2].integer;
+    d.worker = r.elements[i + 3].str;
+    d.failed_at_ms = r.elements[i + 4].integer;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<bool> Queue::DlqRetry(const TaskRange& task) {
+  static const RedisScript& script = LoadScript("queue_dlq_retry.lua");
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r,
+      conn_->Eval(script, {keys_.dlq(), keys_.pending(), keys_.queued(), keys_.attempts()},
+                  {task.id(), "1"}, /*idempotent=*/true));
+  GAPLESS_ASSIGN_OR_RETURN(auto moved, TaskList(script, r));
+  return !moved.empty();
+}
+
+Result<int64_t> Queue::DlqRetryAll(int64_t limit) {
+  static const RedisScript& script = LoadScript("queue_dlq_retry.lua");
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r,
+      conn_->Eval(script, {keys_.dlq(), keys_.pending(), keys_.queued(), keys_.attempts()},
+                  {"*", std::to_string(limit)}, /*idempotent=*/true));
+  GAPLESS_ASSIGN_OR_RETURN(auto moved, TaskList(script, r));
+  return static_cast<int64_t>(moved.size());
+}
+
+Result<int64_t> Queue::FloorFenceCounter(int64_t floor) {
+  static const RedisScript& script = LoadScript("queue_fence_floor.lua");
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                           conn_->Eval(script, {keys_.fence_counter()}, {std::to_string(floor)},
+                                       /*idempotent=*/true));
+  if (r.type != RedisReply::Type::kInteger) return BadReply(script, r);
+  return r.integer;
+}
+
+Result<QueueDepths> Queue::Depths() {
+  QueueDepths d;
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply p, conn_->Command({"LLEN", keys_.pending()}));
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply q, conn_->Command({"LLEN", keys_.processing()}));
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply l, conn_->Command({"HLEN", keys_.dlq()}));
+  d.pending = p.integer;
+  d.processing = q.integer;
+  d.dlq = l.integer;
+  return d;
+}
+
+}  // namespace gapless

@@ -1,0 +1,127 @@
+// Queue: the leased work queue of DESIGN.md "Coordination" (seed 002), on the coordination Redis.
+//
+// Tasks are block ranges "from-to". Each operation is one Lua script (src/coord/lua/queue_*.lua),
+// so no crash between two commands can orphan or double a task:
+//   Push      pending += tasks not already pending, processing, done or dead-lettered
+//   Claim     pending head -> processing + lease {worker, token = INCR fence, expiry by TIME}
+//   Renew     extend the lease, owner only
+//   Complete  owner only: drop from processing and lease, record the range in the frontier set
+//   Fail      owner only: attempts += 1; below max to the back of pending, at max to the DLQ
+//   Janitor   requeue processing tasks whose lease is gone or expired; never a live one
+//
+// Ownership is (worker id, token). A refusal (the caller is no longer the owner: the janitor
+// requeued the task and someone else claimed it) is Status Aborted: drop the unit of work. The
+// fencing token also travels into PostgreSQL (DESIGN.md), which is what makes a stale worker's
+// commit fail; these checks only keep Redis state consistent.
+//
+// Retries: Claim, Complete and Fail are not idempotent, so a transport failure during them
+// returns Unavailable without resending (RedisConn). What that leaves behind is safe: a claim
+// that ran but whose answer was lost is a lease nobody renews, which the janitor requeues after
+// its TTL; a Complete whose answer was lost and that the caller retries is refused (Aborted)
+// because the lease is gone, and the range is already in the completed set.
+//
+// Thread-safety: a Queue uses one RedisConn and is not thread-safe; one per thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/redis.h"
+#include "core/status.h"
+
+namespace gapless {
+
+// A block range task, inclusive bounds.
+struct TaskRange {
+  int64_t from = 0;
+  int64_t to = 0;
+  std::string id() const;  // "from-to"
+  bool operator==(const TaskRange&) const = default;
+};
+// Parses "from-to" (decimal, from <= to). InvalidData otherwise.
+Result<TaskRange> ParseTask(std::string_view id);
+// Splits [from, to] into tasks of `size` blocks (the last may be shorter). size >= 1.
+std::vector<TaskRange> SplitRange(int64_t from, int64_t to, int64_t size);
+
+struct Lease {
+  TaskRange task;
+  int64_t token = 0;       // fencing token: higher than every earlier grant
+  int64_t expires_ms = 0;  // Redis TIME milliseconds (for display; safety never uses it)
+};
+
+struct DeadLetter {
+  TaskRange task;
+  std::string error;
+  int64_t attempts = 0;
+  std::string worker;
+  int64_t failed_at_ms = 0;  // Redis TIME milliseconds
+};
+
+enum class FailOutcome { kRequeued, kDeadLettered };
+struct FailResult {
+  FailOutcome outcome = FailOutcome::kRequeued;
+  int64_t attempts = 0;  // failed attempts so far, this one included
+};
+
+struct QueueDepths {
+  int64_t pending = 0;
+  int64_t processing = 0;
+  int64_t dlq = 0;
+};
+
+class Queue {
+ public:
+  // `conn` must outlive the Queue.
+  Queue(RedisConn* conn, const Keys& keys) : conn_(conn), keys_(keys) {}
+
+  // Appends tasks not already pending, processing, completed (in the completed set or below the
+  // frontier) or dead-lettered; returns how many were added. Idempotent: safe to repeat after a
+  // failure. Sent in batches of 1000 tasks (each batch atomic).
+  Result<int64_t> Push(const std::vector<TaskRange>& tasks);
+
+  // Claims the head of pending for `worker` with a lease of ttl_ms; nullopt when pending is empty.
+  Result<std::optional<Lease>> Claim(const std::string& worker, int64_t ttl_ms);
+
+  // Extends the lease to now + ttl_ms (Redis TIME); returns the new expiry. Aborted when
+  // (worker, token) does not own the task any more.
+  Result<int64_t> Renew(const TaskRange& task, const std::string& worker, int64_t token,
+                        int64_t ttl_ms);
+
+  // Completes the task and records it for the frontier. Aborted when not the owner.
+  Status Complete(const TaskRange& task, const std::string& worker, int64_t token);
+
+  // Records a failed attempt (error is truncated to 2000 bytes). Aborted when not the owner.
+  Result<FailResult> Fail(const TaskRange& task, const std::string& worker, int64_t token,
+                          const std::string& error, int64_t max_attempts);
+
+  // Requeues (to the head of pending) processing tasks whose lease is gone or expired, looking
+  // at no more than `limit` tasks; returns the requeued tasks. Safe to run from any number of
+  // processes at once; normally the leader runs it every few seconds.
+  Result<std::vector<TaskRange>> Janitor(int64_t limit = 100);
+
+  // The dead letters, sorted by task.
+  Result<std::vector<DeadLetter>> DlqList();
+  // Re-queues one dead-lettered task with a fresh attempt count; false if it is not in the DLQ.
+  Result<bool> DlqRetry(const TaskRange& task);
+  // Re-queues up to `limit` dead-lettered tasks; returns how many.
+  Result<int64_t> DlqRetryAll(int64_t limit = 10'000);
+
+  // Raises the fencing-token counter to at least `floor` (never lowers it); returns its value.
+  // After Redis loses its data the counter restarts at 0: reconciliation calls this with the
+  // highest token recorded in PostgreSQL before any worker claims.
+  Result<int64_t> FloorFenceCounter(int64_t floor);
+
+  Result<QueueDepths> Depths();
+
+  const Keys& keys() const { return keys_; }
+
+ private:
+  RedisConn* conn_;
+  Keys keys_;
+};
+
+}  // namespace gapless

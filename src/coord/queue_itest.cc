@@ -1,0 +1,318 @@
+// The leased work queue against the real test redis-server: every script's edge cases.
+#include <chrono>
+#include <thread>
+
+#include "coord/queue.h"
+#include "testing/redis_test_db.h"
+
+namespace gapless {
+namespace {
+
+class QueueItest : public RedisTest {
+ protected:
+  void SetUp() override {
+    RedisTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    queue_ = std::make_unique<Queue>(&conn(), keys());
+  }
+  Queue& q() { return *queue_; }
+
+  std::vector<std::string> List(const std::string& key) {
+    auto r = conn().Command({"LRANGE", key, "0", "-1"});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<std::string> out;
+    if (r.ok()) {
+      for (auto& e : r->elements) out.push_back(e.str);
+    }
+    return out;
+  }
+  std::vector<std::string> Pending() { return List(keys().pending()); }
+  std::vector<std::string> Processing() { return List(keys().processing()); }
+
+  Lease MustClaim(const std::string& worker, int64_t ttl_ms = 60'000) {
+    auto l = q().Claim(worker, ttl_ms);
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    EXPECT_TRUE(l.ok() && l->has_value()) << "queue empty";
+    return l.ok() && l->has_value() ? **l : Lease{};
+  }
+
+  std::unique_ptr<Queue> queue_;
+};
+
+using V = std::vector<std::string>;
+const TaskRange kA{100, 149}, kB{150, 199}, kC{200, 249};
+
+TEST(TaskRangeTest, ParseAndSplit) {
+  auto t = ParseTask("100-149");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, (TaskRange{100, 149}));
+  for (const char* bad : {"", "100", "100-", "-5", "5-4", "a-b", "1-2-3", "1- 2"}) {
+    EXPECT_EQ(ParseTask(bad).status().code(), Code::kInvalidData) << bad;
+  }
+  auto s = SplitRange(0, 104, 50);
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[2], (TaskRange{100, 104}));
+  EXPECT_TRUE(SplitRange(5, 4, 10).empty());
+}
+
+TEST_F(QueueItest, ClaimOnEmptyQueueReturnsNothing) {
+  auto l = q().Claim("w1", 1000);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_FALSE(l->has_value());
+  EXPECT_TRUE(Processing().empty());
+}
+
+TEST_F(QueueItest, PushIsIdempotent) {
+  auto n = q().Push({kA, kB});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2);
+  n = q().Push({kA, kB, kC});  // pending ones are skipped
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(Pending(), (V{"100-149", "150-199", "200-249"}));
+
+  Lease a = MustClaim("w1");  // processing: skipped
+  EXPECT_EQ(*q().Push({kA}), 0);
+  ASSERT_TRUE(q().Complete(a.task, "w1", a.token).ok());  // done: skipped
+  EXPECT_EQ(*q().Push({kA}), 0);
+  // Below the frontier (next block not known complete): skipped even when trimmed from the set.
+  ASSERT_TRUE(conn().Command({"DEL", keys().completed()}).ok());
+  ASSERT_TRUE(conn().Command({"SET", keys().frontier(), "150"}).ok());
+  EXPECT_EQ(*q().Push({kA}), 0);
+  ASSERT_TRUE(conn().Command({"SET", keys().frontier(), "149"}).ok());  // 149 not done yet
+  EXPECT_EQ(*q().Push({kA}), 1);
+}
+
+TEST_F(QueueItest, PushRejectsMalformedTasksBeforeWriting) {
+  auto r = conn().Eval(
+      LoadScript("queue_push.lua"),
+      {keys().pending(), keys().queued(), keys().completed(), keys().frontier(), keys().dlq()},
+      {"1-2", "9-3"});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+  EXPECT_NE(r.status().message().find("9-3"), std::string::npos);
+  EXPECT_TRUE(Pending().empty());  // "1-2" was not written either
+}
+
+TEST_F(QueueItest, ClaimMovesToProcessingWithIncreasingTokens) {
+  ASSERT_TRUE(q().Push({kA, kB, kC}).ok());
+  auto now = conn().Command({"TIME"});
+  ASSERT_TRUE(now.ok());
+  int64_t now_ms = std::stoll(now->elements[0].str) * 1000;
+  Lease a = MustClaim("w1", 30'000);
+  Lease b = MustClaim("w2", 30'000);
+  Lease c = MustClaim("w1", 30'000);
+  EXPECT_EQ(a.task, kA);  // FIFO
+  EXPECT_EQ(b.task, kB);
+  EXPECT_EQ(c.task, kC);
+  EXPECT_LT(a.token, b.token);
+  EXPECT_LT(b.token, c.token);
+  EXPECT_GE(a.expires_ms, now_ms + 29'000);
+  EXPECT_LE(a.expires_ms, now_ms + 32'000);
+  EXPECT_TRUE(Pending().empty());
+  EXPECT_EQ(Processing(), (V{"100-149", "150-199", "200-249"}));
+  auto lease = conn().Command({"HGET", keys().leases(), "150-199"});
+  ASSERT_TRUE(lease.ok());
+  EXPECT_NE(lease->str.find("\"worker\":\"w2\""), std::string::npos) << lease->str;
+}
+
+TEST_F(QueueItest, ClaimRejectsBadArgumentsBeforeWriting) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  EXPECT_EQ(q().Claim("", 1000).status().code(), Code::kInternal);
+  EXPECT_EQ(q().Claim("w1", 0).status().code(), Code::kInternal);
+  EXPECT_EQ(Pending(), (V{"100-149"}));
+  auto fence = conn().Command({"GET", keys().fence_counter()});
+  ASSERT_TRUE(fence.ok());
+  EXPECT_TRUE(fence->is_nil());
+}
+
+TEST_F(QueueItest, RenewOnlyByTheOwner) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  Lease a = MustClaim("w1", 1000);
+  auto renewed = q().Renew(kA, "w1", a.token, 60'000);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_GT(*renewed, a.expires_ms + 50'000);
+  EXPECT_EQ(q().Renew(kA, "w2", a.token, 60'000).status().code(), Code::kAborted);
+  EXPECT_EQ(q().Renew(kA, "w1", a.token + 1, 60'000).status().code(), Code::kAborted);
+  EXPECT_EQ(q().Renew(kB, "w1", a.token, 60'000).status().code(), Code::kAborted);  // no lease
+}
+
+TEST_F(QueueItest, CompleteOnlyByTheOwnerAndRecordsTheRange) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  Lease a = MustClaim("w1");
+  Status st = q().Complete(kA, "w2", a.token);
+  EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("w1"), std::string::npos) << st.ToString();
+  EXPECT_EQ(q().Complete(kA, "w1", a.token - 1).code(), Code::kAborted);
+  EXPECT_EQ(Processing(), (V{"100-149"}));  // the refusals changed nothing
+
+  ASSERT_TRUE(q().Complete(kA, "w1", a.token).ok());
+  EXPECT_TRUE(Processing().empty());
+  auto score = conn().Command({"ZSCORE", keys().completed(), "100-149"});
+  ASSERT_TRUE(score.ok());
+  EXPECT_EQ(score->str, "100");
+  auto lease = conn().Command({"HEXISTS", keys().leases(), "100-149"});
+  EXPECT_EQ(lease->integer, 0);
+  // Completing twice (e.g. a retry after a lost answer) is refused: the lease is gone.
+  EXPECT_EQ(q().Complete(kA, "w1", a.token).code(), Code::kAborted);
+}
+
+TEST_F(QueueItest, AnOldTokenIsRefusedAfterTheTaskWasReclaimed) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  Lease first = MustClaim("w1", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto requeued = q().Janitor();
+  ASSERT_TRUE(requeued.ok()) << requeued.status().ToString();
+  ASSERT_EQ(*requeued, (std::vector<TaskRange>{kA}));
+  // The same worker claims it again (a new token); its old token is stale.
+  Lease second = MustClaim("w1");
+  ASSERT_EQ(second.task, kA);
+  EXPECT_GT(second.token, first.token);
+  EXPECT_EQ(q().Renew(kA, "w1", first.token, 1000).status().code(), Code::kAborted);
+  EXPECT_EQ(q().Complete(kA, "w1", first.token).code(), Code::kAborted);
+  EXPECT_EQ(q().Fail(kA, "w1", first.token, "x", 3).status().code(), Code::kAborted);
+  EXPECT_TRUE(q().Complete(kA, "w1", second.token).ok());
+}
+
+TEST_F(QueueItest, JanitorRequeuesExpiredLeasesAndNeverALiveOne) {
+  ASSERT_TRUE(q().Push({kA, kB, kC}).ok());
+  Lease a = MustClaim("dead", 50);
+  Lease b = MustClaim("alive", 60'000);
+  Lease c = MustClaim("dead", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto requeued = q().Janitor();
+  ASSERT_TRUE(requeued.ok()) << requeued.status().ToString();
+  EXPECT_EQ(*requeued, (std::vector<TaskRange>{kA, kC}));
+  // Expired work goes to the head of pending; the live lease stays.
+  EXPECT_EQ(Pending(), (V{"200-249", "100-149"}));
+  EXPECT_EQ(Processing(), (V{"150-199"}));
+  EXPECT_TRUE(q().Renew(kB, "alive", b.token, 60'000).ok());
+  // Running it again finds nothing.
+  requeued = q().Janitor();
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_TRUE(requeued->empty());
+  EXPECT_TRUE(q().Complete(kB, "alive", b.token).ok());
+  (void)a;
+  (void)c;
+}
+
+TEST_F(QueueItest, JanitorRequeuesAProcessingTaskWithoutALease) {
+  // A task in processing with no lease (state written by an older version, or by hand) is orphaned.
+  ASSERT_TRUE(conn().Command({"RPUSH", keys().processing(), "100-149"}).ok());
+  auto requeued = q().Janitor();
+  ASSERT_TRUE(requeued.ok());
+  EXPECT_EQ(*requeued, (std::vector<TaskRange>{kA}));
+  EXPECT_EQ(Pending(), (V{"100-149"}));
+}
+
+TEST_F(QueueItest, JanitorWorkIsBoundedAndWalksTheWholeList) {
+  std::vector<TaskRange> tasks = SplitRange(0, 999, 100);  // 10 tasks
+  ASSERT_TRUE(q().Push(tasks).ok());
+  for (int i = 0; i < 9; ++i) MustClaim("alive", 60'000);
+  Lease last = MustClaim("dead", 50);  // at the tail of processing
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto first = q().Janitor(4);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->empty());  // looked at 4 live ones only
+  auto second = q().Janitor(4);
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->empty());
+  auto third = q().Janitor(4);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(*third, (std::vector<TaskRange>{last.task}));
+  EXPECT_EQ(Processing().size(), 9u);
+}
+
+TEST_F(QueueItest, FailBelowMaxRequeuesAtTheBackAndAtMaxDeadLetters) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease a1 = MustClaim("w1");
+  EXPECT_EQ(q().Fail(kA, "w2", a1.token, "nope", 2).status().code(), Code::kAborted);
+  auto f = q().Fail(kA, "w1", a1.token, "rpc timeout", 2);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->outcome, FailOutcome::kRequeued);
+  EXPECT_EQ(f->attempts, 1);
+  EXPECT_EQ(Pending(), (V{"150-199", "100-149"}));  // back of the queue
+  EXPECT_TRUE(Processing().empty());
+
+  Lease b = MustClaim("w1");
+  ASSERT_EQ(b.task, kB);
+  Lease a2 = MustClaim("w3");
+  ASSERT_EQ(a2.task, kA);
+  f = q().Fail(kA, "w3", a2.token, "block 120: bad receipt root", 2);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->outcome, FailOutcome::kDeadLettered);
+  EXPECT_EQ(f->attempts, 2);
+  EXPECT_EQ(Processing(), (V{"150-199"}));
+  EXPECT_TRUE(Pending().empty());
+
+  auto dlq = q().DlqList();
+  ASSERT_TRUE(dlq.ok()) << dlq.status().ToString();
+  ASSERT_EQ(dlq->size(), 1u);
+  EXPECT_EQ((*dlq)[0].task, kA);
+  EXPECT_EQ((*dlq)[0].error, "block 120: bad receipt root");
+  EXPECT_EQ((*dlq)[0].attempts, 2);
+  EXPECT_EQ((*dlq)[0].worker, "w3");
+  EXPECT_GT((*dlq)[0].failed_at_ms, 0);
+  // A dead task is not re-queued by the seeder pushing the same range again.
+  EXPECT_EQ(*q().Push({kA}), 0);
+  auto depths = q().Depths();
+  ASSERT_TRUE(depths.ok());
+  EXPECT_EQ(depths->pending, 0);
+  EXPECT_EQ(depths->processing, 1);
+  EXPECT_EQ(depths->dlq, 1);
+}
+
+TEST_F(QueueItest, DlqRetryRequeuesWithAFreshAttemptCount) {
+  ASSERT_TRUE(q().Push({kA, kB, kC}).ok());
+  for (int i = 0; i < 3; ++i) {
+    Lease l = MustClaim("w1");
+    ASSERT_EQ(q().Fail(l.task, "w1", l.token, "boom", 1)->outcome, FailOutcome::kDeadLettered);
+  }
+  EXPECT_EQ(q().DlqList()->size(), 3u);
+
+  auto one = q().DlqRetry(kB);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_TRUE(*one);
+  EXPECT_FALSE(*q().DlqRetry(kB));  // not in the DLQ any more
+  EXPECT_EQ(Pending(), (V{"150-199"}));
+  Lease b = MustClaim("w2");
+  auto f = q().Fail(b.task, "w2", b.token, "again", 2);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->attempts, 1);  // counting restarted
+  EXPECT_EQ(f->outcome, FailOutcome::kRequeued);
+
+  auto all = q().DlqRetryAll();
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, 2);
+  EXPECT_TRUE(q().DlqList()->empty());
+  EXPECT_EQ(Pending(), (V{"150-199", "100-149", "200-249"}));
+}
+
+TEST_F(QueueItest, FenceCounterFloorNeverLowers) {
+  EXPECT_EQ(*q().FloorFenceCounter(41), 41);
+  EXPECT_EQ(*q().FloorFenceCounter(10), 41);
+  ASSERT_TRUE(q().Push({kA}).ok());
+  EXPECT_EQ(MustClaim("w1").token, 42);
+}
+
+TEST_F(QueueItest, AfterLosingRedisDataTheFenceRestartsUnlessFloored) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease a = MustClaim("w1");
+  Lease b = MustClaim("w1");
+  ASSERT_GT(b.token, a.token);
+  // Lose every key of this chain (what FLUSHALL or a restart without persistence does to it;
+  // FLUSHALL itself would disturb the other tests sharing the server).
+  ASSERT_TRUE(db().DeleteKeys().ok());
+  ASSERT_TRUE(q().Push({kA}).ok());
+  Lease again = MustClaim("w2");
+  EXPECT_EQ(again.token, 1);  // restarted: PostgreSQL holds b.token for this range already
+  EXPECT_LE(again.token, b.token);
+  // Reconciliation floors the counter from PostgreSQL's highest recorded token (the lead's side);
+  // then new grants are above every earlier one again.
+  ASSERT_TRUE(q().FloorFenceCounter(b.token).ok());
+  ASSERT_TRUE(q().Push({kB}).ok());
+  EXPECT_GT(MustClaim("w2").token, b.token);
+}
+
+}  // namespace
+}  // namespace gapless

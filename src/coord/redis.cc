@@ -1,0 +1,486 @@
+#include "coord/redis.h"
+
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "lua_scripts.h"
+
+namespace gapless {
+namespace {
+
+// SHA1 (FIPS 180-4), enough to name a script the way Redis does without a round trip.
+class Sha1 {
+ public:
+  void Update(std::string_view data) {
+    for (unsigned char c : data) {
+      block_[block_len_++] = c;
+      if (block_len_ == 64) {
+        Transform();
+        block_len_ = 0;
+      }
+    }
+    total_bits_ += static_cast<uint64_t>(data.size()) * 8;
+  }
+
+  std::string HexDigest() {
+    uint64_t bits = total_bits_;
+    block_[block_len_++] = 0x80;
+    if (block_len_ > 56) {
+      while (block_len_ < 64) block_[block_len_++] = 0;
+      Transform();
+      block_len_ = 0;
+    }
+    while (block_len_ < 56) block_[block_len_++] = 0;
+    for (int i = 7; i >= 0; --i) block_[block_len_++] = static_cast<uint8_t>(bits >> (i * 8));
+    Transform();
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (uint32_t word : h_) {
+      for (int i = 28; i >= 0; i -= 4) out.push_back(kHex[(word >> i) & 0xf]);
+    }
+    return out;
+  }
+
+ private:
+  static uint32_t Rol(uint32_t v, int n) { return (v << n) | (v >> (32 - n)); }
+
+  void Transform() {
+    std::array<uint32_t, 80> w{};
+    for (int i = 0; i < 16; ++i) {
+      w[i] = (uint32_t{block_[i * 4]} << 24) | (uint32_t{block_[i * 4 + 1]} << 16) |
+             (uint32_t{block_[i * 4 + 2]} << 8) | uint32_t{block_[i * 4 + 3]};
+    }
+    for (int i = 16; i < 80; ++i) w[i] = Rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4];
+    for (int i = 0; i < 80; ++i) {
+      uint32_t f, k;
+      if (i < 20) {
+        f = (b & c) | (~b & d);
+        k = 0x5a827999;
+      } else if (i < 40) {
+        f = b ^ c ^ d;
+        k = 0x6ed9eba1;
+      } else if (i < 60) {
+        f = (b & c) | (b & d) | (c & d);
+        k = 0x8f1bbcdc;
+      } else {
+        f = b ^ c ^ d;
+        k = 0xca62c1d6;
+      }
+      uint32_t t = Rol(a, 5) + f + e + k + w[i];
+      e = d;
+      d = c;
+      c = Rol(b, 30);
+      b = a;
+      a = t;
+    }
+    h_[0] += a;
+    h_[1] += b;
+    h_[2] += c;
+    h_[3] += d;
+    h_[4] += e;
+  }
+
+  std::array<uint32_t, 5> h_{0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0};
+  std::array<uint8_t, 64> block_{};
+  size_t block_len_ = 0;
+  uint64_t total_bits_ = 0;
+};
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      int v = 0;
+      auto [p, ec] = std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16);
+      if (ec == std::errc() && p == s.data() + i + 3) {
+        out.push_back(static_cast<char>(v));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+// Error replies that mean "the command did not run; try again later" (a loading replica, a busy
+// script, a failover in progress). They are Unavailable, and safe to resend even when the
+// command is not idempotent.
+bool IsTransientError(std::string_view err) {
+  return StartsWith(err, "LOADING") || StartsWith(err, "BUSY") || StartsWith(err, "TRYAGAIN") ||
+         StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+}
+
+// A failover-shaped error: the connection points at the wrong node; reconnect before resending.
+bool NeedsReconnect(std::string_view err) {
+  return StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+}
+
+Result<RedisReply> Convert(const redisReply* r) {
+  RedisReply out;
+  switch (r->type) {
+    case REDIS_REPLY_NIL:
+      out.type = RedisReply::Type::kNil;
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) {
+        GAPLESS_ASSIGN_OR_RETURN(auto e, Convert(r->element[i]));
+        out.elements.push_back(std::move(e));
+      }
+      break;
+    case REDIS_REPLY_ERROR:
+      return Internal("error reply inside an array: " + std::string(r->str, r->len));
+    default:
+      return Internal("unknown redis reply type " + std::to_string(r->type));
+  }
+  return out;
+}
+
+timeval ToTimeval(int64_t ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(ms / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+  return tv;
+}
+
+}  // namespace
+
+std::string Sha1Hex(std::string_view data) {
+  Sha1 sha;
+  sha.Update(data);
+  return sha.HexDigest();
+}
+
+RedisScript::RedisScript(std::string name, std::string source)
+    : name_(std::move(name)), source_(std::move(source)), sha1_(Sha1Hex(source_)) {}
+
+const RedisScript& LoadScript(std::string_view file_name) {
+  // Built once; std::deque keeps references stable.
+  static const std::deque<RedisScript>* scripts = [] {
+    auto* all = new std::deque<RedisScript>();
+    for (const auto& [name, source] : lua::kFiles)
+      all->emplace_back(std::string(name), std::string(source));
+    return all;
+  }();
+  for (const RedisScript& s : *scripts) {
+    if (s.name() == file_name) return s;
+  }
+  std::fprintf(stderr, "gapless: no embedded Lua script named %.*s (build bug)\n",
+               static_cast<int>(file_name.size()), file_name.data());
+  std::abort();
+}
+
+// --- RedisConn -----------------------------------------------------------------------------
+
+Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
+                                                      const RedisOptions& options) {
+  constexpr std::string_view kScheme = "redis://";
+  if (!StartsWith(url, kScheme)) {
+    return FailedPrecondition("redis URL must start with redis://");
+  }
+  std::string_view rest = std::string_view(url).substr(kScheme.size());
+  Url u;
+  if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    // "user:password", ":password", or "password" alone.
+    if (size_t colon = userinfo.find(':'); colon != std::string_view::npos) {
+      u.user = PercentDecode(userinfo.substr(0, colon));
+      u.password = PercentDecode(userinfo.substr(colon + 1));
+    } else {
+      u.password = PercentDecode(userinfo);
+    }
+  }
+  std::string_view hostport = rest;
+  if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) {
+      auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), u.db);
+      if (ec != std::errc() || p != db.data() + db.size() || u.db < 0) {
+        return FailedPrecondition("redis URL: bad database number '" + std::string(db) + "'");
+      }
+    }
+  }
+  std::string_view port_text;
+  if (StartsWith(hostport, "[")) {  // [::1]:6379
+    size_t close = hostport.find(']');
+    if (close == std::string_view::npos) return FailedPrecondition("redis URL: unclosed '['");
+    u.host = std::string(hostport.substr(1, close - 1));
+    std::string_view after = hostport.substr(close + 1);
+    if (StartsWith(after, ":")) port_text = after.substr(1);
+  } else if (size_t colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    u.host = std::string(hostport.substr(0, colon));
+    port_text = hostport.substr(colon + 1);
+  } else {
+    u.host = std::string(hostport);
+  }
+  if (u.host.empty()) return FailedPrecondition("redis URL: missing host");
+  if (!port_text.empty()) {
+    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), u.port);
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || u.port <= 0 ||
+        u.port > 65535) {
+      return FailedPrecondition("redis URL: bad port '" + std::string(port_text) + "'");
+    }
+  }
+  // hiredis writes with write(2): a write to a connection the server reset would raise SIGPIPE
+  // and kill the process. Ignore it (once, and only if nobody installed a handler); the write
+  // then fails with EPIPE, which is a transport failure like any other.
+  static std::once_flag sigpipe_once;
+  std::call_once(sigpipe_once, [] {
+    struct sigaction old {};
+    if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+      signal(SIGPIPE, SIG_IGN);
+    }
+  });
+  std::unique_ptr<RedisConn> conn(new RedisConn(std::move(u), options));
+  GAPLESS_RETURN_IF_ERROR(conn->Open());
+  return conn;
+}
+
+RedisConn::RedisConn(Url url, const RedisOptions& options)
+    : url_(std::move(url)),
+      options_(options),
+      env_(options.env != nullptr ? options.env : Env::Default()) {
+  if (options_.max_attempts < 1) options_.max_attempts = 1;
+}
+
+RedisConn::~RedisConn() { Close(); }
+
+void RedisConn::Close() {
+  if (ctx_ != nullptr) {
+    redisFree(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+std::string RedisConn::Describe() const {
+  if (url_.host.find(':') != std::string::npos) {
+    return "[" + url_.host + "]:" + std::to_string(url_.port);
+  }
+  return url_.host + ":" + std::to_string(url_.port);
+}
+
+Status RedisConn::Open() {
+  Close();
+  redisContext* c =
+      redisConnectWithTimeout(url_.host.c_str(), url_.port, ToTimeval(options_.connect_timeout_ms));
+  if (c == nullptr) return Unavailable("connect to redis " + Describe() + " failed: out of memory");
+  if (c->err != 0) {
+    std::string err = c->errstr;
+    redisFree(c);
+    return Unavailable("connect to redis " + Describe() + " failed: " + err);
+  }
+  if (redisSetTimeout(c, ToTimeval(options_.command_timeout_ms)) != REDIS_OK) {
+    std::string err = c->errstr;
+    redisFree(c);
+    return Unavailable("redis " + Describe() + ": cannot set socket timeout: " + err);
+  }
+  if (options_.keepalive_interval_s > 0) {
+    // hiredis 0.14's redisEnableKeepAlive has a fixed interval; set the options ourselves.
+    int on = 1;
+    int idle = options_.keepalive_interval_s;
+    int interval = std::max(1, options_.keepalive_interval_s / 3);
+    int count = 3;
+    setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  }
+  ctx_ = c;
+  auto setup = [&](const std::vector<std::string>& argv, const char* what) -> Status {
+    bool transport = false;
+    auto r = RoundTrip(argv, &transport);
+    if (r.ok()) return Status::Ok();
+    if (transport || r.status().code() == Code::kUnavailable) return r.status();
+    return FailedPrecondition("redis " + Describe() + ": " + what +
+                              " failed: " + r.status().message());
+  };
+  if (!url_.password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!url_.user.empty()) auth.push_back(url_.user);
+    auth.push_back(url_.password);
+    Status st = setup(auth, "AUTH");
+    if (!st.ok()) {
+      Close();
+      return st;
+    }
+  }
+  if (url_.db != 0) {
+    Status st = setup({"SELECT", std::to_string(url_.db)}, "SELECT");
+    if (!st.ok()) {
+      Close();
+      return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
+                                        bool* transport_failure) {
+  *transport_failure = false;
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (const auto& a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+  if (r == nullptr) {
+    *transport_failure = true;
+    std::string err = ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost";
+    if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      err = "timed out after " + std::to_string(options_.command_timeout_ms) + " ms";
+    }
+    Close();  // the stream is out of sync now; the next command reconnects
+    return Unavailable("redis " + Describe() + ": " + (argv.empty() ? "" : argv[0]) + ": " + err);
+  }
+  Result<RedisReply> out = Internal("unreachable");
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string err(r->str, r->len);
+    out = IsTransientError(err) ? Unavailable("redis " + Describe() + ": " + err)
+                                : Internal("redis " + Describe() + ": " + err);
+  } else {
+    out = Convert(r);
+  }
+  freeReplyObject(r);
+  return out;
+}
+
+Result<RedisReply> RedisConn::Command(const std::vector<std::string>& argv, bool idempotent) {
+  Status last;
+  for (int attempt = 0; attempt < options_.max_attempts; ++attempt) {
+    if (attempt > 0) {
+      env_->SleepMicros(BackoffMicros(env_, attempt - 1, options_.backoff_base_micros,
+                                      options_.backoff_cap_micros));
+    }
+    if (ctx_ == nullptr) {
+      // Nothing was sent on a connection that is not open, so reconnecting is always safe.
+      Status st = Open();
+      if (!st.ok()) {
+        if (st.code() != Code::kUnavailable) return st;
+        last = st;
+        continue;
+      }
+    }
+    bool transport = false;
+    auto r = RoundTrip(argv, &transport);
+    if (r.ok()) return r;
+    const Status& st = r.status();
+    if (transport) {
+      // The command may have run before the connection broke.
+      if (!idempotent) return st;
+      last = st;
+      continue;
+    }
+    if (st.code() == Code::kUnavailable) {
+      // A transient error reply: the command did not run, so resending is safe.
+      if (NeedsReconnect(st.message())) Close();
+      last = st;
+      continue;
+    }
+    return st;
+  }
+  return Unavailable(last.message() + " (after " + std::to_string(options_.max_attempts) +
+                     " attempts)");
+}
+
+Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<std::string>& keys,
+                                   const std::vector<std::string>& args, bool idempotent) {
+  std::vector<std::string> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script.sha1());
+  argv.push_back(std::to_string(keys.size()));
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  for (int round = 0; round < 2; ++round) {
+    auto r = Command(argv, idempotent);
+    if (r.ok()) return r;
+    const std::string& msg = r.status().message();
+    if (round == 0 && r.status().code() == Code::kInternal &&
+        msg.find(": NOSCRIPT") != std::string::npos) {
+      // The server lost its script cache (restart, failover, SCRIPT FLUSH): load and retry once.
+      // NOSCRIPT means the script did not run, so this is safe for any script.
+      auto loaded = Command({"SCRIPT", "LOAD", script.source()}, /*idempotent=*/true);
+      if (!loaded.ok()) return loaded.status().WithContext("script " + script.name());
+      if (loaded->str != script.sha1()) {
+        return Internal("script " + script.name() + ": server computed SHA1 " + loaded->str +
+                        ", expected " + script.sha1());
+      }
+      continue;
+    }
+    return r.status().WithContext("script " + script.name());
+  }
+  return Internal("script " + script.name() + ": NOSCRIPT after SCRIPT LOAD");
+}
+
+Status RedisConn::CheckNoEviction() {
+  auto r = Command({"CONFIG", "GET", "maxmemory-policy"});
+  if (!r.ok()) {
+    if (r.status().code() == Code::kInternal) {
+      // Managed services (ElastiCache, Memorystore, ...) rename or disable CONFIG.
+      spdlog::warn(
+          "redis {}: cannot read maxmemory-policy ({}); make sure it is noeviction, or "
+          "coordination keys may be evicted",
+          Describe(), r.status().message());
+      return Status::Ok();
+    }
+    return r.status();
+  }
+  std::string policy;
+  if (r->type == RedisReply::Type::kArray && r->elements.size() >= 2) {
+    policy = r->elements[1].str;
+  } else {
+    spdlog::warn(
+        "redis {}: CONFIG GET maxmemory-policy returned nothing; make sure it is "
+        "noeviction",
+        Describe());
+    return Status::Ok();
+  }
+  if (policy != "noeviction") {
+    return FailedPrecondition("redis " + Describe() + " has maxmemory-policy " + policy +
+                              ", which can evict leases and queue keys; set it to noeviction "
+                              "(CONFIG SET maxmemory-policy noeviction, and in redis.conf)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace gapless

@@ -1,0 +1,131 @@
+// Redis access for the coordination layer: one blocking hiredis connection with connect and
+// command timeouts, TCP keepalive and reconnect-with-backoff, plus Lua scripts that are embedded
+// at build time (src/coord/lua/*.lua) and run by EVALSHA with a reload on NOSCRIPT.
+//
+// Error mapping (the code is the retry policy, see core/status.h):
+//   connection refused, reset, timeout, LOADING/BUSY/TRYAGAIN/READONLY/MASTERDOWN  -> Unavailable
+//   any other error reply (WRONGTYPE, a Lua error, ...)                           -> Internal
+//   a bad URL or a failed AUTH                                                    ->
+//   FailedPrecondition
+//
+// Retries: a command is resent after a transport failure only when the caller says it is
+// idempotent; a non-idempotent command (EVAL of a script that writes) may have run before the
+// connection broke, so its failure is returned as Unavailable and the caller decides (the queue
+// scripts are written so that a caller can tell, e.g. Complete by a worker that no longer owns
+// the lease is refused with Aborted rather than applied twice).
+//
+// SIGPIPE: the first Connect sets SIGPIPE to SIG_IGN if it is still SIG_DFL (hiredis writes with
+// write(2), and a reset connection must fail the command, not kill the process).
+//
+// Thread-safety: RedisScript and LoadScript are immutable and thread-safe. RedisConn is not
+// thread-safe: one per thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+
+struct redisContext;
+
+namespace gapless {
+
+struct RedisOptions {
+  int64_t connect_timeout_ms = 2'000;
+  // Socket read/write timeout: a half-open connection fails instead of hanging.
+  int64_t command_timeout_ms = 5'000;
+  int keepalive_interval_s = 15;  // TCP keepalive
+  int max_attempts = 5;           // reconnect attempts per command on a broken connection
+  int64_t backoff_base_micros = 50'000;
+  int64_t backoff_cap_micros = 2'000'000;
+  Env* env = nullptr;  // nullptr = Env::Default()
+};
+
+struct RedisReply {
+  // An error reply becomes a non-ok Result instead.
+  enum class Type { kNil, kInteger, kString, kStatus, kArray };
+  Type type = Type::kNil;
+  int64_t integer = 0;
+  std::string str;                   // kString and kStatus
+  std::vector<RedisReply> elements;  // kArray
+  bool is_nil() const { return type == Type::kNil; }
+};
+
+// A Lua script: its name (for messages), source and SHA1 (computed locally at construction).
+class RedisScript {
+ public:
+  RedisScript(std::string name, std::string source);
+  const std::string& name() const { return name_; }
+  const std::string& source() const { return source_; }
+  const std::string& sha1() const { return sha1_; }
+
+ private:
+  std::string name_;
+  std::string source_;
+  std::string sha1_;
+};
+
+// Looks up an embedded script by file name, e.g. LoadScript("queue_claim.lua"); aborts the
+// process if missing (a build bug). The returned reference lives for the whole process.
+const RedisScript& LoadScript(std::string_view file_name);
+
+// Lowercase hex SHA1 of `data` (what Redis uses to name scripts). Exposed for tests.
+std::string Sha1Hex(std::string_view data);
+
+// One connection. Not thread-safe: one per thread.
+class RedisConn {
+ public:
+  // "redis://[user:password@]host:port[/db]". Unavailable naming host:port when it cannot
+  // connect; FailedPrecondition for a bad URL or failed AUTH.
+  static Result<std::unique_ptr<RedisConn>> Connect(const std::string& url,
+                                                    const RedisOptions& options = {});
+  ~RedisConn();
+  RedisConn(const RedisConn&) = delete;
+  RedisConn& operator=(const RedisConn&) = delete;
+
+  // One command. On a transport failure (reset, timeout) the connection is re-established with
+  // backoff and the command resent, up to max_attempts — ONLY for commands the caller marks
+  // idempotent; otherwise the failure is returned (Unavailable) because the command may have run.
+  // The next call reconnects in either case.
+  Result<RedisReply> Command(const std::vector<std::string>& argv, bool idempotent = true);
+
+  // EVALSHA; on NOSCRIPT loads the source with SCRIPT LOAD and retries once. Transport failures:
+  // as Command with idempotent=false unless `idempotent` is true. A Lua error reply -> Status
+  // Internal naming the script and the error.
+  Result<RedisReply> Eval(const RedisScript& script, const std::vector<std::string>& keys,
+                          const std::vector<std::string>& args, bool idempotent = false);
+
+  // FailedPrecondition unless CONFIG GET maxmemory-policy is noeviction (volatile-*/allkeys-*
+  // evict coordination keys). If CONFIG is disabled (managed Redis), returns Ok and logs a
+  // warning.
+  Status CheckNoEviction();
+
+  std::string Describe() const;  // "host:port", never the password
+
+ private:
+  struct Url {
+    std::string user;
+    std::string password;
+    std::string host;
+    int port = 6379;
+    int db = 0;
+  };
+  RedisConn(Url url, const RedisOptions& options);
+  // Opens (or reopens) the connection: connect, timeouts, keepalive, AUTH, SELECT.
+  Status Open();
+  void Close();
+  // One round trip on the current connection; transport failures close it.
+  // `transport_failure` tells the caller whether the command may be retried on a new connection.
+  Result<RedisReply> RoundTrip(const std::vector<std::string>& argv, bool* transport_failure);
+
+  Url url_;
+  RedisOptions options_;
+  Env* env_;
+  redisContext* ctx_ = nullptr;
+};
+
+}  // namespace gapless

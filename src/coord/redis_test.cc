@@ -1,0 +1,43 @@
+// Unit tests of the Redis client that need no server: SHA1, embedded scripts, URL errors.
+#include "coord/redis.h"
+
+#include <gtest/gtest.h>
+
+namespace gapless {
+namespace {
+
+TEST(Sha1Test, KnownVectors) {
+  EXPECT_EQ(Sha1Hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+  EXPECT_EQ(Sha1Hex("abc"), "a9993e364706816aba3e25717850c26c9cd0d89d");
+  EXPECT_EQ(Sha1Hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
+  EXPECT_EQ(Sha1Hex(std::string(1'000'000, 'a')), "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+  // 55, 56 and 64 bytes: the padding edge cases.
+  EXPECT_EQ(Sha1Hex(std::string(55, 'a')), "c1c8bbdc22796e28c0e15163d20899b65621d65a");
+  EXPECT_EQ(Sha1Hex(std::string(56, 'a')), "c2db330f6083854c99d4b5bfb6e8f29f201be699");
+  EXPECT_EQ(Sha1Hex(std::string(64, 'a')), "0098ba824b5c16427bd7a1122a5a442a25ec644d");
+}
+
+TEST(RedisScriptTest, EmbeddedScriptsAreFoundWithTheirSha) {
+  const RedisScript& s = LoadScript("queue_claim.lua");
+  EXPECT_EQ(s.name(), "queue_claim.lua");
+  EXPECT_NE(s.source().find("KEYS[1]"), std::string::npos);
+  EXPECT_EQ(s.sha1(), Sha1Hex(s.source()));
+  EXPECT_EQ(&s, &LoadScript("queue_claim.lua"));  // one instance per process
+}
+
+TEST(RedisScriptDeathTest, MissingScriptAborts) {
+  EXPECT_DEATH(LoadScript("no_such_script.lua"), "no embedded Lua script");
+}
+
+TEST(RedisConnTest, BadUrlsAreFailedPrecondition) {
+  for (const char* url : {"http://127.0.0.1:6379", "redis://", "redis://host:notaport",
+                          "redis://host:70000", "redis://host:6379/x", "redis://[::1"}) {
+    auto c = RedisConn::Connect(url);
+    ASSERT_FALSE(c.ok()) << url;
+    EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << url << ": " << c.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace gapless

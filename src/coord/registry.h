@@ -1,0 +1,50 @@
+// Registry: which processes of the fleet are alive and what each is doing, for `gapless status`.
+//
+// Every process beats: a heartbeat key with a TTL of a few beat intervals (alive while it exists)
+// and a registry hash entry with its host, pid, current range and rate. A process that dies stops
+// beating; its heartbeat expires and the next List() prunes its registry entry, so the hash stays
+// bounded by the live fleet (plus the dead ones not yet listed). Liveness only: safety never
+// depends on a heartbeat (leases and fencing tokens carry that).
+// Not thread-safe: one Registry per thread, like the RedisConn it uses.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/redis.h"
+#include "core/status.h"
+
+namespace gapless {
+
+struct WorkerInfo {
+  std::string worker;  // unique id, e.g. "host:pid:n"
+  std::string host;
+  int64_t pid = 0;
+  std::string range;  // current task "from-to", empty when idle
+  double blocks_per_s = 0;
+  int64_t updated_ms = 0;  // Redis TIME of the last beat, milliseconds
+};
+
+class Registry {
+ public:
+  Registry(RedisConn* redis, const Keys* keys) : redis_(redis), keys_(keys) {}
+
+  // Refreshes the heartbeat (TTL ttl_ms) and the registry entry of info.worker.
+  Status Beat(const WorkerInfo& info, int64_t ttl_ms);
+  // Removes the process's heartbeat and entry (graceful shutdown).
+  Status Leave(const std::string& worker);
+  // The live processes, sorted by worker id; prunes entries whose heartbeat is gone.
+  Result<std::vector<WorkerInfo>> List();
+
+  // JSON encoding of the registry entry (exposed for tests).
+  static std::string Encode(const WorkerInfo& info);
+  static bool Decode(const std::string& worker, const std::string& json, WorkerInfo* out);
+
+ private:
+  RedisConn* redis_;
+  const Keys* keys_;
+};
+
+}  // namespace gapless
