@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/fleet_commands.h"
 #include "cli/layered_args.h"
 #include "core/status.h"
 #include "decode/decode.h"
@@ -369,12 +370,40 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   DocumentEnv(exp);
 
+  FleetArgs fleet_args;
+  std::string dlq_action, dlq_task;
+  auto add_fleet = [&](CLI::App* sub) {
+    AddCommon(sub, &common);
+    sub->add_option("--redis", fleet_args.redis,
+                    "Coordination Redis URL, e.g. redis://127.0.0.1:6379")
+        ->required();
+    sub->add_option("--chain-id", fleet_args.chain_id,
+                    "Chain whose coordination state to use (0: the one recorded in the database)")
+        ->capture_default_str();
+  };
+  CLI::App* status = app.add_subcommand(
+      "status",
+      "Show the fleet at a glance: frontier, queue depths, leases, dead letters, live "
+      "workers with their ranges and rates, lag to the chain head");
+  add_fleet(status);
+  status->add_option("--rpc", fleet_args.rpc, "JSON-RPC URL, to show the head and the lag");
+  DocumentEnv(status);
+  CLI::App* dlq = app.add_subcommand(
+      "dlq", "Dead-lettered ranges: `dlq list`, or `dlq retry FROM-TO|all` to re-queue them");
+  add_fleet(dlq);
+  dlq->add_option("action", dlq_action, "list or retry")
+      ->required()
+      ->check(CLI::IsMember({"list", "retry"}));
+  dlq->add_option("task", dlq_task, "with retry: the range FROM-TO, or all");
+  DocumentEnv(dlq);
+  const std::vector<CLI::App*> subcommands = {index, verify, exp, status, dlq};
+
   // Layer config file and environment under the real arguments of the chosen subcommand.
   std::vector<std::string> raw(argv + 1, argv + argc);
   CLI::App* chosen = nullptr;
   size_t sub_pos = 0;
   for (size_t i = 0; i < raw.size(); ++i) {
-    for (CLI::App* sub : {index, verify, exp}) {
+    for (CLI::App* sub : subcommands) {
       if (raw[i] == sub->get_name()) {
         chosen = sub;
         sub_pos = i;
@@ -386,7 +415,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> layered(raw.begin(), raw.end());
   if (chosen != nullptr) {
     std::set<std::string> known, all;
-    for (CLI::App* sub : {index, verify, exp}) {
+    for (CLI::App* sub : subcommands) {
       for (CLI::Option* opt : sub->get_options()) {
         if (opt->get_lnames().empty()) continue;
         all.insert(opt->get_lnames()[0]);
@@ -428,5 +457,14 @@ int main(int argc, char** argv) {
   if (index->parsed()) return RunIndex(common, index_args);
   if (verify->parsed()) return RunVerify(common, verify_args);
   if (exp->parsed()) return RunExport(common, export_args);
+  fleet_args.db = common.db;
+  if (status->parsed()) return RunStatus(fleet_args);
+  if (dlq->parsed()) {
+    if (dlq_action == "retry" && dlq_task.empty()) {
+      spdlog::error("dlq retry: name a range FROM-TO, or all");
+      return kExitUsage;
+    }
+    return RunDlq(fleet_args, dlq_action, dlq_task);
+  }
   return kExitUsage;
 }

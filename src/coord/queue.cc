@@ -168,6 +168,27 @@ Result<std::vector<DeadLetter>> Queue::DlqList() {
   return out;
 }
 
+Result<std::vector<LeaseInfo>> Queue::Leases(int64_t* now_ms, int64_t limit) {
+  static const RedisScript& script = LoadScript("queue_leases.lua");
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script, {keys_.leases()},
+                                                     {std::to_string(limit)}, /*idempotent=*/true));
+  if (r.type != RedisReply::Type::kArray || r.elements.empty() ||
+      (r.elements.size() - 1) % 4 != 0) {
+    return BadReply(script, r);
+  }
+  *now_ms = r.elements[0].integer;
+  std::vector<LeaseInfo> out;
+  for (size_t i = 1; i < r.elements.size(); i += 4) {
+    LeaseInfo l;
+    GAPLESS_ASSIGN_OR_RETURN(l.task, ParseTask(r.elements[i].str));
+    l.worker = r.elements[i + 1].str;
+    l.token = r.elements[i + 2].integer;
+    l.expires_ms = r.elements[i + 3].integer;
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 Result<bool> Queue::DlqRetry(const TaskRange& task) {
   static const RedisScript& script = LoadScript("queue_dlq_retry.lua");
   GAPLESS_ASSIGN_OR_RETURN(

@@ -53,6 +53,14 @@ struct Lease {
   int64_t expires_ms = 0;  // Redis TIME milliseconds (for display; safety never uses it)
 };
 
+// A live lease as `gapless status` shows it.
+struct LeaseInfo {
+  TaskRange task;
+  std::string worker;
+  int64_t token = 0;
+  int64_t expires_ms = 0;  // Redis TIME milliseconds
+};
+
 struct DeadLetter {
   TaskRange task;
   std::string error;
@@ -105,6 +113,8 @@ class Queue {
 
   // The dead letters, sorted by task.
   Result<std::vector<DeadLetter>> DlqList();
+  // The live leases (at most `limit`), sorted by task; *now_ms gets Redis TIME in milliseconds.
+  Result<std::vector<LeaseInfo>> Leases(int64_t* now_ms, int64_t limit = 1000);
   // Re-queues one dead-lettered task with a fresh attempt count; false if it is not in the DLQ.
   Result<bool> DlqRetry(const TaskRange& task);
   // Re-queues up to `limit` dead-lettered tasks; returns how many.

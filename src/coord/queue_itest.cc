@@ -316,3 +316,28 @@ TEST_F(QueueItest, AfterLosingRedisDataTheFenceRestartsUnlessFloored) {
 
 }  // namespace
 }  // namespace gapless
+
+namespace gapless {
+namespace {
+
+TEST_F(QueueItest, LeasesListsLiveLeasesWithTheServerClock) {
+  ASSERT_TRUE(q().Push({{1, 1}, {2, 2}}).ok());
+  Lease a = MustClaim("w1", 60'000);
+  Lease b = MustClaim("w2", 30'000);
+  int64_t now = 0;
+  auto leases = q().Leases(&now);
+  ASSERT_TRUE(leases.ok()) << leases.status().ToString();
+  ASSERT_EQ(leases->size(), 2u);
+  EXPECT_EQ((*leases)[0].task, a.task);
+  EXPECT_EQ((*leases)[0].worker, "w1");
+  EXPECT_EQ((*leases)[0].token, a.token);
+  EXPECT_EQ((*leases)[1].worker, "w2");
+  EXPECT_EQ((*leases)[1].token, b.token);
+  EXPECT_GT(now, 0);
+  EXPECT_NEAR(static_cast<double>((*leases)[0].expires_ms - now), 60'000, 2'000);
+  ASSERT_TRUE(q().Complete(a.task, "w1", a.token).ok());
+  EXPECT_EQ(q().Leases(&now)->size(), 1u);
+}
+
+}  // namespace
+}  // namespace gapless

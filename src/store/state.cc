@@ -49,6 +49,14 @@ Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t ne
   return next_block;
 }
 
+Result<std::optional<uint64_t>> LoadChainId(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'chain_id'"));
+  if (res.rows() == 0) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(int64_t v, res.GetInt64(0, 0));
+  return std::optional<uint64_t>(static_cast<uint64_t>(v));
+}
+
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn) {
   GAPLESS_ASSIGN_OR_RETURN(
       auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'frontier'"));

@@ -30,6 +30,9 @@ Result<int64_t> MaxFenceToken(PgConn& conn);
 // report late). Returns the recorded frontier after the call.
 Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t next_block);
 
+// The chain id recorded by EnsureChainId, nullopt in a database not used yet.
+Result<std::optional<uint64_t>> LoadChainId(PgConn& conn);
+
 // The recorded frontier, nullopt before the first PersistFrontier.
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn);
 
