@@ -5,7 +5,6 @@
 
 #include <thread>
 
-#include "decode/decode.h"
 #include "store/queries.h"
 
 namespace gapless {
@@ -63,7 +62,8 @@ void Indexer::WorkerLoop() {
     write.to_block = range.to;
     Status st = WithRetries(fmt::format("fetch blocks {}-{}", range.from, range.to), [&] {
       write.blocks.clear();
-      return FetchRange(*rpc, range, &write.blocks);
+      return FetchAndDecodeRange(*rpc, range.from, range.to, options_.blocks_per_request,
+                                 options_.chain_id, /*limiter=*/nullptr, &stop_, &write.blocks);
     });
     if (st.ok()) st = WriteRangeWithRetries(write);
     if (!st.ok()) {
@@ -82,26 +82,6 @@ void Indexer::WorkerLoop() {
     counters_.blocks += range.size();
     counters_.ranges += 1;
   }
-}
-
-Status Indexer::FetchRange(JsonRpcClient& rpc, const BlockRange& range,
-                           std::vector<BlockData>* out) {
-  out->reserve(range.size());
-  for (uint64_t first = range.from; first <= range.to;) {
-    uint64_t count = std::min<uint64_t>(options_.blocks_per_request, range.to - first + 1);
-    GAPLESS_ASSIGN_OR_RETURN(auto raw, rpc.FetchBlocks(first, count));
-    for (auto& block : raw) {
-      DecodeOptions decode_options;
-      decode_options.expected_number = block.number;
-      decode_options.expected_chain_id = options_.chain_id;
-      GAPLESS_ASSIGN_OR_RETURN(BlockData data,
-                               DecodeBlock(block.block_json, block.receipts_json, decode_options));
-      out->push_back(std::move(data));
-    }
-    first += count;
-    if (stop_.load()) return Aborted("interrupted");
-  }
-  return Status::Ok();
 }
 
 Status Indexer::WriteRangeWithRetries(const RangeWrite& write) {

@@ -26,6 +26,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "node/progress.h"
+#include "node/range_job.h"
 #include "node/ranges.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
@@ -47,9 +48,6 @@ struct IndexerOptions {
   Env* env = Env::Default();
 };
 
-// Makes one RPC client per worker thread (clients are not thread-safe).
-using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
-
 class Indexer {
  public:
   Indexer(IndexerOptions options, RpcClientFactory rpc_factory, PgPool* pool);
@@ -66,7 +64,6 @@ class Indexer {
 
  private:
   void WorkerLoop();
-  Status FetchRange(JsonRpcClient& rpc, const BlockRange& range, std::vector<BlockData>* out);
   Status WriteRangeWithRetries(const RangeWrite& write);
   // Runs op until it succeeds, fails with a non-retriable error, runs out of attempts, or the
   // indexer is stopped. `what` names the unit of work in log lines.

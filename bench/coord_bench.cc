@@ -1,0 +1,235 @@
+// coord_bench: what one task costs the coordination layer: claim + complete cycles per second for
+// no-op tasks on one Redis, through the real Queue (queue_claim.lua, queue_complete.lua).
+//
+// It pushes --tasks no-op tasks ("i-i") with Queue::Push into a namespace of its own (Keys of a
+// chain id no real chain uses, derived from the pid and the clock), then starts --concurrency
+// threads, each with its own RedisConn and Queue, that loop Claim(worker, ttl) -> Complete(task,
+// worker, token) until Claim finds the queue empty. The clock runs from the moment the threads are
+// released (all connected, scripts loaded) to the last Complete; per-cycle latency is the time from
+// sending the Claim to the answer of the Complete. At the end it checks that every task was
+// completed exactly once (completed set = --tasks, nothing pending or processing) and deletes the
+// namespace's keys.
+//
+// Output: one JSON line on stdout, like bench/bullmq/noop.js, so bench/coord_bench.sh can put the
+// two side by side:
+//   {"tasks":N,"concurrency":C,"seconds":S,"jobs_per_s":R,"p50_us":..,"p99_us":..,
+//    "claim_p50_us":..,"complete_p50_us":..}
+//
+// Usage: coord_bench [--redis redis://127.0.0.1:56379] [--tasks 20000] [--concurrency 8]
+//                    [--ttl-ms 60000]
+// The Redis must be one the caller owns (bench/coord_bench.sh starts one): the keys are deleted
+// afterwards, but the benchmark loads the server fully while it runs.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/queue.h"
+#include "coord/redis.h"
+
+namespace gapless {
+namespace {
+
+struct Args {
+  std::string redis = "redis://127.0.0.1:56379";
+  int64_t tasks = 20'000;
+  int concurrency = 8;
+  int64_t ttl_ms = 60'000;  // far above a run's length: no lease may expire mid-benchmark
+};
+
+[[noreturn]] void Die(const std::string& what) {
+  std::fprintf(stderr, "coord_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+void Check(const Status& st, const char* what) {
+  if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) Die("missing value for " + flag);
+    std::string value = argv[++i];
+    if (flag == "--redis") {
+      a.redis = value;
+    } else if (flag == "--tasks") {
+      a.tasks = std::stoll(value);
+    } else if (flag == "--concurrency") {
+      a.concurrency = std::stoi(value);
+    } else if (flag == "--ttl-ms") {
+      a.ttl_ms = std::stoll(value);
+    } else {
+      Die("unknown flag " + flag);
+    }
+  }
+  if (a.tasks <= 0 || a.concurrency <= 0 || a.ttl_ms <= 0)
+    Die("--tasks, --concurrency, --ttl-ms must be > 0");
+  return a;
+}
+
+using Clock = std::chrono::steady_clock;
+
+int64_t Micros(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(b - a).count();
+}
+
+// Nearest-rank percentile of a sorted vector.
+int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(p / 100.0 * static_cast<double>(sorted.size()));
+  return sorted[std::min(rank, sorted.size() - 1)];
+}
+
+// Every key of the namespace that the queue touches (Keys is the only place key shapes live).
+std::vector<std::string> QueueKeys(const Keys& k) {
+  return {k.pending(),  k.processing(),    k.queued(),    k.leases(), k.attempts(),
+          k.dlq(),      k.fence_counter(), k.completed(), k.frontier()};
+}
+
+struct WorkerStats {
+  std::vector<int64_t> cycle_us;  // claim sent -> complete answered
+  std::vector<int64_t> claim_us;
+  std::vector<int64_t> complete_us;
+  Clock::time_point last_complete;
+  std::string error;  // empty when the worker finished cleanly
+};
+
+int Main(int argc, char** argv) {
+  Args args = ParseArgs(argc, argv);
+
+  // A chain id of our own: far above any real chain id, distinct per process and per run.
+  const int64_t chain_id =
+      9'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000'000 +
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+              .count() %
+          1'000'000;
+  const Keys keys(chain_id);
+
+  auto admin_or = RedisConn::Connect(args.redis);
+  Check(admin_or.status(), "connect");
+  RedisConn& admin = **admin_or;
+  {
+    std::vector<std::string> exists = {"EXISTS"};
+    for (const std::string& k : QueueKeys(keys)) exists.push_back(k);
+    auto r = admin.Command(exists);
+    Check(r.status(), "exists");
+    if (r->integer != 0) Die("namespace " + keys.prefix() + " is not empty");
+  }
+
+  // Push before the clock starts, as noop.js adds its jobs before starting its Worker.
+  std::vector<TaskRange> tasks;
+  tasks.reserve(static_cast<size_t>(args.tasks));
+  for (int64_t i = 0; i < args.tasks; ++i) tasks.push_back({i, i});
+  Queue admin_queue(&admin, keys);
+  auto pushed = admin_queue.Push(tasks);
+  Check(pushed.status(), "push");
+  if (*pushed != args.tasks) Die("pushed " + std::to_string(*pushed) + " tasks, not " +
+                                 std::to_string(args.tasks));
+
+  // Connect every worker first and load the two scripts, so that no connect and no NOSCRIPT
+  // round trip lands inside the measurement.
+  std::vector<std::unique_ptr<RedisConn>> conns;
+  for (int w = 0; w < args.concurrency; ++w) {
+    auto c = RedisConn::Connect(args.redis);
+    Check(c.status(), "connect worker");
+    conns.push_back(std::move(*c));
+  }
+  for (const char* file : {"queue_claim.lua", "queue_complete.lua"}) {
+    Check(admin.Command({"SCRIPT", "LOAD", LoadScript(file).source()}).status(), "script load");
+  }
+
+  std::vector<WorkerStats> stats(static_cast<size_t>(args.concurrency));
+  std::barrier start_line(args.concurrency + 1);
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < args.concurrency; ++w) {
+    threads.emplace_back([&, w] {
+      WorkerStats& s = stats[static_cast<size_t>(w)];
+      s.cycle_us.reserve(static_cast<size_t>(args.tasks / args.concurrency * 2 + 16));
+      s.claim_us.reserve(s.cycle_us.capacity());
+      s.complete_us.reserve(s.cycle_us.capacity());
+      Queue queue(conns[static_cast<size_t>(w)].get(), keys);
+      const std::string worker = "bench-" + std::to_string(getpid()) + "-" + std::to_string(w);
+      start_line.arrive_and_wait();
+      while (!failed.load(std::memory_order_relaxed)) {
+        Clock::time_point t0 = Clock::now();
+        auto lease = queue.Claim(worker, args.ttl_ms);
+        if (!lease.ok()) {
+          s.error = "claim: " + lease.status().ToString();
+          break;
+        }
+        if (!lease->has_value()) break;  // queue empty
+        Clock::time_point t1 = Clock::now();
+        Status st = queue.Complete((*lease)->task, worker, (*lease)->token);
+        Clock::time_point t2 = Clock::now();
+        if (!st.ok()) {
+          s.error = "complete: " + st.ToString();
+          break;
+        }
+        s.claim_us.push_back(Micros(t0, t1));
+        s.complete_us.push_back(Micros(t1, t2));
+        s.cycle_us.push_back(Micros(t0, t2));
+        s.last_complete = t2;
+      }
+      if (!s.error.empty()) failed.store(true);
+    });
+  }
+  Clock::time_point start = Clock::now();
+  start_line.arrive_and_wait();
+  for (std::thread& t : threads) t.join();
+
+  Clock::time_point end = start;
+  std::vector<int64_t> cycle, claim, complete;
+  for (const WorkerStats& s : stats) {
+    if (!s.error.empty()) Die(s.error);
+    end = std::max(end, s.last_complete);
+    cycle.insert(cycle.end(), s.cycle_us.begin(), s.cycle_us.end());
+    claim.insert(claim.end(), s.claim_us.begin(), s.claim_us.end());
+    complete.insert(complete.end(), s.complete_us.begin(), s.complete_us.end());
+  }
+  // Every task exactly once: as many cycles as tasks, all in the completed set, none left over.
+  auto zcard = admin.Command({"ZCARD", keys.completed()});
+  Check(zcard.status(), "zcard");
+  auto depths = admin_queue.Depths();
+  Check(depths.status(), "depths");
+  if (static_cast<int64_t>(cycle.size()) != args.tasks || zcard->integer != args.tasks ||
+      depths->pending != 0 || depths->processing != 0) {
+    Die("not every task completed once: cycles " + std::to_string(cycle.size()) +
+        ", completed set " + std::to_string(zcard->integer) + ", pending " +
+        std::to_string(depths->pending) + ", processing " + std::to_string(depths->processing));
+  }
+  std::vector<std::string> del = {"DEL"};
+  for (const std::string& k : QueueKeys(keys)) del.push_back(k);
+  Check(admin.Command(del).status(), "delete keys");
+
+  std::sort(cycle.begin(), cycle.end());
+  std::sort(claim.begin(), claim.end());
+  std::sort(complete.begin(), complete.end());
+  double seconds = std::chrono::duration<double>(end - start).count();
+  std::printf(
+      "{\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,\"jobs_per_s\":%.1f,"
+      "\"p50_us\":%lld,\"p99_us\":%lld,\"claim_p50_us\":%lld,\"complete_p50_us\":%lld}\n",
+      static_cast<long long>(args.tasks), args.concurrency, seconds,
+      static_cast<double>(args.tasks) / seconds,
+      static_cast<long long>(Percentile(cycle, 50)), static_cast<long long>(Percentile(cycle, 99)),
+      static_cast<long long>(Percentile(claim, 50)),
+      static_cast<long long>(Percentile(complete, 50)));
+  return 0;
+}
+
+}  // namespace
+}  // namespace gapless
+
+int main(int argc, char** argv) { return gapless::Main(argc, argv); }

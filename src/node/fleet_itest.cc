@@ -1,0 +1,439 @@
+// The fleet roles (Leader, Worker, Reconcile) against a real PostgreSQL, redis-server and the
+// anvil devnet (CTest fixtures pg, redis, anvil):
+//  - a Leader and 3 Workers (threads) index the devnet: every block exactly once, rows equal a
+//    single-process Indexer run (table checksums), frontier persisted = last block + 1;
+//  - the fence: a worker whose lease expired (as if SIGSTOPped past its TTL) and whose task was
+//    re-leased and committed by another cannot commit, renew or complete; nothing is doubled;
+//  - every coordination key of the chain deleted mid-run (what FLUSHALL does to it; the test
+//    Redis is shared, so the test deletes its own chain's keys rather than FLUSHALL): the run
+//    reconciles (counter floored above every token in PostgreSQL) and completes with no gap;
+//  - an RPC that fails one range every time: dead-lettered with its error after max_attempts;
+//    DlqRetry after the RPC heals completes it;
+//  - Reconcile on an empty Redis re-seeds exactly the gaps.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "coord/frontier.h"
+#include "coord/queue.h"
+#include "node/indexer.h"
+#include "node/leader.h"
+#include "node/range_job.h"
+#include "node/reconcile.h"
+#include "node/worker.h"
+#include "rpc/curl_transport.h"
+#include "store/migrate.h"
+#include "store/queries.h"
+#include "store/state.h"
+#include "testing/http_test_server.h"
+#include "testing/pg_test_db.h"
+#include "testing/redis_test_db.h"
+
+namespace gapless {
+namespace {
+
+const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_URL;
+const std::string kManifest = GAPLESS_TEST_DEVNET_MANIFEST;
+const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs", "token_transfers"};
+
+struct Devnet {
+  uint64_t chain_id = 0;
+  uint64_t last_block = 0;
+};
+
+const Devnet& LoadDevnet() {
+  static Devnet devnet = [] {
+    Devnet d;
+    simdjson::dom::parser parser;
+    simdjson::dom::element m = parser.load(kManifest);
+    d.chain_id = uint64_t(m["chainId"]);
+    d.last_block = uint64_t(m["lastBlock"]);
+    return d;
+  }();
+  return devnet;
+}
+
+RpcClientFactory ClientsFor(const std::string& url) {
+  return [url] {
+    CurlTransportOptions transport;
+    transport.request_timeout_ms = 2'000;
+    JsonRpcClientOptions options;
+    options.max_attempts = 2;
+    options.backoff_base_micros = 1'000;
+    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, transport),
+                                           options);
+  };
+}
+
+std::unique_ptr<PgPool> OpenPool(const PgTestDb& db, size_t size) {
+  auto pool = PgPool::Open(db.url(), size);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  if (!pool.ok()) return nullptr;
+  auto conn = (*pool)->Acquire();
+  Status st = Migrate(*conn);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  st = EnsureChainId(*conn, LoadDevnet().chain_id);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return std::move(pool).value();
+}
+
+std::map<std::string, std::string> Checksums(PgPool* pool, uint64_t to) {
+  std::map<std::string, std::string> out;
+  auto conn = pool->Acquire();
+  for (const char* table : kTables) {
+    auto sum = TableChecksum(*conn, table, 0, to);
+    EXPECT_TRUE(sum.ok()) << sum.status().ToString();
+    if (sum.ok()) out[table] = *sum;
+  }
+  return out;
+}
+
+// Every block of [from, to] stored once, chained, consistent.
+void ExpectComplete(PgPool* pool, uint64_t from, uint64_t to) {
+  auto conn = pool->Acquire();
+  auto report = Verify(*conn, from, to);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok()) << report->Render();
+  EXPECT_EQ(report->blocks_found, to - from + 1);
+  auto n = conn->Query(
+      "SELECT count(*), count(DISTINCT number) FROM blocks WHERE number BETWEEN "
+      "$1 AND $2",
+      {std::to_string(from), std::to_string(to)});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->Get(0, 0), std::to_string(to - from + 1));
+  EXPECT_EQ(n->Get(0, 1), std::to_string(to - from + 1));
+}
+
+WorkerOptions FastWorker(const std::string& id) {
+  WorkerOptions w;
+  w.worker_id = id;
+  w.lease_ttl_ms = 5'000;
+  w.rpc_timeout_ms = 2'000;
+  w.idle_poll_ms = 20;
+  w.retry_base_micros = 1'000;
+  w.retry_cap_micros = 20'000;
+  w.heartbeat_interval_ms = 200;
+  w.blocks_per_request = 10;
+  w.chain_id = LoadDevnet().chain_id;
+  return w;
+}
+
+LeaderOptions FixedLeader(uint64_t from, uint64_t to, uint64_t range_size) {
+  LeaderOptions l;
+  l.from = from;
+  l.to = to;
+  l.range_size = range_size;
+  l.tick_ms = 50;
+  l.lock_ttl_ms = 3'000;
+  l.max_outstanding_tasks = 4;  // small, so seeding really is incremental
+  l.holder_id = "test-leader";
+  return l;
+}
+
+// Runs a leader and `workers` workers until the leader is done (or `deadline_s` passes), calling
+// `during` from the test thread while they run.
+struct FleetRun {
+  Status leader_status;
+  std::vector<Status> worker_status;
+  uint64_t blocks = 0, tasks = 0;
+  bool finished = false;
+};
+
+FleetRun RunFleet(
+    const std::string& redis_url, const Keys& keys, PgPool* pool, LeaderOptions leader_options,
+    int workers, const std::string& rpc_url,
+    const std::function<void(const std::vector<std::unique_ptr<Worker>>&)>& during = nullptr,
+    int deadline_s = 120, std::function<void(WorkerOptions&)> tweak = nullptr) {
+  FleetRun out;
+  std::atomic<bool> stop{false};
+  std::atomic<bool> leader_done{false};
+  Leader leader(leader_options, redis_url, keys, pool);
+  std::vector<std::unique_ptr<Worker>> fleet;
+  for (int i = 0; i < workers; ++i) {
+    WorkerOptions w = FastWorker("w" + std::to_string(i));
+    w.done = [&leader_done] { return leader_done.load(); };
+    if (tweak) tweak(w);
+    fleet.push_back(std::make_unique<Worker>(w, ClientsFor(rpc_url), redis_url, keys, pool));
+  }
+  out.worker_status.resize(fleet.size());
+  std::thread leader_thread([&] {
+    out.leader_status = leader.Run(stop);
+    leader_done.store(true);
+  });
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    threads.emplace_back([&, i] { out.worker_status[i] = fleet[i]->Run(stop); });
+  }
+  if (during) during(fleet);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(deadline_s);
+  while (!leader_done.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  out.finished = leader.done();
+  stop.store(true);
+  leader_thread.join();
+  for (auto& t : threads) t.join();
+  for (auto& w : fleet) {
+    out.blocks += w->counters().blocks.load();
+    out.tasks += w->counters().tasks.load();
+  }
+  return out;
+}
+
+class FleetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (db_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    ASSERT_FALSE(db_.failed()) << db_.error().ToString();
+    if (redis_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+    ASSERT_FALSE(redis_.failed()) << redis_.error().ToString();
+    pool_ = OpenPool(db_, 6);
+    ASSERT_NE(pool_, nullptr);
+  }
+  const Keys& keys() { return redis_.keys(); }
+
+  PgTestDb db_;
+  RedisTestDb redis_;
+  std::unique_ptr<PgPool> pool_;
+};
+
+TEST_F(FleetTest, LeaderAndThreeWorkersIndexTheDevnetLikeOneProcess) {
+  const Devnet& devnet = LoadDevnet();
+  const uint64_t last = devnet.last_block;
+  FleetRun run =
+      RunFleet(redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 20), 3, kAnvilUrl);
+  ASSERT_TRUE(run.finished) << "the fleet did not finish";
+  EXPECT_TRUE(run.leader_status.ok()) << run.leader_status.ToString();
+  for (const Status& st : run.worker_status) EXPECT_TRUE(st.ok()) << st.ToString();
+  ExpectComplete(pool_.get(), 0, last);
+  // A healthy run does every task once.
+  EXPECT_EQ(run.blocks, last + 1);
+  EXPECT_EQ(run.tasks, (last + 1 + 19) / 20);
+  {
+    auto conn = pool_->Acquire();
+    auto frontier = LoadFrontier(*conn);
+    ASSERT_TRUE(frontier.ok());
+    EXPECT_EQ(frontier->value_or(0), last + 1);
+  }
+  Queue queue(redis_.conn(), keys());
+  auto depths = queue.Depths();
+  ASSERT_TRUE(depths.ok());
+  EXPECT_EQ(depths->pending + depths->processing + depths->dlq, 0);
+
+  // The same blocks through the single-process Indexer, into another database.
+  PgTestDb reference_db;
+  ASSERT_FALSE(reference_db.failed());
+  auto reference = OpenPool(reference_db, 3);
+  IndexerOptions options;
+  options.from = 0;
+  options.to = last;
+  options.range_size = 20;
+  options.fetch_workers = 2;
+  options.chain_id = devnet.chain_id;
+  Indexer indexer(options, ClientsFor(kAnvilUrl), reference.get());
+  ASSERT_TRUE(indexer.Plan().ok());
+  Status st = indexer.Run();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Checksums(pool_.get(), last), Checksums(reference.get(), last));
+}
+
+TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
+  const TaskRange task{20, 39};
+  Queue queue(redis_.conn(), keys());
+  ASSERT_TRUE(queue.Push({task}).ok());
+
+  // Worker A claims with a short lease and fetches the range...
+  auto a = queue.Claim("A", 200);
+  ASSERT_TRUE(a.ok() && a->has_value());
+  auto rpc = ClientsFor(kAnvilUrl)();
+  RangeWrite stale{20, 39, {}, (*a)->token};
+  ASSERT_TRUE(
+      FetchAndDecodeRange(*rpc, 20, 39, 10, LoadDevnet().chain_id, nullptr, nullptr, &stale.blocks)
+          .ok());
+  // ...then is paused past its TTL: the janitor requeues the task.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto requeued = queue.Janitor();
+  ASSERT_TRUE(requeued.ok());
+  ASSERT_EQ(requeued->size(), 1u);
+
+  // Worker B (a real Worker) claims it with a higher token, commits and completes it.
+  auto probe = redis_.Connect();
+  ASSERT_TRUE(probe.ok());
+  Queue probe_queue(probe->get(), keys());
+  WorkerOptions b = FastWorker("B");
+  b.done = [&] {
+    auto d = probe_queue.Depths();
+    return d.ok() && d->pending == 0 && d->processing == 0;
+  };
+  Worker worker(b, ClientsFor(kAnvilUrl), redis_.url(), keys(), pool_.get());
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(worker.Run(stop).ok());
+  EXPECT_EQ(worker.counters().tasks.load(), 1u);
+  auto sums = Checksums(pool_.get(), 100);
+
+  // A resumes: its commit is fenced off, and so are its renewal and completion.
+  {
+    auto conn = pool_->Acquire();
+    Status st = WriteRange(*conn, stale);
+    EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+    EXPECT_NE(st.message().find("stale fence token"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(queue.Renew(task, "A", (*a)->token, 1000).status().code(), Code::kAborted);
+  EXPECT_EQ(queue.Complete(task, "A", (*a)->token).code(), Code::kAborted);
+  EXPECT_EQ(Checksums(pool_.get(), 100), sums);
+  ExpectComplete(pool_.get(), 20, 39);
+  auto conn = pool_->Acquire();
+  auto max_token = MaxFenceToken(*conn);
+  ASSERT_TRUE(max_token.ok());
+  EXPECT_GT(*max_token, (*a)->token);
+}
+
+TEST_F(FleetTest, RedisLossMidRunReconcilesAndCompletesWithoutAGap) {
+  const uint64_t last = LoadDevnet().last_block;
+  int64_t pg_max_at_loss = 0;
+  auto during = [&](const std::vector<std::unique_ptr<Worker>>& fleet) {
+    auto total = [&] {
+      uint64_t n = 0;
+      for (auto& w : fleet) n += w->counters().tasks.load();
+      return n;
+    };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (total() < 4 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto conn = redis_.Connect();
+    ASSERT_TRUE(conn.ok());
+    auto deleted = redis_.DeleteKeys();  // every key of this chain: queue, leases, fence, lock
+    ASSERT_TRUE(deleted.ok());
+    EXPECT_GT(*deleted, 0);
+    auto pg = pool_->Acquire();
+    auto max_token = MaxFenceToken(*pg);
+    ASSERT_TRUE(max_token.ok());
+    pg_max_at_loss = *max_token;
+  };
+  FleetRun run =
+      RunFleet(redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 10), 2, kAnvilUrl, during);
+  ASSERT_TRUE(run.finished) << "the fleet did not finish after the Redis loss";
+  for (const Status& st : run.worker_status) EXPECT_TRUE(st.ok()) << st.ToString();
+  ExpectComplete(pool_.get(), 0, last);
+  auto conn = pool_->Acquire();
+  // Floored, not restarted: no token was granted twice, and the counter went on from PostgreSQL.
+  auto tokens = conn->Query("SELECT count(*), count(DISTINCT fence_token) FROM indexed_ranges");
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(tokens->Get(0, 0), tokens->Get(0, 1));
+  auto counter = redis_.conn()->Command({"GET", keys().fence_counter()});
+  ASSERT_TRUE(counter.ok());
+  EXPECT_GT(std::stoll(counter->str), pg_max_at_loss);
+  auto frontier = LoadFrontier(*conn);
+  ASSERT_TRUE(frontier.ok());
+  EXPECT_EQ(frontier->value_or(0), last + 1);
+}
+
+TEST_F(FleetTest, RangeThatAlwaysFailsIsDeadLetteredThenRetriedAfterTheRpcHeals) {
+  // A proxy in front of anvil that answers garbage for the range 40-59 until healed.
+  std::atomic<bool> healed{false};
+  std::mutex mu;
+  CurlTransport upstream(kAnvilUrl);
+  HttpTestServer proxy([&](const HttpTestServer::Request& req) {
+    if (!healed.load() && req.body.find("\"0x28\"") != std::string::npos) {
+      return HttpTestServer::Response::Json("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{tru");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    auto res = upstream.Post(req.body);
+    if (!res.ok()) return HttpTestServer::Response::Reset();
+    return HttpTestServer::Response::Json(res->body, static_cast<int>(res->status));
+  });
+
+  const TaskRange bad{40, 59};
+  std::atomic<bool> checked{false};
+  auto during = [&](const std::vector<std::unique_ptr<Worker>>&) {
+    auto conn = redis_.Connect();
+    ASSERT_TRUE(conn.ok());
+    Queue queue(conn->get(), keys());
+    std::vector<DeadLetter> dead;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (dead.empty() && std::chrono::steady_clock::now() < deadline) {
+      auto list = queue.DlqList();
+      ASSERT_TRUE(list.ok());
+      dead = *list;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_EQ(dead.size(), 1u);
+    EXPECT_EQ(dead[0].task, bad);
+    EXPECT_EQ(dead[0].attempts, 2);
+    EXPECT_NE(dead[0].error.find("InvalidData"), std::string::npos) << dead[0].error;
+    // Everything else is done; the frontier waits at the dead range.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto pg = pool_->Acquire();
+    auto done = CommittedRanges(*pg, 0, 79);
+    ASSERT_TRUE(done.ok());
+    std::vector<std::pair<uint64_t, uint64_t>> expected = {{0, 39}, {60, 79}};
+    EXPECT_EQ(*done, expected);
+
+    healed.store(true);
+    auto retried = queue.DlqRetry(bad);
+    ASSERT_TRUE(retried.ok());
+    EXPECT_TRUE(*retried);
+    checked.store(true);
+  };
+  FleetRun run = RunFleet(redis_.url(), keys(), pool_.get(), FixedLeader(0, 79, 20), 1, proxy.url(),
+                          during, 120, [](WorkerOptions& w) {
+                            w.local_attempts = 2;
+                            w.max_attempts = 2;
+                            w.blocks_per_request = 20;
+                          });
+  ASSERT_TRUE(checked.load());
+  ASSERT_TRUE(run.finished) << "the retried range did not complete";
+  ExpectComplete(pool_.get(), 0, 79);
+}
+
+TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
+  // Commit 0-19 and 40-59 with tokens 7 and 9, as a fleet before a Redis loss would have.
+  auto rpc = ClientsFor(kAnvilUrl)();
+  for (auto [from, to, token] : {std::tuple<uint64_t, uint64_t, int64_t>{0, 19, 7},
+                                 std::tuple<uint64_t, uint64_t, int64_t>{40, 59, 9}}) {
+    RangeWrite w{from, to, {}, token};
+    ASSERT_TRUE(
+        FetchAndDecodeRange(*rpc, from, to, 10, LoadDevnet().chain_id, nullptr, nullptr, &w.blocks)
+            .ok());
+    auto conn = pool_->Acquire();
+    ASSERT_TRUE(WriteRange(*conn, w).ok());
+  }
+  auto missing = RedisStateMissing(*redis_.conn(), keys());
+  ASSERT_TRUE(missing.ok());
+  EXPECT_TRUE(*missing);
+  auto conn = pool_->Acquire();
+  Status st = Reconcile(*redis_.conn(), keys(), *conn, 0, 99, 20);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  missing = RedisStateMissing(*redis_.conn(), keys());
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(*missing);
+
+  Queue queue(redis_.conn(), keys());
+  auto lease = queue.Claim("w", 1000);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  EXPECT_GT((*lease)->token, 9);  // floored above PostgreSQL's highest token
+  std::vector<std::string> claimed = {(*lease)->task.id()};
+  for (;;) {
+    auto next = queue.Claim("w", 1000);
+    ASSERT_TRUE(next.ok());
+    if (!next->has_value()) break;
+    claimed.push_back((*next)->task.id());
+  }
+  EXPECT_EQ(claimed, (std::vector<std::string>{"20-39", "60-79", "80-99"}));
+  Frontier frontier(redis_.conn(), keys().completed(), keys().frontier(), 0);
+  auto f = frontier.Get();
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(*f, 20u);
+  // Idempotent: reconciling again pushes nothing that is already known.
+  ASSERT_TRUE(Reconcile(*redis_.conn(), keys(), *conn, 0, 99, 20).ok());
+  auto depths = queue.Depths();
+  ASSERT_TRUE(depths.ok());
+  EXPECT_EQ(depths->pending, 0);
+}
+
+}  // namespace
+}  // namespace gapless

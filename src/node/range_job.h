@@ -1,0 +1,51 @@
+// range_job: the unit of work shared by the single-process Indexer and the fleet Worker: fetch the
+// blocks of one range (with their receipts) from a JSON-RPC node and decode them.
+//
+// Nothing is written here: the caller commits the decoded blocks (store/writer.h), so a range is
+// fetched and decoded whole or not at all, and a failure leaves nothing behind to clean up.
+//
+// Rate limiting: when a limiter is given, every JSON-RPC batch round trip first takes one
+// admission from the fleet-wide window (RateLimiter::Acquire, which waits rather than fails). An
+// HTTP 429 that survives the client's own retries (an Unavailable whose message mentions 429)
+// calls limiter->SlowDown() before the failure is returned, so the whole process backs off.
+//
+// Thread-safety: the JsonRpcClient is used from the calling thread only (clients are not
+// thread-safe); the limiter is thread-safe and may be shared.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "coord/rate_limiter.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "rpc/json_rpc.h"
+
+namespace gapless {
+
+// Makes one RPC client per worker thread (clients are not thread-safe).
+using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
+
+// Appends the decoded blocks from..to (inclusive, in order) to *out, fetching them in batches of
+// blocks_per_request (>= 1) blocks. When chain_id is set, every transaction carrying a chainId
+// must match it (FailedPrecondition otherwise: the node serves another chain).
+//
+// Errors (the code is the retry policy): as JsonRpcClient::FetchBlocks and DecodeBlock, with the
+// block in the message: Unavailable (transport, 429, 5xx after the client's retries), InvalidData
+// (a malformed or inconsistent answer), NotFound (a block above the node's head),
+// FailedPrecondition (wrong chain, bad config); the limiter's Unavailable when Redis is
+// unreachable. Aborted("interrupted") when *stop (nullable) becomes true between two batches.
+// On failure *out holds a partial range: clear it before retrying.
+Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,
+                           uint32_t blocks_per_request, std::optional<uint64_t> chain_id,
+                           RateLimiter* limiter, const std::atomic<bool>* stop,
+                           std::vector<BlockData>* out);
+
+// True for the failure of an HTTP 429 (rate limited) answer: Unavailable mentioning 429.
+bool IsRateLimited(const Status& status);
+
+}  // namespace gapless

@@ -1,0 +1,67 @@
+#include "node/reconcile.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "coord/frontier.h"
+#include "coord/queue.h"
+#include "node/ranges.h"
+#include "store/queries.h"
+#include "store/state.h"
+
+namespace gapless {
+
+Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from,
+                                      uint64_t to) {
+  if (from > to) return FailedPrecondition(fmt::format("from {} is above to {}", from, to));
+  ReconcileFloors out;
+  // 1. The fence floor, before anything else (see the header).
+  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
+  Queue queue(&redis, keys);
+  GAPLESS_ASSIGN_OR_RETURN(out.fence_counter, queue.FloorFenceCounter(max_token));
+  // The floor script writes nothing when the floor is 0; create the key so that
+  // RedisStateMissing() reports "reconciled" from now on. NX: never lowers a live counter.
+  GAPLESS_RETURN_IF_ERROR(
+      redis.Command({"SET", keys.fence_counter(), "0", "NX"}, /*idempotent=*/true).status());
+
+  // 2. The frontier: the contiguous committed prefix of [from, to].
+  GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(pg, from, to));
+  uint64_t prefix = from;
+  if (!done.empty() && done[0].first == from) prefix = done[0].second + 1;
+  GAPLESS_ASSIGN_OR_RETURN(auto persisted, LoadFrontier(pg));
+  if (persisted.has_value() && *persisted > prefix && *persisted <= to + 1) {
+    // Another job's frontier (or rows deleted by hand): not trusted, only reported.
+    spdlog::warn("reconcile: PostgreSQL frontier {} is above the committed prefix {} of [{}, {}]",
+                 *persisted, prefix, from, to);
+  }
+  Frontier frontier(&redis, keys.completed(), keys.frontier(), prefix);
+  GAPLESS_ASSIGN_OR_RETURN(out.frontier, frontier.Advance());
+  return out;
+}
+
+Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, uint64_t to,
+                 uint64_t range_size) {
+  if (range_size == 0) return FailedPrecondition("range size must be at least 1");
+  GAPLESS_ASSIGN_OR_RETURN(ReconcileFloors floors, RestoreFloors(redis, keys, pg, from, to));
+  // 3. The gaps. Read after the floors: anything committed since is skipped by Push anyway.
+  GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(pg, from, to));
+  std::vector<TaskRange> tasks;
+  for (const BlockRange& r : PendingRanges(from, to, range_size, std::move(done))) {
+    tasks.push_back(TaskRange{static_cast<int64_t>(r.from), static_cast<int64_t>(r.to)});
+  }
+  Queue queue(&redis, keys);
+  GAPLESS_ASSIGN_OR_RETURN(int64_t pushed, queue.Push(tasks));
+  spdlog::info("reconcile [{}, {}]: fence counter {}, frontier {}, {} gap ranges, {} pushed", from,
+               to, floors.fence_counter, floors.frontier, tasks.size(), pushed);
+  return Status::Ok();
+}
+
+Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys) {
+  GAPLESS_ASSIGN_OR_RETURN(auto reply, redis.Command({"EXISTS", keys.fence_counter()}));
+  if (reply.type != RedisReply::Type::kInteger) return Internal("EXISTS: unexpected reply");
+  return reply.integer == 0;
+}
+
+}  // namespace gapless

@@ -1,0 +1,54 @@
+// reconcile: rebuilds the coordination Redis from PostgreSQL, the source of truth (DESIGN
+// principle 1), so that losing every Redis key (FLUSHALL, a restart without persistence, a
+// failover to an empty replica) loses no data and no progress.
+//
+// What is rebuilt, in this order (the order is the safety argument):
+//  1. The fencing-token counter is floored at the highest token recorded in indexed_ranges, and
+//     created if absent. FIRST, before any task is pushed: a claim made after this gets a token
+//     above every token PostgreSQL has seen, so the fence keeps rejecting any worker that still
+//     holds a lease granted before the loss. (A claim that slipped in before the floor, possible
+//     only if someone pushed tasks in between, gets a low token: its write can still be rejected
+//     or accepted, never doubled, because range writes are idempotent.)
+//  2. The Redis frontier is raised to the contiguous committed prefix of [from, to] read from
+//     indexed_ranges. That is at least the frontier persisted in PostgreSQL for this job
+//     (PersistFrontier only records a covered frontier) but is computed rather than trusted, so a
+//     frontier persisted by a job with another start block cannot move this job's frontier over a
+//     gap. Raising is monotonic (frontier_advance.lua never decreases it).
+//  3. Reconcile only: every aligned range of [from, to] not covered by indexed_ranges is pushed.
+//     Push is idempotent (skips tasks pending, processing, completed, dead-lettered or below the
+//     frontier), so reconciling a healthy Redis changes nothing but may be run at any time, by
+//     any number of processes.
+//
+// Thread-safety: uses the connections given, one thread at a time.
+#pragma once
+
+#include <cstdint>
+
+#include "coord/keys.h"
+#include "coord/redis.h"
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+struct ReconcileFloors {
+  int64_t fence_counter = 0;  // the counter after flooring
+  uint64_t frontier = 0;      // the Redis frontier after raising (next block not known done)
+};
+
+// Steps 1 and 2 above (no push). The leader runs this at the start of every lock term.
+// Errors from Redis or PostgreSQL, unchanged (Unavailable: retry).
+Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from,
+                                      uint64_t to);
+
+// Steps 1-3: `gapless reconcile`, and the start of a run whose Redis state is missing. Pushes the
+// gaps of [from, to] as aligned tasks of range_size blocks (at most one task per gap range; the
+// whole interval at once, so bound it for a very long chain).
+Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, uint64_t to,
+                 uint64_t range_size);
+
+// True when this chain's coordination state is gone from Redis: the fence-token counter key,
+// which exists from the first claim (or reconciliation) on and never expires, is absent.
+Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys);
+
+}  // namespace gapless

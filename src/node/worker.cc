@@ -1,0 +1,330 @@
+#include "node/worker.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "coord/registry.h"
+#include "node/reconcile.h"
+#include "store/state.h"
+
+namespace gapless {
+namespace {
+
+constexpr int64_t kSliceMicros = 20'000;  // how often sleeping threads look at their flags
+
+bool IsFenceRejection(const Status& st) {
+  return st.code() == Code::kAborted && st.message().find("stale fence token") != std::string::npos;
+}
+
+// Failures worth another local attempt of the same task.
+bool RetryLocally(const Status& st) { return st.retriable() || st.code() == Code::kNotFound; }
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options, RpcClientFactory rpc_factory, std::string redis_url,
+               Keys keys, PgPool* pool)
+    : options_(std::move(options)),
+      rpc_factory_(std::move(rpc_factory)),
+      redis_url_(std::move(redis_url)),
+      keys_(std::move(keys)),
+      pool_(pool) {
+  if (options_.env == nullptr) options_.env = Env::Default();
+}
+
+Worker::~Worker() = default;
+
+Status Worker::Validate() const {
+  if (options_.worker_id.empty()) return FailedPrecondition("worker: empty worker id");
+  if (options_.lease_ttl_ms <= 0) return FailedPrecondition("worker: lease TTL must be > 0");
+  if (options_.rpc_timeout_ms <= 0 || options_.rpc_timeout_ms >= options_.lease_ttl_ms) {
+    return FailedPrecondition(fmt::format(
+        "worker: the RPC timeout ({} ms) must be above 0 and below the lease TTL ({} ms), or a "
+        "single slow request could outlive the lease",
+        options_.rpc_timeout_ms, options_.lease_ttl_ms));
+  }
+  if (options_.local_attempts < 1 || options_.max_attempts < 1) {
+    return FailedPrecondition("worker: attempts must be at least 1");
+  }
+  if (options_.idle_poll_ms <= 0 || options_.heartbeat_interval_ms <= 0) {
+    return FailedPrecondition("worker: intervals must be > 0");
+  }
+  if (pool_ == nullptr || !rpc_factory_) return FailedPrecondition("worker: no pool or RPC");
+  return Status::Ok();
+}
+
+void Worker::SleepUnlessAborted(int64_t micros) {
+  while (micros > 0 && !abort_.load()) {
+    int64_t slice = std::min(micros, kSliceMicros);
+    options_.env->SleepMicros(slice);
+    micros -= slice;
+  }
+}
+
+Status Worker::EnsureFenceFloor(RedisConn& redis) {
+  GAPLESS_ASSIGN_OR_RETURN(bool missing, RedisStateMissing(redis, keys_));
+  if (!missing) return Status::Ok();
+  auto conn = pool_->Acquire();
+  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(*conn));
+  Queue queue(&redis, keys_);
+  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
+  // 0: a fresh start (nothing fenced yet); above: Redis lost its data and the floor restored it.
+  spdlog::log(counter > 0 ? spdlog::level::warn : spdlog::level::info,
+              "worker {}: the fence counter was missing from Redis; floored at {}",
+              options_.worker_id, counter);
+  return Status::Ok();
+}
+
+Status Worker::Run(const std::atomic<bool>& stop) {
+  GAPLESS_RETURN_IF_ERROR(Validate());
+  RedisOptions redis_options;
+  redis_options.env = options_.env;
+  GAPLESS_ASSIGN_OR_RETURN(auto redis, RedisConn::Connect(redis_url_, redis_options));
+  GAPLESS_ASSIGN_OR_RETURN(auto keeper_redis, RedisConn::Connect(redis_url_, redis_options));
+  std::unique_ptr<JsonRpcClient> rpc = rpc_factory_();
+  Queue queue(redis.get(), keys_);
+
+  stop_ = &stop;
+  keeper_quit_.store(false);
+  std::thread keeper([this, conn = keeper_redis.get()] { KeeperLoop(conn); });
+
+  Status result;
+  int64_t redis_failures = 0;
+  while (!stop.load()) {
+    Status floor = EnsureFenceFloor(*redis);
+    auto claim = floor.ok() ? queue.Claim(options_.worker_id, options_.lease_ttl_ms)
+                            : Result<std::optional<Lease>>(floor);
+    if (!claim.ok()) {
+      // Redis or PostgreSQL away: wait it out (a claim that ran but whose answer was lost is a
+      // lease nobody renews; the janitor requeues it).
+      spdlog::warn("worker {}: claim failed: {}", options_.worker_id, claim.status().ToString());
+      if (claim.status().code() == Code::kFailedPrecondition) {
+        result = claim.status();
+        break;
+      }
+      int64_t delay =
+          BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>(redis_failures++, 6)),
+                        options_.idle_poll_ms * 1000, 5'000'000);
+      options_.env->SleepMicros(delay);
+      continue;
+    }
+    redis_failures = 0;
+    if (!claim->has_value()) {
+      if (options_.done && options_.done()) break;
+      options_.env->SleepMicros(options_.idle_poll_ms * 1000);
+      continue;
+    }
+    Status st = Process(queue, *rpc, **claim);
+    if (!st.ok()) {
+      result = st;
+      break;
+    }
+  }
+
+  keeper_quit_.store(true);
+  keeper.join();
+  stop_ = nullptr;
+  Registry registry(redis.get(), &keys_);
+  (void)registry.Leave(options_.worker_id);
+  return result;
+}
+
+Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
+  const TaskRange& task = lease.task;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = true;
+    ++task_seq_;
+    lease_ = lease;
+    abort_.store(false);
+  }
+  auto finish = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    active_ = false;
+  };
+
+  RangeWrite write;
+  write.from_block = static_cast<uint64_t>(task.from);
+  write.to_block = static_cast<uint64_t>(task.to);
+  write.fence_token = lease.token;
+  WriteOptions write_options;
+  write_options.mode = options_.write_mode;
+
+  Status st;
+  bool lost = false;       // renewal refused or fenced off: the task is someone else's
+  bool abandoned = false;  // abort_ seen: the keeper saw the lease refused, or we are stopping
+  for (int attempt = 1; attempt <= options_.local_attempts; ++attempt) {
+    write.blocks.clear();
+    st = FetchAndDecodeRange(rpc, write.from_block, write.to_block, options_.blocks_per_request,
+                             options_.chain_id, options_.limiter, &abort_, &write.blocks);
+    if (abort_.load()) {
+      abandoned = true;
+      break;
+    }
+    if (st.ok()) {
+      // A full TTL ahead of the write. Aborted: the task is someone else's now.
+      auto renewed = queue.Renew(task, options_.worker_id, lease.token, options_.lease_ttl_ms);
+      if (!renewed.ok() && renewed.status().code() == Code::kAborted) {
+        st = renewed.status();
+        lost = true;
+        break;
+      }
+      auto conn = pool_->Acquire();
+      st = WriteRange(*conn, write, write_options);
+      if (st.ok()) break;
+      if (IsFenceRejection(st)) {
+        lost = true;
+        break;
+      }
+    }
+    if (!RetryLocally(st) || attempt == options_.local_attempts) break;
+    int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
+                                  options_.retry_cap_micros);
+    counters_.retries += 1;
+    spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
+                 options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
+                 static_cast<double>(delay) / 1e6);
+    SleepUnlessAborted(delay);
+    if (abort_.load()) {
+      abandoned = true;
+      break;
+    }
+  }
+
+  if (lost || abandoned) {
+    finish();
+    bool stopping = stop_ != nullptr && stop_->load();
+    if (!stopping || lost) {
+      counters_.leases_lost += 1;
+      spdlog::warn("worker {}: lease of task {} (token {}) lost, dropping it: {}",
+                   options_.worker_id, task.id(), lease.token,
+                   lost ? st.ToString() : "renewal refused");
+    } else {
+      spdlog::info("worker {}: stopping; task {} is left to its lease expiry", options_.worker_id,
+                   task.id());
+    }
+    return Status::Ok();
+  }
+
+  if (st.ok()) {
+    // Committed. Complete is owner-only, so retrying it after a lost answer is safe (refused).
+    Status done;
+    for (int i = 0; i < 3; ++i) {
+      done = queue.Complete(task, options_.worker_id, lease.token);
+      if (done.code() != Code::kUnavailable) break;
+      options_.env->SleepMicros(BackoffMicros(options_.env, i, 100'000, 1'000'000));
+    }
+    finish();
+    if (!done.ok()) {
+      // The rows are committed either way; the next owner rewrites them idempotently.
+      spdlog::warn("worker {}: task {} committed but not completed: {}", options_.worker_id,
+                   task.id(), done.ToString());
+      if (done.code() == Code::kAborted) counters_.leases_lost += 1;
+      return Status::Ok();
+    }
+    uint64_t txs = 0;
+    for (const auto& b : write.blocks) txs += b.transactions.size();
+    counters_.transactions += txs;
+    counters_.blocks += write.blocks.size();
+    counters_.tasks += 1;
+    return Status::Ok();
+  }
+
+  auto failed =
+      queue.Fail(task, options_.worker_id, lease.token, st.ToString(), options_.max_attempts);
+  finish();
+  counters_.failed += 1;
+  if (!failed.ok()) {
+    // Not the owner any more (Aborted) or Redis away: the lease expires and the janitor requeues.
+    spdlog::warn("worker {}: task {} failed ({}) and Fail was refused: {}", options_.worker_id,
+                 task.id(), st.ToString(), failed.status().ToString());
+  } else if (failed->outcome == FailOutcome::kDeadLettered) {
+    counters_.dead_lettered += 1;
+    spdlog::error("worker {}: task {} dead-lettered after {} attempts: {}", options_.worker_id,
+                  task.id(), failed->attempts, st.ToString());
+  } else {
+    spdlog::warn("worker {}: task {} failed (attempt {} of {}), requeued: {}", options_.worker_id,
+                 task.id(), failed->attempts, options_.max_attempts, st.ToString());
+  }
+  if (st.code() == Code::kFailedPrecondition) return st.WithContext("task " + task.id());
+  return Status::Ok();
+}
+
+void Worker::KeeperLoop(RedisConn* redis) {
+  Queue queue(redis, keys_);
+  Registry registry(redis, &keys_);
+  Env* env = options_.env;
+  const int64_t renew_every = std::max<int64_t>(1, options_.lease_ttl_ms / 3) * 1000;
+  const int64_t beat_every = options_.heartbeat_interval_ms * 1000;
+  const std::string host = HostName();
+  int64_t next_beat = env->NowMicros();
+  int64_t last_beat = next_beat;
+  uint64_t last_blocks = counters_.blocks.load();
+  uint64_t renewed_seq = 0;
+  int64_t next_renew = 0;
+
+  while (!keeper_quit_.load()) {
+    if (stop_ != nullptr && stop_->load()) abort_.store(true);
+    int64_t now = env->NowMicros();
+
+    bool active;
+    uint64_t seq;
+    Lease lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      active = active_;
+      seq = task_seq_;
+      lease = lease_;
+    }
+    if (active && seq != renewed_seq) {  // a new task: its claim just granted a full TTL
+      renewed_seq = seq;
+      next_renew = now + renew_every;
+    }
+    if (active && now >= next_renew) {
+      auto renewed =
+          queue.Renew(lease.task, options_.worker_id, lease.token, options_.lease_ttl_ms);
+      next_renew = now + renew_every;
+      if (!renewed.ok()) {
+        if (renewed.status().code() == Code::kAborted) {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (active_ && task_seq_ == seq) abort_.store(true);  // only the task it was about
+        } else {
+          // Redis away: the lease still has 2/3 of its TTL; try again sooner.
+          next_renew = now + renew_every / 4;
+          spdlog::warn("worker {}: lease renewal of {} failed: {}", options_.worker_id,
+                       lease.task.id(), renewed.status().ToString());
+        }
+      }
+    }
+    if (now >= next_beat) {
+      uint64_t blocks = counters_.blocks.load();
+      double elapsed = static_cast<double>(std::max<int64_t>(1, now - last_beat)) / 1e6;
+      WorkerInfo info;
+      info.worker = options_.worker_id;
+      info.host = host;
+      info.pid = static_cast<int64_t>(getpid());
+      info.range = active ? lease.task.id() : "";
+      info.blocks_per_s = static_cast<double>(blocks - last_blocks) / elapsed;
+      if (now > last_beat) {
+        last_beat = now;
+        last_blocks = blocks;
+      }
+      Status beat = registry.Beat(info, 3 * options_.heartbeat_interval_ms);
+      if (!beat.ok()) {
+        spdlog::warn("worker {}: heartbeat failed: {}", options_.worker_id, beat.ToString());
+      }
+      next_beat = now + beat_every;
+    }
+    env->SleepMicros(kSliceMicros);
+  }
+}
+
+}  // namespace gapless

@@ -1,0 +1,137 @@
+// Worker: the fleet's data-path role (DESIGN "Roles"). Claims range tasks from the leased work
+// queue, fetches and decodes their blocks, commits them to PostgreSQL in one fenced transaction,
+// and completes the task. Many workers, in one process or many, share a queue with no coordinator
+// in the data path.
+//
+// Why a worker can be killed or paused at any moment without a gap or a duplicate:
+//  - A claimed task carries a lease (worker id, fencing token, TTL). A worker that dies stops
+//    renewing; the janitor requeues the task after the TTL and another worker takes it. No gap.
+//  - The write carries the lease's token into PostgreSQL (store/writer.h), which refuses it when a
+//    higher token was recorded for the range: a worker paused past its TTL (SIGSTOP, GC, a
+//    partition) whose task was re-leased cannot commit when it resumes. It logs the loss and
+//    drops the task without completing it. And range writes are idempotent, so the commit that
+//    did happen twice (the new owner rewrites a range the old one committed) leaves the rows as
+//    written once. No duplicate.
+//  - Complete/Fail/Renew are owner-only (queue scripts); a refusal (Aborted) means the task
+//    belongs to someone else now: drop it.
+//  - A healthy slow worker never loses its lease: a keeper thread renews it every
+//    lease_ttl_ms / 3 while the task is fetched, written or waiting out a backoff, and the main
+//    thread renews it once more right before the write. rpc_timeout_ms must be below the TTL.
+//  - After Redis lost its data the fence counter restarts at 0; before each claim the worker
+//    checks the counter exists and, if not, floors it at PostgreSQL's highest token first.
+//
+// Failure policy per task: up to local_attempts tries (exponential backoff with jitter between
+// them, the lease renewed meanwhile) for retriable failures (Unavailable, InvalidData, Aborted
+// other than the fence, NotFound: a block not yet at the node); then Queue::Fail, which puts the
+// task at the back of the queue, or into the DLQ with the error at max_attempts failures. A
+// FailedPrecondition (wrong chain, bad config) fails the task and stops the worker: Run returns it.
+//
+// Stop: when `stop` becomes true the current task is abandoned (not completed; its lease expires
+// and the janitor requeues it) and Run returns Ok after leaving the registry.
+//
+// Thread-safety: a Worker is run by one thread (Run); it starts one keeper thread of its own.
+// counters() may be read from any thread. Connections: two RedisConns (loop, keeper) opened in
+// Run; PostgreSQL connections leased from the shared pool for each write.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "coord/keys.h"
+#include "coord/queue.h"
+#include "coord/rate_limiter.h"
+#include "coord/redis.h"
+#include "core/env.h"
+#include "core/status.h"
+#include "node/range_job.h"
+#include "store/pg.h"
+#include "store/writer.h"
+
+namespace gapless {
+
+struct WorkerOptions {
+  std::string worker_id;  // unique in the fleet, e.g. "host:pid:n"; required
+  int64_t lease_ttl_ms = 30'000;
+  int local_attempts = 3;  // tries per claim before Fail()
+  int max_attempts = 5;    // Fail() dead-letters the task at this many failures
+  int64_t idle_poll_ms = 200;
+  // The RPC client's per-request timeout, as configured by the caller on the transport the
+  // factory builds. Must be below lease_ttl_ms (FailedPrecondition otherwise).
+  int64_t rpc_timeout_ms = 10'000;
+  int64_t retry_base_micros = 500'000;
+  int64_t retry_cap_micros = 10'000'000;
+  int64_t heartbeat_interval_ms = 2'000;  // registry beat; the heartbeat TTL is 3 intervals
+  uint32_t blocks_per_request = 10;
+  std::optional<uint64_t> chain_id;  // every transaction's chainId must match, when set
+  WriteMode write_mode = WriteMode::kStagingUpsert;
+  // Fleet-wide RPC rate limiter, borrowed, nullable; thread-safe, so all the workers of a process
+  // may share one (a 429 seen by one then slows them all).
+  RateLimiter* limiter = nullptr;
+  // Asked when there is nothing to claim; returning true makes Run return Ok (e.g. "the leader's
+  // fixed range is done"). Nullable: run until stopped.
+  std::function<bool()> done;
+  Env* env = Env::Default();
+};
+
+struct WorkerCounters {
+  std::atomic<uint64_t> blocks{0};
+  std::atomic<uint64_t> transactions{0};
+  std::atomic<uint64_t> tasks{0};    // completed
+  std::atomic<uint64_t> retries{0};  // local retries
+  std::atomic<uint64_t> failed{0};   // Fail() calls (requeued or dead-lettered)
+  std::atomic<uint64_t> dead_lettered{0};
+  std::atomic<uint64_t> leases_lost{0};  // tasks dropped: renewal refused or fenced off
+};
+
+class Worker {
+ public:
+  // `pool` is borrowed and must outlive the worker.
+  Worker(WorkerOptions options, RpcClientFactory rpc_factory, std::string redis_url, Keys keys,
+         PgPool* pool);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Claims and processes tasks until `stop` is true (or options.done() says so when idle).
+  // Returns Ok then; FailedPrecondition for invalid options or a task that failed with it;
+  // Unavailable only when Redis cannot be reached at start (later outages are waited out).
+  Status Run(const std::atomic<bool>& stop);
+
+  const WorkerCounters& counters() const { return counters_; }
+  const std::string& id() const { return options_.worker_id; }
+
+ private:
+  Status Validate() const;
+  // Processes one claimed task; returns a non-ok Status only for errors that stop the worker.
+  Status Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease);
+  // Floors the fence counter from PostgreSQL when Redis lost it (see the file comment).
+  Status EnsureFenceFloor(RedisConn& redis);
+  // Sleeps up to `micros` in short slices, returning early once abort_ is set.
+  void SleepUnlessAborted(int64_t micros);
+  void KeeperLoop(RedisConn* redis);
+
+  WorkerOptions options_;
+  RpcClientFactory rpc_factory_;
+  std::string redis_url_;
+  Keys keys_;
+  PgPool* pool_;
+  WorkerCounters counters_;
+
+  // Shared with the keeper thread.
+  std::mutex mu_;
+  bool active_ = false;  // a task is being processed
+  uint64_t task_seq_ = 0;
+  Lease lease_;
+  std::atomic<bool> abort_{false};  // abandon the current task: lease lost or stopping
+  std::atomic<bool> keeper_quit_{false};
+  const std::atomic<bool>* stop_ = nullptr;
+};
+
+}  // namespace gapless
