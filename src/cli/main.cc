@@ -13,19 +13,27 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/fleet_commands.h"
 #include "cli/layered_args.h"
+#include "coord/keys.h"
+#include "coord/rate_limiter.h"
+#include "coord/redis.h"
 #include "core/status.h"
 #include "decode/decode.h"
 #include "node/indexer.h"
+#include "node/leader.h"
+#include "node/reconcile.h"
+#include "node/worker.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/export.h"
 #include "store/migrate.h"
 #include "store/pg.h"
 #include "store/queries.h"
+#include "store/state.h"
 #include "store/writer.h"
 
 namespace gapless {
@@ -38,8 +46,11 @@ constexpr int kExitInterrupted = 130;
 
 std::atomic<Indexer*> g_running_indexer{nullptr};
 
+std::atomic<bool> g_stop_fleet{false};
+
 void OnSignal(int) {
   if (Indexer* indexer = g_running_indexer.load()) indexer->Stop();
+  g_stop_fleet.store(true);
 }
 
 struct CommonArgs {
@@ -62,6 +73,15 @@ struct IndexArgs {
   int connect_timeout_ms = 5'000;
   std::string write_mode = "staging";
   std::string progress = "auto";
+};
+
+struct RunArgs {
+  std::string redis;
+  uint32_t workers = 4;
+  int64_t lease_ttl_ms = 30'000;
+  double rate_limit = 0;  // requests per second per endpoint, fleet-wide; 0 = none
+  bool follow = false;
+  uint64_t confirmations = 0;
 };
 
 struct VerifyArgs {
@@ -133,6 +153,57 @@ Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t conn
   return pool;
 }
 
+struct NodeCheck {
+  uint64_t chain_id;
+  uint64_t from;
+  uint64_t to;
+  std::unique_ptr<PgPool> pool;
+};
+
+// Checks the node (chain id, --from/--to against its head, block 0) before touching the database,
+// so a bad --rpc writes nothing; then opens the database, migrates it and checks it holds this
+// chain (chain id and block 0 hash).
+Result<NodeCheck> CheckNode(const CommonArgs& common, const IndexArgs& args, JsonRpcClient* rpc,
+                            size_t db_connections) {
+  // Check the node before touching the database, so a bad --rpc writes nothing.
+  auto chain_id = rpc->ChainId();
+  if (!chain_id.ok()) return chain_id.status();  // names the endpoint, redacted
+  if (args.chain_id != 0 && *chain_id != args.chain_id) {
+    return FailedPrecondition(fmt::format("--chain-id {}: the node at {} serves chain {}",
+                                          args.chain_id, rpc->Describe(), *chain_id));
+  }
+  auto from = ParseBlockBound(args.from, "--from", rpc);
+  if (!from.ok()) return from.status();
+  auto to = ParseBlockBound(args.to, "--to", rpc);
+  if (!to.ok()) return to.status();
+  auto head = rpc->BlockNumber();
+  if (!head.ok()) return head.status();
+  if (*to > *head) {
+    return FailedPrecondition(
+        fmt::format("--to {}: above the node's head block {}; use --to latest to stop at the head",
+                    *to, *head));
+  }
+  if (*from > *to) {
+    return FailedPrecondition(fmt::format("--from {} is above --to {}", *from, *to));
+  }
+
+  // Block 0's hash tells this chain apart from another one with the same chain id.
+  auto genesis_json = rpc->Call("eth_getBlockByNumber", R"(["0x0",false])");
+  if (!genesis_json.ok()) return genesis_json.status();
+  auto genesis_block = DecodeBlockHeader(*genesis_json, 0);
+  if (!genesis_block.ok()) return genesis_block.status();
+  const std::string* genesis = &genesis_block->hash;
+
+  auto pool = OpenDatabase(common.db, db_connections);
+  if (!pool.ok()) return pool.status();
+  {
+    auto conn = (*pool)->Acquire();
+    if (Status st = EnsureChainId(*conn, *chain_id); !st.ok()) return st;
+    if (Status st = EnsureGenesisHash(*conn, *genesis); !st.ok()) return st;
+  }
+  return NodeCheck{*chain_id, *from, *to, std::move(pool).value()};
+}
+
 int RunIndex(const CommonArgs& common, const IndexArgs& args) {
   JsonRpcClientOptions rpc_options;
   rpc_options.max_attempts = args.max_attempts;
@@ -148,60 +219,27 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
         FailedPrecondition("--write-mode " + args.write_mode + ": expected staging or replace"));
   }
 
-  // Check the node before touching the database, so a bad --rpc writes nothing.
   auto rpc = make_client();
-  auto chain_id = rpc->ChainId();
-  if (!chain_id.ok()) return Report(chain_id.status());  // names the endpoint, redacted
-  if (args.chain_id != 0 && *chain_id != args.chain_id) {
-    return Report(FailedPrecondition(fmt::format("--chain-id {}: the node at {} serves chain {}",
-                                                 args.chain_id, rpc->Describe(), *chain_id)));
-  }
-  auto from = ParseBlockBound(args.from, "--from", rpc.get());
-  if (!from.ok()) return Report(from.status());
-  auto to = ParseBlockBound(args.to, "--to", rpc.get());
-  if (!to.ok()) return Report(to.status());
-  auto head = rpc->BlockNumber();
-  if (!head.ok()) return Report(head.status());
-  if (*to > *head) {
-    return Report(FailedPrecondition(
-        fmt::format("--to {}: above the node's head block {}; use --to latest to stop at the head",
-                    *to, *head)));
-  }
-  if (*from > *to) {
-    return Report(FailedPrecondition(fmt::format("--from {} is above --to {}", *from, *to)));
-  }
-
-  // Block 0's hash tells this chain apart from another one with the same chain id.
-  auto genesis_json = rpc->Call("eth_getBlockByNumber", R"(["0x0",false])");
-  if (!genesis_json.ok()) return Report(genesis_json.status());
-  auto genesis_block = DecodeBlockHeader(*genesis_json, 0);
-  if (!genesis_block.ok()) return Report(genesis_block.status());
-  const std::string* genesis = &genesis_block->hash;
-
-  auto pool = OpenDatabase(common.db, args.db_connections);
-  if (!pool.ok()) return Report(pool.status());
-  {
-    auto conn = (*pool)->Acquire();
-    if (Status st = EnsureChainId(*conn, *chain_id); !st.ok()) return Report(st);
-    if (Status st = EnsureGenesisHash(*conn, *genesis); !st.ok()) return Report(st);
-  }
+  auto node = CheckNode(common, args, rpc.get(), args.db_connections);
+  if (!node.ok()) return Report(node.status());
+  auto& [chain_id, from, to, pool] = *node;
 
   IndexerOptions options;
-  options.from = *from;
-  options.to = *to;
+  options.from = from;
+  options.to = to;
   options.range_size = args.range_size;
   options.blocks_per_request = args.batch;
   options.fetch_workers = args.concurrency;
   options.max_attempts = args.max_attempts;
-  options.chain_id = *chain_id;
+  options.chain_id = chain_id;
   options.write_mode =
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
-  Indexer indexer(options, make_client, pool->get());
+  Indexer indexer(options, make_client, pool.get());
   auto planned = indexer.Plan();
   if (!planned.ok()) return Report(planned.status());
-  uint64_t requested = *to >= *from ? *to - *from + 1 : 0;
-  spdlog::info("indexing blocks {}..{} of chain {}: {} to do, {} already committed", *from, *to,
-               *chain_id, *planned, requested - *planned);
+  uint64_t requested = to >= from ? to - from + 1 : 0;
+  spdlog::info("indexing blocks {}..{} of chain {}: {} to do, {} already committed", from, to,
+               chain_id, *planned, requested - *planned);
 
   bool tty = args.progress == "tty" || (args.progress == "auto" && isatty(STDERR_FILENO));
   Progress progress(&indexer.counters(), *planned, tty, Env::Default());
@@ -217,7 +255,191 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
     spdlog::warn("interrupted: committed ranges are kept; rerun the same command to continue");
     return kExitInterrupted;
   }
-  if (st.ok()) spdlog::info("done: blocks {}..{} are committed", *from, *to);
+  if (st.ok()) spdlog::info("done: blocks {}..{} are committed", from, to);
+  return Report(st);
+}
+
+std::string HostName() {
+  char buffer[256] = {0};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0) return "localhost";
+  return buffer;
+}
+
+// `run` (leader + workers in one process, the single-machine default) and `worker` (workers only,
+// for a fleet whose leader runs elsewhere). Returns when the fixed range is done (run), on SIGINT /
+// SIGTERM, or on a fatal error.
+int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run,
+             bool with_leader) {
+  if (args.rpc_timeout_ms >= run.lease_ttl_ms) {
+    return Report(FailedPrecondition(fmt::format(
+        "--rpc-timeout {} must be below --lease-ttl {}: a healthy worker must not lose its lease "
+        "to one slow request",
+        args.rpc_timeout_ms, run.lease_ttl_ms)));
+  }
+  JsonRpcClientOptions rpc_options;
+  rpc_options.max_attempts = args.max_attempts;
+  CurlTransportOptions curl_options;
+  curl_options.connect_timeout_ms = args.connect_timeout_ms;
+  curl_options.request_timeout_ms = args.rpc_timeout_ms;
+  auto make_client = [&]() {
+    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(args.rpc, curl_options),
+                                           rpc_options);
+  };
+  auto rpc = make_client();
+  auto node =
+      CheckNode(common, args, rpc.get(), std::max<size_t>(args.db_connections, run.workers + 1));
+  if (!node.ok()) return Report(node.status());
+  auto& [chain_id, from, to, pool] = *node;
+
+  auto redis = RedisConn::Connect(run.redis);
+  if (!redis.ok()) return Report(redis.status());
+  if (Status st = (*redis)->CheckNoEviction(); !st.ok()) return Report(st);
+  Keys keys(static_cast<int64_t>(chain_id));
+
+  std::unique_ptr<RedisConn> limiter_conn;
+  std::unique_ptr<RateLimiter> limiter;
+  if (run.rate_limit > 0) {
+    auto conn = RedisConn::Connect(run.redis);
+    if (!conn.ok()) return Report(conn.status());
+    limiter_conn = std::move(conn).value();
+    RateLimiterOptions limiter_options;
+    limiter_options.limit = std::max<int64_t>(1, static_cast<int64_t>(run.rate_limit));
+    limiter_options.window_ms = 1000;
+    limiter = std::make_unique<RateLimiter>(limiter_conn.get(), keys.rate_limit(rpc->Describe()),
+                                            limiter_options);
+  }
+
+  std::string host = HostName();
+  std::string process_id = fmt::format("{}:{}", host, getpid());
+  std::unique_ptr<Leader> leader;
+  if (with_leader) {
+    LeaderOptions leader_options;
+    leader_options.from = from;
+    leader_options.range_size = args.range_size;
+    leader_options.holder_id = process_id;
+    if (run.follow) {
+      leader_options.follow = true;
+      leader_options.to_tag = args.to;
+      leader_options.confirmations = run.confirmations;
+    } else {
+      leader_options.to = to;
+    }
+    leader = std::make_unique<Leader>(leader_options, run.redis, keys, pool.get(), rpc.get());
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (uint32_t i = 0; i < run.workers; ++i) {
+    WorkerOptions worker_options;
+    worker_options.worker_id = fmt::format("{}:{}", process_id, i);
+    worker_options.lease_ttl_ms = run.lease_ttl_ms;
+    worker_options.rpc_timeout_ms = args.rpc_timeout_ms;
+    worker_options.max_attempts = args.max_attempts;
+    worker_options.blocks_per_request = args.batch;
+    worker_options.chain_id = chain_id;
+    worker_options.write_mode =
+        args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+    worker_options.limiter = limiter.get();
+    if (leader != nullptr && !run.follow) {
+      Leader* l = leader.get();
+      worker_options.done = [l] { return l->done(); };
+    }
+    workers.push_back(
+        std::make_unique<Worker>(worker_options, make_client, run.redis, keys, pool.get()));
+  }
+
+  uint64_t total = to >= from ? to - from + 1 : 0;
+  spdlog::info("{} blocks {}..{} of chain {} with {} workers{} (coordination: redis {})",
+               with_leader ? "indexing" : "working on", from,
+               run.follow ? "(following)" : std::to_string(to), chain_id, run.workers,
+               with_leader ? " and the seeder/janitor/frontier role" : "", (*redis)->Describe());
+
+  IndexCounters totals;
+  bool tty = args.progress == "tty" || (args.progress == "auto" && isatty(STDERR_FILENO));
+  Progress progress(&totals, total, tty, Env::Default(), /*plain_interval_seconds=*/30);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  g_stop_fleet.store(false);
+
+  std::mutex mu;
+  Status first_error;
+  auto record = [&](const Status& st) {
+    if (st.ok()) return;
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.ok()) first_error = st;
+    g_stop_fleet.store(true);
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> running{0};
+  for (auto& w : workers) {
+    ++running;
+    threads.emplace_back([&, worker = w.get()] {
+      record(worker->Run(g_stop_fleet));
+      --running;
+    });
+  }
+  if (leader != nullptr) {
+    threads.emplace_back([&] {
+      Status st = leader->Run(g_stop_fleet);
+      record(st);
+      // A finished fixed range: the workers see done() and return by themselves.
+    });
+  }
+  if (args.progress != "off") progress.Start();
+  while (running.load() > 0) {
+    uint64_t blocks = 0, txs = 0, logs = 0, transfers = 0, tasks = 0, retries = 0;
+    for (auto& w : workers) {
+      blocks += w->counters().blocks.load();
+      txs += w->counters().transactions.load();
+      logs += w->counters().logs.load();
+      transfers += w->counters().token_transfers.load();
+      tasks += w->counters().tasks.load();
+      retries += w->counters().retries.load();
+    }
+    totals.blocks = blocks;
+    totals.transactions = txs;
+    totals.logs = logs;
+    totals.token_transfers = transfers;
+    totals.ranges = tasks;
+    totals.retries = retries;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  g_stop_fleet.store(true);  // the leader stops too once every worker has returned
+  for (auto& t : threads) t.join();
+  progress.Stop();
+  spdlog::info("{}", progress.Summary());
+  uint64_t dead = 0, lost = 0;
+  for (auto& w : workers) {
+    dead += w->counters().dead_lettered.load();
+    lost += w->counters().leases_lost.load();
+  }
+  if (dead > 0) {
+    spdlog::warn(
+        "{} ranges were dead-lettered: see `gapless dlq list`, re-queue with `gapless dlq retry`",
+        dead);
+  }
+  if (lost > 0) spdlog::info("{} tasks were dropped after their lease was lost", lost);
+  if (!first_error.ok()) return Report(first_error);
+  if (leader != nullptr && leader->done()) {
+    spdlog::info("done: blocks {}..{} are committed (frontier {})", from, to, leader->frontier());
+    return kExitOk;
+  }
+  return kExitInterrupted;
+}
+
+int RunReconcile(const CommonArgs& common, const RunArgs& run, uint64_t from, uint64_t to,
+                 uint64_t range_size) {
+  auto pool = OpenDatabase(common.db, 1);
+  if (!pool.ok()) return Report(pool.status());
+  auto conn = (*pool)->Acquire();
+  auto chain = LoadChainId(*conn);
+  if (!chain.ok()) return Report(chain.status());
+  if (!chain->has_value()) return Report(FailedPrecondition("the database holds no chain yet"));
+  auto redis = RedisConn::Connect(run.redis);
+  if (!redis.ok()) return Report(redis.status());
+  if (Status st = (*redis)->CheckNoEviction(); !st.ok()) return Report(st);
+  Keys keys(static_cast<int64_t>(**chain));
+  Status st = Reconcile(**redis, keys, *conn, from, to, range_size);
+  if (st.ok()) spdlog::info("reconciled blocks {}..{} of chain {}", from, to, **chain);
   return Report(st);
 }
 
@@ -291,56 +513,98 @@ int main(int argc, char** argv) {
 
   CLI::App* index = app.add_subcommand(
       "index", "Index blocks FROM..TO (TO may be latest, safe or finalized) into PostgreSQL");
-  AddCommon(index, &common);
-  index->add_option("--rpc", index_args.rpc, "JSON-RPC URL of an EVM node (http or https)")
-      ->required();
-  index->add_option("--from", index_args.from, "First block")->capture_default_str();
-  index->add_option("--to", index_args.to, "Last block: a number, latest, safe or finalized")
-      ->capture_default_str();
-  index
-      ->add_option("--chain-id", index_args.chain_id,
-                   "Expected chain id; refuse to run against another chain (0: take the node's)")
-      ->capture_default_str();
-  index
-      ->add_option("--range-size", index_args.range_size,
-                   "Blocks per committed range (one database transaction)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  index->add_option("--batch", index_args.batch, "Blocks per JSON-RPC batch request")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  index
-      ->add_option("--concurrency", index_args.concurrency,
-                   "Fetch workers, i.e. the most JSON-RPC requests in flight at once")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-  index->add_option("--db-connections", index_args.db_connections, "PostgreSQL connections")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  index
-      ->add_option("--max-attempts", index_args.max_attempts,
-                   "Attempts per request and per range before the run stops with the error")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100));
-  index->add_option("--rpc-timeout", index_args.rpc_timeout_ms, "JSON-RPC request timeout, ms")
-      ->capture_default_str();
-  index
-      ->add_option("--connect-timeout", index_args.connect_timeout_ms,
-                   "TCP/TLS connect timeout, ms")
-      ->capture_default_str();
-  index
-      ->add_option("--write-mode", index_args.write_mode,
-                   "staging: COPY into staging tables + INSERT ON CONFLICT DO NOTHING; replace: "
-                   "delete the range's rows and COPY straight into the tables")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"staging", "replace"}));
-  index
-      ->add_option("--progress", index_args.progress,
-                   "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "
-                   "plain; off")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "tty", "plain", "off"}));
+  auto add_index_options = [&](CLI::App* sub, bool single) {
+    AddCommon(sub, &common);
+    sub->add_option("--rpc", index_args.rpc, "JSON-RPC URL of an EVM node (http or https)")
+        ->required();
+    sub->add_option("--from", index_args.from, "First block")->capture_default_str();
+    sub->add_option("--to", index_args.to, "Last block: a number, latest, safe or finalized")
+        ->capture_default_str();
+    sub->add_option("--chain-id", index_args.chain_id,
+                    "Expected chain id; refuse to run against another chain (0: take the node's)")
+        ->capture_default_str();
+    sub->add_option("--range-size", index_args.range_size,
+                    "Blocks per committed range (one database transaction)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    sub->add_option("--batch", index_args.batch, "Blocks per JSON-RPC batch request")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    if (single) {
+      sub->add_option("--concurrency", index_args.concurrency,
+                      "Fetch workers, i.e. the most JSON-RPC requests in flight at once")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 256));
+    }
+    sub->add_option("--db-connections", index_args.db_connections, "PostgreSQL connections")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 64));
+    sub->add_option("--max-attempts", index_args.max_attempts,
+                    "Attempts per request and per range before the run stops with the error")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100));
+    sub->add_option("--rpc-timeout", index_args.rpc_timeout_ms, "JSON-RPC request timeout, ms")
+        ->capture_default_str();
+    sub->add_option("--connect-timeout", index_args.connect_timeout_ms,
+                    "TCP/TLS connect timeout, ms")
+        ->capture_default_str();
+    sub->add_option("--write-mode", index_args.write_mode,
+                    "staging: COPY into staging tables + INSERT ON CONFLICT DO NOTHING; replace: "
+                    "delete the range's rows and COPY straight into the tables")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"staging", "replace"}));
+    sub->add_option("--progress", index_args.progress,
+                    "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "
+                    "plain; off")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"auto", "tty", "plain", "off"}));
+  };
+  add_index_options(index, /*single=*/true);
   DocumentEnv(index);
+
+  RunArgs run_args;
+  auto add_run_options = [&](CLI::App* sub) {
+    add_index_options(sub, /*single=*/false);
+    sub->add_option("--redis", run_args.redis,
+                    "Coordination Redis URL (maxmemory-policy must be noeviction)")
+        ->required();
+    sub->add_option("--workers", run_args.workers, "Worker threads in this process")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    sub->add_option("--lease-ttl", run_args.lease_ttl_ms,
+                    "Lease of a claimed range, ms; --rpc-timeout must be below it")
+        ->capture_default_str();
+    sub->add_option("--rate-limit", run_args.rate_limit,
+                    "Fleet-wide JSON-RPC requests per second to this endpoint (0: unlimited)")
+        ->capture_default_str();
+  };
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "Index FROM..TO with N workers plus the seeder/janitor/frontier role in one process, "
+      "coordinated through Redis (the single-machine default)");
+  add_run_options(run);
+  run->add_flag("--follow", run_args.follow,
+                "Keep following the chain: TO is a tag (latest|safe|finalized) that moves");
+  run->add_option("--confirmations", run_args.confirmations,
+                  "With --follow --to latest: stay this many blocks behind the head")
+      ->capture_default_str();
+  DocumentEnv(run);
+  CLI::App* worker = app.add_subcommand(
+      "worker", "Run N workers that claim ranges from the Redis queue until stopped (SIGTERM)");
+  add_run_options(worker);
+  DocumentEnv(worker);
+  CLI::App* reconcile = app.add_subcommand(
+      "reconcile",
+      "Rebuild the Redis queue, fencing counter and frontier of FROM..TO from "
+      "PostgreSQL (after Redis lost its data; also done automatically at start)");
+  AddCommon(reconcile, &common);
+  uint64_t reconcile_from = 0, reconcile_to = 0, reconcile_range = 50;
+  reconcile->add_option("--redis", run_args.redis, "Coordination Redis URL")->required();
+  reconcile->add_option("--from", reconcile_from, "First block")->capture_default_str();
+  reconcile->add_option("--to", reconcile_to, "Last block")->required();
+  reconcile->add_option("--range-size", reconcile_range, "Blocks per range task")
+      ->capture_default_str();
+  DocumentEnv(reconcile);
 
   CLI::App* verify = app.add_subcommand(
       "verify",
@@ -396,7 +660,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"list", "retry"}));
   dlq->add_option("task", dlq_task, "with retry: the range FROM-TO, or all");
   DocumentEnv(dlq);
-  const std::vector<CLI::App*> subcommands = {index, verify, exp, status, dlq};
+  const std::vector<CLI::App*> subcommands = {index, verify, exp,    status,
+                                              dlq,   run,    worker, reconcile};
 
   // Layer config file and environment under the real arguments of the chosen subcommand.
   std::vector<std::string> raw(argv + 1, argv + argc);
@@ -455,6 +720,11 @@ int main(int argc, char** argv) {
 
   SetUpLogging(common.log_level);
   if (index->parsed()) return RunIndex(common, index_args);
+  if (run->parsed()) return RunFleet(common, index_args, run_args, /*with_leader=*/true);
+  if (worker->parsed()) return RunFleet(common, index_args, run_args, /*with_leader=*/false);
+  if (reconcile->parsed()) {
+    return RunReconcile(common, run_args, reconcile_from, reconcile_to, reconcile_range);
+  }
   if (verify->parsed()) return RunVerify(common, verify_args);
   if (exp->parsed()) return RunExport(common, export_args);
   fleet_args.db = common.db;

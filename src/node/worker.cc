@@ -231,8 +231,15 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
       return Status::Ok();
     }
     uint64_t txs = 0;
-    for (const auto& b : write.blocks) txs += b.transactions.size();
+    uint64_t logs = 0, transfers = 0;
+    for (const auto& b : write.blocks) {
+      txs += b.transactions.size();
+      logs += b.logs.size();
+      transfers += b.token_transfers.size();
+    }
     counters_.transactions += txs;
+    counters_.logs += logs;
+    counters_.token_transfers += transfers;
     counters_.blocks += write.blocks.size();
     counters_.tasks += 1;
     return Status::Ok();

@@ -83,6 +83,8 @@ struct WorkerOptions {
 struct WorkerCounters {
   std::atomic<uint64_t> blocks{0};
   std::atomic<uint64_t> transactions{0};
+  std::atomic<uint64_t> logs{0};
+  std::atomic<uint64_t> token_transfers{0};
   std::atomic<uint64_t> tasks{0};    // completed
   std::atomic<uint64_t> retries{0};  // local retries
   std::atomic<uint64_t> failed{0};   // Fail() calls (requeued or dead-lettered)
