@@ -13,12 +13,16 @@
 
 #include <chrono>
 #include <map>
+#include <random>
 #include <set>
 #include <thread>
 
+#include "coord/keys.h"
+#include "coord/redis.h"
 #include "e2e_util.h"
 #include "rpc/curl_transport.h"
 #include "store/queries.h"
+#include "store/state.h"
 #include "testing/pg_test_db.h"
 
 namespace gapless::e2e {
@@ -359,6 +363,94 @@ TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
   auto r = conn->Query("SELECT count(*) FROM blocks");
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << "nothing may be written";
+}
+
+// The fleet as separate processes: `gapless run` (the seeder/janitor/frontier role and one worker)
+// and three `gapless worker` processes, while the test SIGKILLs a random one of the four every
+// 300 ms and restarts it. At the end every block is committed exactly once, the rows equal a clean
+// single-process run, and the persisted frontier is the last block + 1.
+TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
+  const char* redis_url = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis_url == nullptr) {
+    GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  }
+  const Devnet& devnet = LoadDevnet();
+  {
+    // The binary keys Redis by the real chain id: clear what an earlier run may have left.
+    auto redis = RedisConn::Connect(redis_url);
+    ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+    Keys keys(static_cast<int64_t>(devnet.chain_id));
+    std::string cursor = "0";
+    do {
+      auto page =
+          (*redis)->Command({"SCAN", cursor, "MATCH", keys.prefix() + "*", "COUNT", "1000"});
+      ASSERT_TRUE(page.ok());
+      cursor = page->elements[0].str;
+      for (const auto& key : page->elements[1].elements) {
+        ASSERT_TRUE((*redis)->Command({"DEL", key.str}).ok());
+      }
+    } while (cursor != "0");
+  }
+  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  const std::string to = std::to_string(devnet.last_block);
+  auto command = [&](const char* role) {
+    return std::vector<std::string>{
+        binary,          role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
+        "--redis",       redis_url, "--from",     "0",       "--to",        to,
+        "--range-size",  "2",       "--workers",  "1",       "--lease-ttl", "3000",
+        "--rpc-timeout", "1000",    "--progress", "off",     "--log-level", "error"};
+  };
+  std::vector<std::vector<std::string>> commands = {command("run"), command("worker"),
+                                                    command("worker"), command("worker")};
+  std::vector<pid_t> pids;
+  for (const auto& c : commands) pids.push_back(Spawn(c));
+
+  std::mt19937 rng(12345);
+  int kills = 0;
+  int leader_status = -1;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pids[0], &status, WNOHANG) == pids[0]) {
+      if (WIFEXITED(status)) {
+        leader_status = WEXITSTATUS(status);
+        break;
+      }
+      pids[0] = Spawn(commands[0]);  // killed: restart it
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    size_t victim = rng() % pids.size();
+    if (kill(pids[victim], SIGKILL) == 0) {
+      waitpid(pids[victim], &status, 0);
+      ++kills;
+      pids[victim] = Spawn(commands[victim]);
+    }
+  }
+  for (size_t i = 1; i < pids.size(); ++i) {
+    kill(pids[i], SIGTERM);
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+  }
+  if (leader_status < 0) {
+    kill(pids[0], SIGKILL);
+    waitpid(pids[0], nullptr, 0);
+  }
+  std::printf("fleet chaos: %d processes killed with SIGKILL and restarted\n", kills);
+  ASSERT_EQ(leader_status, 0) << "the run did not finish (" << kills << " kills)";
+  EXPECT_GE(kills, 3);
+
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, devnet.last_block);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
+
+  PgTestDb clean_db;
+  ASSERT_FALSE(clean_db.failed());
+  auto clean_pool = OpenPool(clean_db.url(), 3);
+  ASSERT_TRUE(IndexDevnet(clean_pool.get(), devnet.last_block).ok());
+  EXPECT_EQ(Checksums(pool_.get(), devnet.last_block),
+            Checksums(clean_pool.get(), devnet.last_block));
 }
 
 }  // namespace
