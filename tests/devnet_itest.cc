@@ -453,5 +453,69 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
             Checksums(clean_pool.get(), devnet.last_block));
 }
 
+// redis-server restarted without persistence in the middle of a `gapless run`: every lease, the
+// queue, the fencing counter and the lock are gone. The run must reconcile from PostgreSQL (a new
+// term floors the counter above every recorded token and re-seeds the gaps) and finish with no gap,
+// no token issued twice, and rows equal to a clean run.
+TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
+  const Devnet& devnet = LoadDevnet();
+  const std::string redis_sh = std::string(GAPLESS_SOURCE_DIR) + "/scripts/redis.sh";
+  const std::string env = "GAPLESS_RUN_DIR=" + std::string(GAPLESS_BINARY_DIR) +
+                          "/run-redis-restart GAPLESS_REDIS_PORT=56479 ";
+  ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
+  ASSERT_EQ(std::system((env + redis_sh + " start").c_str()), 0);
+  const std::string redis_url = "redis://127.0.0.1:56479";
+  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  // Rate-limited to 60 requests/s so the run lasts a few seconds.
+  pid_t pid = Spawn({binary,         "run",     "--rpc",        kAnvilUrl,
+                     "--db",         db_.url(), "--redis",      redis_url,
+                     "--from",       "0",       "--to",         std::to_string(devnet.last_block),
+                     "--range-size", "2",       "--batch",      "1",
+                     "--workers",    "2",       "--rate-limit", "60",
+                     "--progress",   "off",     "--log-level",  "error"});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CommittedRangeCount(pool_.get()) < 15 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int64_t before_restart = CommittedRangeCount(pool_.get());
+  ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(std::system((env + redis_sh + " start").c_str()), 0);
+  int status = 0;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      ADD_FAILURE() << "the run did not finish within 120 s after the Redis restart";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_LT(before_restart, static_cast<int64_t>(devnet.last_block / 2))
+      << "the restart came after the run was done";
+
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, devnet.last_block);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
+  auto tokens = conn->Query(
+      "SELECT count(*), count(DISTINCT fence_token) FROM indexed_ranges WHERE fence_token IS NOT "
+      "NULL");
+  ASSERT_TRUE(tokens.ok());
+  EXPECT_EQ(tokens->Get(0, 0), tokens->Get(0, 1)) << "a fencing token was issued twice";
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
+
+  PgTestDb clean_db;
+  ASSERT_FALSE(clean_db.failed());
+  auto clean_pool = OpenPool(clean_db.url(), 3);
+  ASSERT_TRUE(IndexDevnet(clean_pool.get(), devnet.last_block).ok());
+  EXPECT_EQ(Checksums(pool_.get(), devnet.last_block),
+            Checksums(clean_pool.get(), devnet.last_block));
+}
+
 }  // namespace
 }  // namespace gapless::e2e
