@@ -153,6 +153,23 @@ Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t conn
   return pool;
 }
 
+// One JSON-RPC client per caller (clients are not thread-safe), with the flags' timeouts.
+RpcClientFactory ClientFactory(const IndexArgs& args) {
+  JsonRpcClientOptions rpc_options;
+  rpc_options.max_attempts = args.max_attempts;
+  CurlTransportOptions curl_options;
+  curl_options.connect_timeout_ms = args.connect_timeout_ms;
+  curl_options.request_timeout_ms = args.rpc_timeout_ms;
+  return [url = args.rpc, rpc_options, curl_options]() {
+    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, curl_options),
+                                           rpc_options);
+  };
+}
+
+WriteMode ParseWriteMode(const std::string& mode) {
+  return mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+}
+
 struct NodeCheck {
   uint64_t chain_id;
   uint64_t from;
@@ -205,15 +222,7 @@ Result<NodeCheck> CheckNode(const CommonArgs& common, const IndexArgs& args, Jso
 }
 
 int RunIndex(const CommonArgs& common, const IndexArgs& args) {
-  JsonRpcClientOptions rpc_options;
-  rpc_options.max_attempts = args.max_attempts;
-  CurlTransportOptions curl_options;
-  curl_options.connect_timeout_ms = args.connect_timeout_ms;
-  curl_options.request_timeout_ms = args.rpc_timeout_ms;
-  auto make_client = [&]() {
-    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(args.rpc, curl_options),
-                                           rpc_options);
-  };
+  RpcClientFactory make_client = ClientFactory(args);
   if (args.write_mode != "staging" && args.write_mode != "replace") {
     return Report(
         FailedPrecondition("--write-mode " + args.write_mode + ": expected staging or replace"));
@@ -232,8 +241,7 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
   options.fetch_workers = args.concurrency;
   options.max_attempts = args.max_attempts;
   options.chain_id = chain_id;
-  options.write_mode =
-      args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+  options.write_mode = ParseWriteMode(args.write_mode);
   Indexer indexer(options, make_client, pool.get());
   auto planned = indexer.Plan();
   if (!planned.ok()) return Report(planned.status());
@@ -276,15 +284,7 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
         "to one slow request",
         args.rpc_timeout_ms, run.lease_ttl_ms)));
   }
-  JsonRpcClientOptions rpc_options;
-  rpc_options.max_attempts = args.max_attempts;
-  CurlTransportOptions curl_options;
-  curl_options.connect_timeout_ms = args.connect_timeout_ms;
-  curl_options.request_timeout_ms = args.rpc_timeout_ms;
-  auto make_client = [&]() {
-    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(args.rpc, curl_options),
-                                           rpc_options);
-  };
+  RpcClientFactory make_client = ClientFactory(args);
   auto rpc = make_client();
   auto node =
       CheckNode(common, args, rpc.get(), std::max<size_t>(args.db_connections, run.workers + 1));
@@ -336,8 +336,7 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
     worker_options.max_attempts = args.max_attempts;
     worker_options.blocks_per_request = args.batch;
     worker_options.chain_id = chain_id;
-    worker_options.write_mode =
-        args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+    worker_options.write_mode = ParseWriteMode(args.write_mode);
     worker_options.limiter = limiter.get();
     if (leader != nullptr && !run.follow) {
       Leader* l = leader.get();
