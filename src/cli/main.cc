@@ -384,7 +384,29 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
     });
   }
   if (args.progress != "off") progress.Start();
+  // The status report every 30 s (in logs; a terminal has the live bar instead): tasks done, rate,
+  // success ratio, last error.
+  auto next_report = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto started = std::chrono::steady_clock::now();
   while (running.load() > 0) {
+    if (!tty && std::chrono::steady_clock::now() >= next_report) {
+      next_report += std::chrono::seconds(30);
+      uint64_t done = 0, failed = 0, blocks = 0;
+      std::string last_error;
+      for (auto& w : workers) {
+        done += w->counters().tasks.load();
+        failed += w->counters().failed.load();
+        blocks += w->counters().blocks.load();
+        if (std::string e = w->last_error(); !e.empty()) last_error = e;
+      }
+      double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      spdlog::info(
+          "status: {} ranges done, {} failed attempts handed back, success {:.1f}%, {:.1f} "
+          "blocks/s, last error: {}",
+          done, failed, done + failed > 0 ? 100.0 * done / (done + failed) : 100.0,
+          elapsed > 0 ? blocks / elapsed : 0.0, last_error.empty() ? "none" : last_error);
+    }
     uint64_t blocks = 0, txs = 0, logs = 0, transfers = 0, tasks = 0, retries = 0;
     for (auto& w : workers) {
       blocks += w->counters().blocks.load();

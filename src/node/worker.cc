@@ -189,6 +189,7 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
     int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
                                   options_.retry_cap_micros);
     counters_.retries += 1;
+    RecordError(st);
     spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
                  options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
                  static_cast<double>(delay) / 1e6);
@@ -249,6 +250,7 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
       queue.Fail(task, options_.worker_id, lease.token, st.ToString(), options_.max_attempts);
   finish();
   counters_.failed += 1;
+  RecordError(st);
   if (!failed.ok()) {
     // Not the owner any more (Aborted) or Redis away: the lease expires and the janitor requeues.
     spdlog::warn("worker {}: task {} failed ({}) and Fail was refused: {}", options_.worker_id,
@@ -332,6 +334,16 @@ void Worker::KeeperLoop(RedisConn* redis) {
     }
     env->SleepMicros(kSliceMicros);
   }
+}
+
+std::string Worker::last_error() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return last_error_;
+}
+
+void Worker::RecordError(const Status& st) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  last_error_ = st.ToString();
 }
 
 }  // namespace gapless

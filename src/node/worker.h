@@ -108,8 +108,11 @@ class Worker {
 
   const WorkerCounters& counters() const { return counters_; }
   const std::string& id() const { return options_.worker_id; }
+  // The last failed attempt's error ("" if none yet), for the periodic status line. Thread-safe.
+  std::string last_error() const;
 
  private:
+  void RecordError(const Status& st);
   Status Validate() const;
   // Processes one claimed task; returns a non-ok Status only for errors that stop the worker.
   Status Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease);
@@ -119,6 +122,8 @@ class Worker {
   void SleepUnlessAborted(int64_t micros);
   void KeeperLoop(RedisConn* redis);
 
+  mutable std::mutex error_mu_;
+  std::string last_error_;
   WorkerOptions options_;
   RpcClientFactory rpc_factory_;
   std::string redis_url_;
