@@ -93,8 +93,8 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
 
 // Every key of the namespace that the queue touches (Keys is the only place key shapes live).
 std::vector<std::string> QueueKeys(const Keys& k) {
-  return {k.pending(),  k.processing(),    k.queued(),    k.leases(), k.attempts(),
-          k.dlq(),      k.fence_counter(), k.completed(), k.frontier()};
+  return {k.pending(), k.processing(),    k.queued(),    k.leases(),  k.attempts(),
+          k.dlq(),     k.fence_counter(), k.completed(), k.frontier()};
 }
 
 struct WorkerStats {
@@ -109,12 +109,11 @@ int Main(int argc, char** argv) {
   Args args = ParseArgs(argc, argv);
 
   // A chain id of our own: far above any real chain id, distinct per process and per run.
-  const int64_t chain_id =
-      9'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000'000 +
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-              .count() %
-          1'000'000;
+  const int64_t chain_id = 9'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000'000 +
+                           std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                                   .count() %
+                               1'000'000;
   const Keys keys(chain_id);
 
   auto admin_or = RedisConn::Connect(args.redis);
@@ -135,8 +134,8 @@ int Main(int argc, char** argv) {
   Queue admin_queue(&admin, keys);
   auto pushed = admin_queue.Push(tasks);
   Check(pushed.status(), "push");
-  if (*pushed != args.tasks) Die("pushed " + std::to_string(*pushed) + " tasks, not " +
-                                 std::to_string(args.tasks));
+  if (*pushed != args.tasks)
+    Die("pushed " + std::to_string(*pushed) + " tasks, not " + std::to_string(args.tasks));
 
   // Connect every worker first and load the two scripts, so that no connect and no NOSCRIPT
   // round trip lands inside the measurement.
@@ -222,9 +221,8 @@ int Main(int argc, char** argv) {
       "{\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,\"jobs_per_s\":%.1f,"
       "\"p50_us\":%lld,\"p99_us\":%lld,\"claim_p50_us\":%lld,\"complete_p50_us\":%lld}\n",
       static_cast<long long>(args.tasks), args.concurrency, seconds,
-      static_cast<double>(args.tasks) / seconds,
-      static_cast<long long>(Percentile(cycle, 50)), static_cast<long long>(Percentile(cycle, 99)),
-      static_cast<long long>(Percentile(claim, 50)),
+      static_cast<double>(args.tasks) / seconds, static_cast<long long>(Percentile(cycle, 50)),
+      static_cast<long long>(Percentile(cycle, 99)), static_cast<long long>(Percentile(claim, 50)),
       static_cast<long long>(Percentile(complete, 50)));
   return 0;
 }
