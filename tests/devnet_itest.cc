@@ -291,6 +291,31 @@ void ClearChainKeys(const std::string& redis_url, uint64_t chain_id) {
   } while (cursor != "0");
 }
 
+// Rows of every table equal those of a clean single-process run into another database.
+void ExpectEqualsACleanRun(PgPool* pool, uint64_t last_block) {
+  PgTestDb clean_db;
+  ASSERT_FALSE(clean_db.failed());
+  auto clean_pool = OpenPool(clean_db.url(), 3);
+  ASSERT_TRUE(IndexDevnet(clean_pool.get(), last_block).ok());
+  EXPECT_EQ(Checksums(pool, last_block), Checksums(clean_pool.get(), last_block));
+}
+
+// Waits up to `seconds` for pid to exit and returns its exit code; -1 if it was killed by a
+// signal, or if it had to be SIGKILLed because it did not exit in time.
+int WaitForExit(pid_t pid, int seconds) {
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 int64_t CommittedRangeCount(PgPool* pool) {
   auto conn = pool->Acquire();
   auto r = conn->Query("SELECT count(*) FROM indexed_ranges");
@@ -334,25 +359,15 @@ TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {
   EXPECT_LT(CommittedRangeCount(pool_.get()), total_ranges);
 
   // Rerun to completion.
-  pid_t pid = Spawn(args);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
-
-  pid_t verify = Spawn(
-      {binary, "verify", "--db", db_.url(), "--from", "0", "--to", to, "--log-level", "warn"});
-  waitpid(verify, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "gapless verify found gaps or duplicates";
+  ASSERT_EQ(WaitForExit(Spawn(args), 300), 0);
+  EXPECT_EQ(WaitForExit(Spawn({binary, "verify", "--db", db_.url(), "--from", "0", "--to", to,
+                               "--log-level", "warn"}),
+                        60),
+            0)
+      << "gapless verify found gaps or duplicates";
 
   // Rows equal those of a clean run into another database.
-  PgTestDb clean_db;
-  ASSERT_FALSE(clean_db.failed());
-  auto clean_pool = OpenPool(clean_db.url(), 3);
-  ASSERT_TRUE(IndexDevnet(clean_pool.get(), devnet.last_block).ok());
-  EXPECT_EQ(Checksums(pool_.get(), devnet.last_block),
-            Checksums(clean_pool.get(), devnet.last_block));
+  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
 }
 
 TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
@@ -450,12 +465,7 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
   EXPECT_TRUE(report->ok()) << report->Render();
   EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
 
-  PgTestDb clean_db;
-  ASSERT_FALSE(clean_db.failed());
-  auto clean_pool = OpenPool(clean_db.url(), 3);
-  ASSERT_TRUE(IndexDevnet(clean_pool.get(), devnet.last_block).ok());
-  EXPECT_EQ(Checksums(pool_.get(), devnet.last_block),
-            Checksums(clean_pool.get(), devnet.last_block));
+  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
 }
 
 // redis-server restarted without persistence in the middle of a `gapless run`: every lease, the
@@ -486,20 +496,9 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(std::system((env + redis_sh + " start").c_str()), 0);
-  int status = 0;
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << "the run did not finish within 120 s after the Redis restart";
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  int exit_code = WaitForExit(pid, 120);
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(exit_code, 0) << "the run failed or did not finish within 120 s after the restart";
   EXPECT_LT(before_restart, static_cast<int64_t>(devnet.last_block / 2))
       << "the restart came after the run was done";
 
@@ -514,12 +513,7 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
   EXPECT_EQ(tokens->Get(0, 0), tokens->Get(0, 1)) << "a fencing token was issued twice";
   EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
 
-  PgTestDb clean_db;
-  ASSERT_FALSE(clean_db.failed());
-  auto clean_pool = OpenPool(clean_db.url(), 3);
-  ASSERT_TRUE(IndexDevnet(clean_pool.get(), devnet.last_block).ok());
-  EXPECT_EQ(Checksums(pool_.get(), devnet.last_block),
-            Checksums(clean_pool.get(), devnet.last_block));
+  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
 }
 
 // The fleet-wide rate limit, measured where it matters: at the node. A recording proxy in front of
@@ -552,18 +546,7 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
                      "--range-size", "5",       "--batch",      "1",
                      "--workers",    "4",       "--rate-limit", std::to_string(kLimit),
                      "--progress",   "off",     "--log-level",  "error"});
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      FAIL() << "the run did not finish within 120 s";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(WaitForExit(pid, 120), 0) << "the run failed or did not finish within 120 s";
   proxy.Stop();
 
   std::lock_guard<std::mutex> lock(mu);
