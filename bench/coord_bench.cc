@@ -32,12 +32,16 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "coord/keys.h"
 #include "coord/queue.h"
 #include "coord/redis.h"
 
 namespace gapless {
 namespace {
+
+using bench::Check;
+using bench::Die;
 
 struct Args {
   std::string redis = "redis://127.0.0.1:56379";
@@ -46,35 +50,16 @@ struct Args {
   int64_t ttl_ms = 60'000;  // far above a run's length: no lease may expire mid-benchmark
 };
 
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "coord_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const Status& st, const char* what) {
-  if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
-}
-
 Args ParseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (i + 1 >= argc) Die("missing value for " + flag);
-    std::string value = argv[++i];
-    if (flag == "--redis") {
-      a.redis = value;
-    } else if (flag == "--tasks") {
-      a.tasks = std::stoll(value);
-    } else if (flag == "--concurrency") {
-      a.concurrency = std::stoi(value);
-    } else if (flag == "--ttl-ms") {
-      a.ttl_ms = std::stoll(value);
-    } else {
-      Die("unknown flag " + flag);
-    }
-  }
+  bench::Flags()
+      .Value("--redis", [&](const std::string& v) { a.redis = v; })
+      .Value("--tasks", [&](const std::string& v) { a.tasks = std::stoll(v); })
+      .Value("--concurrency", [&](const std::string& v) { a.concurrency = std::stoi(v); })
+      .Value("--ttl-ms", [&](const std::string& v) { a.ttl_ms = std::stoll(v); })
+      .Parse(argc, argv);
   if (a.tasks <= 0 || a.concurrency <= 0 || a.ttl_ms <= 0)
-    Die("--tasks, --concurrency, --ttl-ms must be > 0");
+    bench::Die("--tasks, --concurrency, --ttl-ms must be > 0");
   return a;
 }
 
@@ -106,6 +91,7 @@ struct WorkerStats {
 };
 
 int Main(int argc, char** argv) {
+  bench::ProgramName() = "coord_bench";
   Args args = ParseArgs(argc, argv);
 
   // A chain id of our own: far above any real chain id, distinct per process and per run.

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "store/copy_rows.h"
 #include "store/migrate.h"
 #include "store/pg.h"
@@ -36,6 +37,9 @@
 
 namespace gapless {
 namespace {
+
+using bench::Check;
+using bench::Die;
 
 struct Args {
   std::string url;
@@ -46,45 +50,29 @@ struct Args {
   SyntheticOptions data;
 };
 
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "write_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-void Check(const Status& st, const char* what) {
-  if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
-}
-
 Args ParseArgs(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--keep") {
-      a.keep = true;
-      continue;
-    }
-    if (i + 1 >= argc) Die("missing value for " + flag);
-    std::string value = argv[++i];
-    if (flag == "--url") {
-      a.url = value;
-    } else if (flag == "--blocks") {
-      a.blocks = std::stoull(value);
-    } else if (flag == "--range") {
-      a.range = std::stoull(value);
-    } else if (flag == "--repeat") {
-      a.repeat = std::stoi(value);
-    } else if (flag == "--txs") {
-      a.data.transactions_per_block = static_cast<uint32_t>(std::stoul(value));
-    } else if (flag == "--logs") {
-      a.data.logs_per_block = static_cast<uint32_t>(std::stoul(value));
-    } else if (flag == "--transfers") {
-      a.data.token_transfers_per_block = static_cast<uint32_t>(std::stoul(value));
-    } else {
-      Die("unknown flag " + flag);
-    }
-  }
+  bench::Flags()
+      .Switch("--keep", [&] { a.keep = true; })
+      .Value("--url", [&](const std::string& v) { a.url = v; })
+      .Value("--blocks", [&](const std::string& v) { a.blocks = std::stoull(v); })
+      .Value("--range", [&](const std::string& v) { a.range = std::stoull(v); })
+      .Value("--repeat", [&](const std::string& v) { a.repeat = std::stoi(v); })
+      .Value("--txs",
+             [&](const std::string& v) {
+               a.data.transactions_per_block = static_cast<uint32_t>(std::stoul(v));
+             })
+      .Value("--logs",
+             [&](const std::string& v) {
+               a.data.logs_per_block = static_cast<uint32_t>(std::stoul(v));
+             })
+      .Value("--transfers",
+             [&](const std::string& v) {
+               a.data.token_transfers_per_block = static_cast<uint32_t>(std::stoul(v));
+             })
+      .Parse(argc, argv);
   if (a.blocks == 0 || a.range == 0 || a.repeat <= 0)
-    Die("--blocks, --range, --repeat must be > 0");
+    bench::Die("--blocks, --range, --repeat must be > 0");
   return a;
 }
 
@@ -154,6 +142,7 @@ double Median(std::vector<double> v) {
 }
 
 int Main(int argc, char** argv) {
+  bench::ProgramName() = "write_bench";
   Args args = ParseArgs(argc, argv);
   if (args.url.empty()) args.url = DefaultUrl();
 

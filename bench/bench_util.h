@@ -1,0 +1,69 @@
+// bench_util.h: what every benchmark executable needs and nothing more: dying with a message that
+// names the benchmark, and a small --flag value parser. Header-only; benchmarks are single-file
+// programs.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "core/status.h"
+
+namespace gapless::bench {
+
+// The program name Die() prefixes to its message; set it first thing in main().
+inline std::string& ProgramName() {
+  static std::string name = "bench";
+  return name;
+}
+
+[[noreturn]] inline void Die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", ProgramName().c_str(), what.c_str());
+  std::exit(1);
+}
+
+inline void Check(const Status& st, const char* what) {
+  if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
+}
+
+// Flags: "--name value" options and "--name" switches, each bound to a setter. Parse() dies
+// naming an unknown flag, a missing value or a value its setter rejects (std::stoll and friends
+// throw std::exception on bad numbers).
+class Flags {
+ public:
+  Flags& Value(std::string name, std::function<void(const std::string&)> set) {
+    values_[std::move(name)] = std::move(set);
+    return *this;
+  }
+  Flags& Switch(std::string name, std::function<void()> set) {
+    switches_[std::move(name)] = std::move(set);
+    return *this;
+  }
+  void Parse(int argc, char** argv) const {
+    for (int i = 1; i < argc; ++i) {
+      std::string flag = argv[i];
+      if (auto s = switches_.find(flag); s != switches_.end()) {
+        s->second();
+        continue;
+      }
+      auto v = values_.find(flag);
+      if (v == values_.end()) Die("unknown flag " + flag);
+      if (i + 1 >= argc) Die("missing value for " + flag);
+      std::string value = argv[++i];
+      try {
+        v->second(value);
+      } catch (const std::exception&) {
+        Die("bad value for " + flag + ": " + value);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::function<void(const std::string&)>> values_;
+  std::map<std::string, std::function<void()>> switches_;
+};
+
+}  // namespace gapless::bench
