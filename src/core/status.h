@@ -53,15 +53,29 @@ class [[nodiscard]] Status {
   // "Unavailable: connect to 127.0.0.1:8545 failed: Connection refused"
   std::string ToString() const;
 
-  // Prefixes the message with context, keeping the code: "block 17: " + message.
+  // Prefixes the message with context, keeping the code and reason: "block 17: " + message.
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
-    return Status(code_, context + ": " + message_);
+    Status out(code_, context + ": " + message_);
+    out.reason_ = reason_;
+    return out;
+  }
+
+  // A machine-readable refinement of code(), for the few callers that must tell two errors of one
+  // code apart (a fenced-off write from a serialization failure, both Aborted): they compare
+  // reason(), never parse message(). Empty unless the producer set one. The values are defined by
+  // their producers, e.g. PgSqlStateReason() in store/pg.h, kStaleFenceReason in store/writer.h.
+  const std::string& reason() const { return reason_; }
+  Status WithReason(std::string reason) const {
+    Status out = *this;
+    if (!out.ok()) out.reason_ = std::move(reason);
+    return out;
   }
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  std::string reason_;
 };
 
 inline Status Unavailable(std::string m) { return Status(Code::kUnavailable, std::move(m)); }

@@ -378,7 +378,7 @@ Status PgConn::ErrorFrom(pg_result* res, std::string_view what) {
     return Unavailable("connection lost: " + msg);
   }
   if (state.empty()) return Internal(msg);
-  return Status(CodeForSqlState(state), msg);
+  return Status(CodeForSqlState(state), msg).WithReason(PgSqlStateReason(state));
 }
 
 namespace {

@@ -8,7 +8,9 @@
 //                       lock_not_available (55P03): redo the unit of work
 //   InvalidData         a data exception (SQLSTATE class 22): the rows we sent were malformed
 //   FailedPrecondition  a bad URL, authentication failure, unknown database (fix the config)
-//   Internal            everything else, e.g. unique_violation; the message carries the SQLSTATE
+//   Internal            everything else, e.g. unique_violation
+// A server error's SQLSTATE is both in the message and, for code, in Status::reason() as
+// PgSqlStateReason(state), e.g. "sqlstate:23505".
 // Messages name host:port and database but never the password.
 //
 // Thread-safety: a PgConn is used by one thread at a time (like a PGconn). PgPool is thread-safe;
@@ -52,6 +54,12 @@ std::string RedactPgUrl(std::string_view url);
 // `url` pointing at database `dbname` instead (same host, user, options). FailedPrecondition if
 // the URL does not parse.
 Result<std::string> PgUrlWithDatabase(const std::string& url, const std::string& dbname);
+
+// The Status::reason() of a server error with this SQLSTATE ("sqlstate:" + state).
+inline std::string PgSqlStateReason(std::string_view state) {
+  return "sqlstate:" + std::string(state);
+}
+inline constexpr std::string_view kPgUniqueViolation = "23505";
 
 // Quotes an identifier for SQL ("a""b"). For the few places that build SQL with names.
 std::string PgQuoteIdent(std::string_view ident);

@@ -41,6 +41,7 @@ TEST_F(PgConnTest, MapsSqlStatesToRetryPolicies) {
   Status dup = conn().Exec("INSERT INTO t VALUES (1, 2)");
   EXPECT_EQ(dup.code(), Code::kInternal) << dup.ToString();
   EXPECT_NE(dup.message().find("SQLSTATE 23505"), std::string::npos) << dup.ToString();
+  EXPECT_EQ(dup.reason(), PgSqlStateReason(kPgUniqueViolation));
 
   auto bad = conn().Query("INSERT INTO t VALUES (2, $1)", {std::string("12x")});
   EXPECT_EQ(bad.status().code(), Code::kInvalidData) << bad.status().ToString();

@@ -130,7 +130,8 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
         conn.Query("SELECT fence_token FROM indexed_ranges WHERE from_block = $1", {from}));
     std::string recorded = held.rows() > 0 ? std::string(held.Get(0, 0)) : "?";
     return Aborted("stale fence token " + *token + ": the range was already written with token " +
-                   recorded);
+                   recorded)
+        .WithReason(std::string(kStaleFenceReason));
   }
   if (!w.fence_token.has_value()) return Status::Ok();
   GAPLESS_ASSIGN_OR_RETURN(
@@ -141,7 +142,8 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   if (newer.rows() > 0) {
     return Aborted("stale fence token " + *token + ": overlapping blocks " +
                    std::string(newer.Get(0, 0)) + "-" + std::string(newer.Get(0, 1)) +
-                   " were written with token " + std::string(newer.Get(0, 2)));
+                   " were written with token " + std::string(newer.Get(0, 2)))
+        .WithReason(std::string(kStaleFenceReason));
   }
   return Status::Ok();
 }
@@ -221,12 +223,12 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
 Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& options) {
   Status st = WriteRangeImpl(conn, write, options);
   if (st.ok()) return st;
-  if (st.code() == Code::kInternal && st.message().find("SQLSTATE 23505") != std::string::npos) {
+  if (st.reason() == PgSqlStateReason(kPgUniqueViolation)) {
     // The input's keys are checked to be unique, and a direct COPY only happens into a range
     // without rows (old rows deleted, or none there), so a duplicate key can only come from a
     // concurrent writer of an overlapping, differently cut range: redoing the unit of work
     // succeeds once that writer has committed.
-    st = Aborted(st.message());
+    st = Aborted(st.message()).WithReason(st.reason());
   }
   return st.WithContext("write " + RangeName(write));
 }

@@ -68,7 +68,12 @@ struct WriteOptions {
   size_t copy_chunk_bytes = 1 << 20;
 };
 
-// Writes the range in one transaction. Errors: Aborted for a stale fence token, a serialization
+// Status::reason() of the Aborted that WriteRange returns for a stale fence token: a newer lease
+// holder exists, so retrying this unit of work can never succeed (unlike the other Aborted).
+inline constexpr std::string_view kStaleFenceReason = "stale-fence-token";
+
+// Writes the range in one transaction. Errors: Aborted for a stale fence token (reason
+// kStaleFenceReason), a serialization
 // failure or deadlock, or a concurrent writer of an overlapping range; Unavailable
 // when the connection is lost (the commit may or may not have happened: write again); InvalidData
 // for rows that cannot be stored (nothing is committed). Retrying any of them is safe.

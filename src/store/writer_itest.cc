@@ -180,9 +180,11 @@ TEST_F(WriterTest, StaleFenceTokensAreAborted) {
   w.fence_token = 3;
   Status st = WriteRange(conn(), w);
   EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), kStaleFenceReason) << st.ToString();
   EXPECT_NE(st.message().find("token 5"), std::string::npos) << st.ToString();
   st = WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange});
   EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), kStaleFenceReason) << st.ToString();
 
   w.fence_token = 7;
   ASSERT_TRUE(WriteRange(conn(), w).ok());
@@ -194,6 +196,7 @@ TEST_F(WriterTest, StaleFenceTokensAreAborted) {
   overlap.fence_token = 6;
   st = WriteRange(conn(), overlap);
   EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), kStaleFenceReason) << st.ToString();
   EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 109"), 0);
   overlap.fence_token = 8;
   ASSERT_TRUE(WriteRange(conn(), overlap).ok());
@@ -257,6 +260,7 @@ TEST_F(WriterTest, ADirectCopyRacingAnOverlappingWriterIsAbortedAndTheRetrySucce
   ASSERT_TRUE((*other)->Exec("COMMIT").ok());
   writer.join();
   EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), PgSqlStateReason(kPgUniqueViolation)) << st.ToString();
   EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 1);  // only the other writer's block
   st = WriteRange(conn(), w);                          // the retry takes the staging path
   EXPECT_TRUE(st.ok()) << st.ToString();
