@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -261,10 +262,14 @@ TEST_F(DevnetTest, WritingTheSameBlocksAgainChangesNothing) {
   }
 }
 
-// Runs the gapless binary; returns its pid.
-pid_t Spawn(const std::vector<std::string>& args) {
+// Runs the gapless binary; returns its pid. With `log`, its stderr goes to that file; `env` entries
+// ("NAME=value") are added to its environment.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "",
+            const std::vector<std::string>& env = {}) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (!log.empty() && freopen(log.c_str(), "w", stderr) == nullptr) _exit(126);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
@@ -567,6 +572,96 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
   // And the limit is what slowed the run down: at 20/s it cannot be faster than this.
   double seconds = static_cast<double>(arrivals.back() - arrivals.front()) / 1e6;
   EXPECT_GE(seconds, static_cast<double>(arrivals.size()) / kLimit - 1.5);
+}
+
+// The process state letter of /proc/PID/stat ('T' = stopped by a signal), or 0 if unreadable.
+char ProcessState(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+// A worker process SIGSTOPped past its lease TTL, at the worst moment: after its last lease renewal
+// and before its fenced write (the failpoint worker-stop-before-write makes it stop itself there,
+// as a GC pause or an operator's SIGSTOP could). Meanwhile the janitor requeues its range and
+// another worker commits it. Resumed with SIGCONT, the stopped worker goes on to write: the fence
+// in PostgreSQL must refuse it, and nothing may be doubled.
+TEST_F(DevnetTest, AWorkerStoppedPastItsLeaseIsFencedOffWhenResumed) {
+  const char* redis_url = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis_url == nullptr) {
+    GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  }
+  const Devnet& devnet = LoadDevnet();
+  ClearChainKeys(redis_url, devnet.chain_id);
+  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  const std::string to = std::to_string(devnet.last_block);
+  auto command = [&](const char* role) {
+    return std::vector<std::string>{
+        binary,          role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
+        "--redis",       redis_url, "--from",     "0",       "--to",        to,
+        "--range-size",  "10",      "--workers",  "1",       "--lease-ttl", "2000",
+        "--rpc-timeout", "1000",    "--progress", "off",     "--log-level", "info"};
+  };
+  // The worker that will stop first: it waits for work while the run starts.
+  const std::string stopped_log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_sigstop.log";
+  pid_t stopped =
+      Spawn(command("worker"), stopped_log, {"GAPLESS_FAILPOINTS=worker-stop-before-write"});
+  ASSERT_GT(stopped, 0);
+  pid_t run =
+      Spawn(command("run"), std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_sigstop_run.log");
+  ASSERT_GT(run, 0);
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (ProcessState(stopped) != 'T' && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(ProcessState(stopped), 'T') << "the worker never reached its write:\n"
+                                        << ReadFile(stopped_log);
+  // While it stands still its lease expires, the janitor requeues the range, and the run's own
+  // worker commits it with a newer token; the run then finishes the whole range on its own.
+  int run_exit = WaitForExit(run, 180);
+  if (run_exit != 0) {
+    kill(stopped, SIGKILL);
+    waitpid(stopped, nullptr, 0);
+  }
+  ASSERT_EQ(run_exit, 0) << "the run did not finish without the stopped worker";
+
+  // Resume it: it writes with its old token, which the fence must refuse.
+  ASSERT_EQ(kill(stopped, SIGCONT), 0);
+  std::string log;
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    log = ReadFile(stopped_log);
+    if (log.find("lost, dropping it") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(stopped, SIGTERM);
+  EXPECT_EQ(WaitForExit(stopped, 30), 130) << "a worker stopped by SIGTERM exits 130\n" << log;
+  std::printf("resumed worker's log:\n%s", log.c_str());
+  // "lease of task 10-19 (token 2) lost, dropping it: Aborted: ... stale fence token 2: the range
+  // was already written with token 9"
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      log, m,
+      std::regex(R"(lease of task (\d+)-(\d+) \(token (\d+)\) lost, dropping it: Aborted: .*)"
+                 R"(stale fence token (\d+): the range was already written with token (\d+))")))
+      << "the resumed worker's write was not refused by the fence:\n"
+      << log;
+  EXPECT_EQ(m[3], m[4]);
+  EXPECT_GT(std::stoll(m[5]), std::stoll(m[4])) << "the refusing token must be newer";
+  EXPECT_EQ(log.find("committed but not completed"), std::string::npos) << log;
+
+  // The range holds the newer token, and nothing is doubled.
+  auto conn = pool_->Acquire();
+  auto recorded = conn->Query("SELECT fence_token FROM indexed_ranges WHERE from_block = $1",
+                              {std::string(m[1])});
+  ASSERT_TRUE(recorded.ok());
+  ASSERT_EQ(recorded->rows(), 1);
+  EXPECT_EQ(std::string(recorded->Get(0, 0)), std::string(m[5]));
+  auto report = Verify(*conn, 0, devnet.last_block);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
+  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
 }
 
 }  // namespace

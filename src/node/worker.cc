@@ -1,12 +1,14 @@
 #include "node/worker.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 
 #include "coord/registry.h"
+#include "core/failpoint.h"
 #include "node/reconcile.h"
 #include "store/state.h"
 
@@ -16,7 +18,7 @@ namespace {
 constexpr int64_t kSliceMicros = 20'000;  // how often sleeping threads look at their flags
 
 bool IsFenceRejection(const Status& st) {
-  return st.code() == Code::kAborted && st.message().find("stale fence token") != std::string::npos;
+  return st.code() == Code::kAborted && st.reason() == kStaleFenceReason;
 }
 
 // Failures worth another local attempt of the same task.
@@ -177,6 +179,8 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
         lost = true;
         break;
       }
+      // Test hook (core/failpoint.h): stop here, where only the fence can refuse the write.
+      if (FailpointFiresOnce("worker-stop-before-write")) raise(SIGSTOP);
       auto conn = pool_->Acquire();
       st = WriteRange(*conn, write, write_options);
       if (st.ok()) break;
