@@ -5,6 +5,10 @@
 //  - writing the same blocks again (both write modes) leaves every table's checksum unchanged;
 //  - the gapless binary killed with SIGKILL mid-run, several times, then rerun: no gap, no
 //    duplicate, and rows identical to a clean run.
+//  - the fleet as processes: SIGKILLed at random (leader included), a Redis restarted without
+//    persistence, the fleet-wide rate limit measured at the node, a worker SIGSTOPped past its
+//    lease and fenced off when resumed, and `run --follow` tracking head minus confirmations.
+// The 2,000-block chaos test is chaos_itest.cc, on a devnet of its own.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
@@ -20,109 +24,36 @@
 #include <set>
 #include <thread>
 
-#include "coord/keys.h"
-#include "coord/redis.h"
-#include "e2e_util.h"
-#include "rpc/curl_transport.h"
-#include "store/queries.h"
+#include "devnet_util.h"
 #include "store/state.h"
 #include "testing/http_test_server.h"
-#include "testing/pg_test_db.h"
 
 namespace gapless::e2e {
 namespace {
 
 const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_URL;
 const std::string kManifest = GAPLESS_TEST_DEVNET_MANIFEST;
-const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs", "token_transfers"};
-
-struct Devnet {
-  uint64_t chain_id = 0;
-  uint64_t last_block = 0;
-  // (tx hash, log index, batch index) -> "standard token from to token_id value"
-  std::map<std::tuple<std::string, uint64_t, uint64_t>, std::string> transfers;
-  uint64_t failed = 0;
-};
-
-const Devnet& LoadDevnet() {
-  static Devnet devnet = [] {
-    Devnet d;
-    simdjson::dom::parser parser;
-    simdjson::dom::element m = parser.load(kManifest);
-    d.chain_id = uint64_t(m["chainId"]);
-    d.last_block = uint64_t(m["lastBlock"]);
-    for (simdjson::dom::element t : m["tokenTransfers"].get_array()) {
-      d.transfers[{Str(t["txHash"]), uint64_t(t["logIndex"]), uint64_t(t["batchIndex"])}] =
-          Str(t["standard"]) + " " + Str(t["token"]) + " " + Str(t["from"]) + " " + Str(t["to"]) +
-          " " + Str(t["tokenId"]) + " " + Str(t["value"]);
-    }
-    d.failed = uint64_t(m["counts"]["failed"]);
-    return d;
-  }();
+const Devnet& TheDevnet() {
+  static const Devnet devnet = OpenDevnet(kAnvilUrl, kManifest);
   return devnet;
 }
 
-RpcClientFactory AnvilClients() {
-  return [] { return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(kAnvilUrl)); };
-}
-
-Status IndexDevnet(PgPool* pool, uint64_t to, WriteMode mode = WriteMode::kStagingUpsert) {
-  {
-    auto conn = pool->Acquire();
-    GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, LoadDevnet().chain_id));
-  }
-  IndexerOptions options;
-  options.from = 0;
-  options.to = to;
-  options.range_size = 20;
-  options.fetch_workers = 3;
-  options.chain_id = LoadDevnet().chain_id;
-  options.write_mode = mode;
-  Indexer indexer(options, AnvilClients(), pool);
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());
-  (void)planned;
-  return indexer.Run();
-}
-
-std::map<std::string, std::string> Checksums(PgPool* pool, uint64_t to) {
-  std::map<std::string, std::string> out;
-  auto conn = pool->Acquire();
-  for (const char* table : kTables) {
-    auto sum = TableChecksum(*conn, table, 0, to);
-    EXPECT_TRUE(sum.ok()) << sum.status().ToString();
-    if (sum.ok()) out[table] = *sum;
-  }
-  return out;
-}
-
-class DevnetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (db_.skipped()) {
-      GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
-    }
-    ASSERT_FALSE(db_.failed()) << db_.error().ToString();
-    pool_ = OpenPool(db_.url(), 3);
-    ASSERT_NE(pool_, nullptr);
-  }
-  PgTestDb db_;
-  std::unique_ptr<PgPool> pool_;
-};
+using DevnetTest = DbTest;
 
 std::string Hex(std::string_view column) {
   return "'0x' || encode(" + std::string(column) + ", 'hex')";
 }
 
 TEST_F(DevnetTest, IndexedRowsEqualWhatTheNodeSays) {
-  const Devnet& devnet = LoadDevnet();
-  Status st = IndexDevnet(pool_.get(), devnet.last_block);
+  const Devnet& devnet = TheDevnet();
+  Status st = IndexDevnet(devnet, pool_.get(), devnet.last_block());
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto conn = pool_->Acquire();
 
   JsonRpcClient rpc(std::make_unique<CurlTransport>(kAnvilUrl));
   simdjson::dom::parser parser;
   uint64_t txs_seen = 0, logs_seen = 0;
-  for (uint64_t n = 0; n <= devnet.last_block; ++n) {
+  for (uint64_t n = 0; n <= devnet.last_block(); ++n) {
     SCOPED_TRACE("block " + std::to_string(n));
     auto block_json =
         rpc.Call("eth_getBlockByNumber", "[\"" + U256(n).ToHexQuantity() + "\",true]");
@@ -211,7 +142,7 @@ TEST_F(DevnetTest, IndexedRowsEqualWhatTheNodeSays) {
   ASSERT_TRUE(counts.ok());
   EXPECT_EQ(counts->Get(0, 0), std::to_string(txs_seen));
   EXPECT_EQ(counts->Get(0, 1), std::to_string(logs_seen));
-  EXPECT_EQ(counts->Get(0, 2), std::to_string(devnet.failed));
+  EXPECT_EQ(counts->Get(0, 2), std::to_string(devnet.manifest->failed));
   EXPECT_GT(txs_seen, 500u);
 
   // Token transfers: exactly the ones the traffic generator sent, every field.
@@ -229,9 +160,9 @@ TEST_F(DevnetTest, IndexedRowsEqualWhatTheNodeSays) {
         std::string(rows->Get(r, 5)) + " " + std::string(rows->Get(r, 6)) + " " +
         std::string(rows->Get(r, 7)) + " " + std::string(rows->Get(r, 8));
   }
-  EXPECT_EQ(indexed.size(), devnet.transfers.size());
-  EXPECT_TRUE(indexed == devnet.transfers);
-  for (const auto& [key, want] : devnet.transfers) {
+  EXPECT_EQ(indexed.size(), devnet.manifest->transfers.size());
+  EXPECT_TRUE(indexed == devnet.manifest->transfers);
+  for (const auto& [key, want] : devnet.manifest->transfers) {
     auto it = indexed.find(key);
     if (it == indexed.end()) {
       ADD_FAILURE() << "missing transfer " << std::get<0>(key) << " log " << std::get<1>(key);
@@ -240,15 +171,15 @@ TEST_F(DevnetTest, IndexedRowsEqualWhatTheNodeSays) {
     }
   }
 
-  auto report = Verify(*conn, 0, devnet.last_block);
+  auto report = Verify(*conn, 0, devnet.last_block());
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->Render();
 }
 
 TEST_F(DevnetTest, WritingTheSameBlocksAgainChangesNothing) {
-  const Devnet& devnet = LoadDevnet();
-  ASSERT_TRUE(IndexDevnet(pool_.get(), devnet.last_block).ok());
-  auto before = Checksums(pool_.get(), devnet.last_block);
+  const Devnet& devnet = TheDevnet();
+  ASSERT_TRUE(IndexDevnet(devnet, pool_.get(), devnet.last_block()).ok());
+  auto before = Checksums(pool_.get(), devnet.last_block());
   ASSERT_EQ(before.size(), std::size(kTables));
   for (WriteMode mode : {WriteMode::kStagingUpsert, WriteMode::kReplaceRange}) {
     {
@@ -256,86 +187,21 @@ TEST_F(DevnetTest, WritingTheSameBlocksAgainChangesNothing) {
       auto conn = pool_->Acquire();
       ASSERT_TRUE(conn->Exec("DELETE FROM indexed_ranges").ok());
     }
-    Status st = IndexDevnet(pool_.get(), devnet.last_block, mode);
+    Status st = IndexDevnet(devnet, pool_.get(), devnet.last_block(), mode);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    EXPECT_EQ(Checksums(pool_.get(), devnet.last_block), before);
+    EXPECT_EQ(Checksums(pool_.get(), devnet.last_block()), before);
   }
-}
-
-// Runs the gapless binary; returns its pid. With `log`, its stderr goes to that file; `env` entries
-// ("NAME=value") are added to its environment.
-pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "",
-            const std::vector<std::string>& env = {}) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!log.empty() && freopen(log.c_str(), "w", stderr) == nullptr) _exit(126);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// The gapless binary keys Redis by the real chain id, which every test of the devnet shares:
-// clear what an earlier test left there (its frontier would make a new run think it is done).
-void ClearChainKeys(const std::string& redis_url, uint64_t chain_id) {
-  auto redis = RedisConn::Connect(redis_url);
-  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
-  Keys keys(static_cast<int64_t>(chain_id));
-  std::string cursor = "0";
-  do {
-    auto page = (*redis)->Command({"SCAN", cursor, "MATCH", keys.prefix() + "*", "COUNT", "1000"});
-    ASSERT_TRUE(page.ok());
-    cursor = page->elements[0].str;
-    for (const auto& key : page->elements[1].elements) {
-      ASSERT_TRUE((*redis)->Command({"DEL", key.str}).ok());
-    }
-  } while (cursor != "0");
-}
-
-// Rows of every table equal those of a clean single-process run into another database.
-void ExpectEqualsACleanRun(PgPool* pool, uint64_t last_block) {
-  PgTestDb clean_db;
-  ASSERT_FALSE(clean_db.failed());
-  auto clean_pool = OpenPool(clean_db.url(), 3);
-  ASSERT_TRUE(IndexDevnet(clean_pool.get(), last_block).ok());
-  EXPECT_EQ(Checksums(pool, last_block), Checksums(clean_pool.get(), last_block));
-}
-
-// Waits up to `seconds` for pid to exit and returns its exit code; -1 if it was killed by a
-// signal, or if it had to be SIGKILLed because it did not exit in time.
-int WaitForExit(pid_t pid, int seconds) {
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-int64_t CommittedRangeCount(PgPool* pool) {
-  auto conn = pool->Acquire();
-  auto r = conn->Query("SELECT count(*) FROM indexed_ranges");
-  return r.ok() ? r->GetInt64(0, 0).value() : -1;
 }
 
 TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {
-  const Devnet& devnet = LoadDevnet();
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
-  const std::string to = std::to_string(devnet.last_block);
+  const Devnet& devnet = TheDevnet();
+  const std::string binary = GaplessBinary();
+  const std::string to = std::to_string(devnet.last_block());
   std::vector<std::string> args = {
       binary,          "index", "--rpc",      kAnvilUrl, "--db",         db_.url(),
       "--from",        "0",     "--to",       to,        "--range-size", "2",
       "--concurrency", "2",     "--progress", "off",     "--log-level",  "warn"};
-  int64_t total_ranges = static_cast<int64_t>(devnet.last_block / 2 + 1);
+  int64_t total_ranges = static_cast<int64_t>(devnet.last_block() / 2 + 1);
   int kills = 0;
   for (int round = 0; round < 3; ++round) {
     int64_t start = CommittedRangeCount(pool_.get());
@@ -372,7 +238,7 @@ TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {
       << "gapless verify found gaps or duplicates";
 
   // Rows equal those of a clean run into another database.
-  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
 }
 
 TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
@@ -380,10 +246,10 @@ TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
   // restarted).
   {
     auto conn = pool_->Acquire();
-    ASSERT_TRUE(EnsureChainId(*conn, LoadDevnet().chain_id).ok());
+    ASSERT_TRUE(EnsureChainId(*conn, TheDevnet().chain_id()).ok());
     ASSERT_TRUE(EnsureGenesisHash(*conn, "0x" + std::string(64, 'e')).ok());
   }
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  const std::string binary = GaplessBinary();
   std::string out_path = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_restarted.log";
   pid_t pid = fork();
   if (pid == 0) {
@@ -414,10 +280,10 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
   if (redis_url == nullptr) {
     GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
   }
-  const Devnet& devnet = LoadDevnet();
-  ClearChainKeys(redis_url, devnet.chain_id);
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
-  const std::string to = std::to_string(devnet.last_block);
+  const Devnet& devnet = TheDevnet();
+  ClearChainKeys(redis_url, devnet.chain_id());
+  const std::string binary = GaplessBinary();
+  const std::string to = std::to_string(devnet.last_block());
   auto command = [&](const char* role) {
     return std::vector<std::string>{
         binary,          role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
@@ -465,12 +331,12 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
   EXPECT_GE(kills, 3);
 
   auto conn = pool_->Acquire();
-  auto report = Verify(*conn, 0, devnet.last_block);
+  auto report = Verify(*conn, 0, devnet.last_block());
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->Render();
-  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
 
-  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
 }
 
 // redis-server restarted without persistence in the middle of a `gapless run`: every lease, the
@@ -478,18 +344,18 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
 // term floors the counter above every recorded token and re-seeds the gaps) and finish with no gap,
 // no token issued twice, and rows equal to a clean run.
 TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
-  const Devnet& devnet = LoadDevnet();
+  const Devnet& devnet = TheDevnet();
   const std::string redis_sh = std::string(GAPLESS_SOURCE_DIR) + "/scripts/redis.sh";
   const std::string env = "GAPLESS_RUN_DIR=" + std::string(GAPLESS_BINARY_DIR) +
                           "/run-redis-restart GAPLESS_REDIS_PORT=56479 ";
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
   ASSERT_EQ(std::system((env + redis_sh + " start").c_str()), 0);
   const std::string redis_url = "redis://127.0.0.1:56479";
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  const std::string binary = GaplessBinary();
   // Rate-limited to 60 requests/s so the run lasts a few seconds.
   pid_t pid = Spawn({binary,         "run",     "--rpc",        kAnvilUrl,
                      "--db",         db_.url(), "--redis",      redis_url,
-                     "--from",       "0",       "--to",         std::to_string(devnet.last_block),
+                     "--from",       "0",       "--to",         std::to_string(devnet.last_block()),
                      "--range-size", "2",       "--batch",      "1",
                      "--workers",    "2",       "--rate-limit", "60",
                      "--progress",   "off",     "--log-level",  "error"});
@@ -504,11 +370,11 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
   int exit_code = WaitForExit(pid, 120);
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
   ASSERT_EQ(exit_code, 0) << "the run failed or did not finish within 120 s after the restart";
-  EXPECT_LT(before_restart, static_cast<int64_t>(devnet.last_block / 2))
+  EXPECT_LT(before_restart, static_cast<int64_t>(devnet.last_block() / 2))
       << "the restart came after the run was done";
 
   auto conn = pool_->Acquire();
-  auto report = Verify(*conn, 0, devnet.last_block);
+  auto report = Verify(*conn, 0, devnet.last_block());
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->Render();
   auto tokens = conn->Query(
@@ -516,9 +382,9 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
       "NULL");
   ASSERT_TRUE(tokens.ok());
   EXPECT_EQ(tokens->Get(0, 0), tokens->Get(0, 1)) << "a fencing token was issued twice";
-  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block + 1));
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
 
-  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
 }
 
 // The fleet-wide rate limit, measured where it matters: at the node. A recording proxy in front of
@@ -529,8 +395,8 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
   if (redis_url == nullptr) {
     GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
   }
-  const Devnet& devnet = LoadDevnet();
-  ClearChainKeys(redis_url, devnet.chain_id);
+  const Devnet& devnet = TheDevnet();
+  ClearChainKeys(redis_url, devnet.chain_id());
   std::mutex mu;
   CurlTransport upstream(kAnvilUrl);
   std::vector<int64_t> arrivals;
@@ -544,10 +410,10 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
     return HttpTestServer::Response::Json(std::move(r->body), static_cast<int>(r->status));
   });
   constexpr int kLimit = 20;
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
+  const std::string binary = GaplessBinary();
   pid_t pid = Spawn({binary,         "run",     "--rpc",        proxy.url(),
                      "--db",         db_.url(), "--redis",      redis_url,
-                     "--from",       "0",       "--to",         std::to_string(devnet.last_block),
+                     "--from",       "0",       "--to",         std::to_string(devnet.last_block()),
                      "--range-size", "5",       "--batch",      "1",
                      "--workers",    "4",       "--rate-limit", std::to_string(kLimit),
                      "--progress",   "off",     "--log-level",  "error"});
@@ -556,7 +422,7 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
 
   std::lock_guard<std::mutex> lock(mu);
   std::sort(arrivals.begin(), arrivals.end());
-  ASSERT_GE(arrivals.size(), devnet.last_block + 1) << "every block is fetched at least once";
+  ASSERT_GE(arrivals.size(), devnet.last_block() + 1) << "every block is fetched at least once";
   size_t most = 0;
   for (size_t i = 0; i < arrivals.size(); ++i) {
     // Arrivals at the proxy trail their admissions by network and scheduling delay (up to a few
@@ -574,13 +440,6 @@ TEST_F(DevnetTest, FleetRateLimitHoldsAtTheNode) {
   EXPECT_GE(seconds, static_cast<double>(arrivals.size()) / kLimit - 1.5);
 }
 
-// The process state letter of /proc/PID/stat ('T' = stopped by a signal), or 0 if unreadable.
-char ProcessState(pid_t pid) {
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
-}
-
 // A worker process SIGSTOPped past its lease TTL, at the worst moment: after its last lease renewal
 // and before its fenced write (the failpoint worker-stop-before-write makes it stop itself there,
 // as a GC pause or an operator's SIGSTOP could). Meanwhile the janitor requeues its range and
@@ -591,10 +450,10 @@ TEST_F(DevnetTest, AWorkerStoppedPastItsLeaseIsFencedOffWhenResumed) {
   if (redis_url == nullptr) {
     GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
   }
-  const Devnet& devnet = LoadDevnet();
-  ClearChainKeys(redis_url, devnet.chain_id);
-  const std::string binary = std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless";
-  const std::string to = std::to_string(devnet.last_block);
+  const Devnet& devnet = TheDevnet();
+  ClearChainKeys(redis_url, devnet.chain_id());
+  const std::string binary = GaplessBinary();
+  const std::string to = std::to_string(devnet.last_block());
   auto command = [&](const char* role) {
     return std::vector<std::string>{
         binary,          role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
@@ -604,6 +463,7 @@ TEST_F(DevnetTest, AWorkerStoppedPastItsLeaseIsFencedOffWhenResumed) {
   };
   // The worker that will stop first: it waits for work while the run starts.
   const std::string stopped_log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_sigstop.log";
+  std::remove(stopped_log.c_str());
   pid_t stopped =
       Spawn(command("worker"), stopped_log, {"GAPLESS_FAILPOINTS=worker-stop-before-write"});
   ASSERT_GT(stopped, 0);
@@ -658,10 +518,106 @@ TEST_F(DevnetTest, AWorkerStoppedPastItsLeaseIsFencedOffWhenResumed) {
   ASSERT_TRUE(recorded.ok());
   ASSERT_EQ(recorded->rows(), 1);
   EXPECT_EQ(std::string(recorded->Get(0, 0)), std::string(m[5]));
-  auto report = Verify(*conn, 0, devnet.last_block);
+  auto report = Verify(*conn, 0, devnet.last_block());
   ASSERT_TRUE(report.ok());
   EXPECT_TRUE(report->ok()) << report->Render();
-  ExpectEqualsACleanRun(pool_.get(), devnet.last_block);
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
+}
+
+// The head of the devnet, by eth_blockNumber.
+uint64_t Head(JsonRpcClient& rpc) {
+  auto answer = rpc.Call("eth_blockNumber", "[]");
+  EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+  if (!answer.ok()) return 0;
+  // The answer is a JSON string: "\"0x9f\"".
+  auto n = U256::FromHexQuantity(answer->substr(1, answer->size() - 2));
+  EXPECT_TRUE(n.has_value()) << *answer;
+  return n.has_value() ? n->low64() : 0;
+}
+
+// Waits up to `seconds` for the persisted frontier to reach `want`; returns the last one seen.
+uint64_t WaitForFrontier(PgPool* pool, uint64_t want, int seconds) {
+  uint64_t seen = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto conn = pool->Acquire();
+    auto frontier = LoadFrontier(*conn);
+    if (frontier.ok() && frontier->has_value()) seen = **frontier;
+    if (seen >= want) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return seen;
+}
+
+// `gapless run --follow --to latest --confirmations 3`: the fleet indexes up to the head minus 3
+// and no further, then follows new blocks as the chain grows, until stopped.
+TEST_F(DevnetTest, FollowModeTracksTheHeadMinusConfirmations) {
+  const char* redis_url = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis_url == nullptr) {
+    GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  }
+  const Devnet& devnet = TheDevnet();
+  ClearChainKeys(redis_url, devnet.chain_id());
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(kAnvilUrl));
+  const uint64_t head = Head(rpc);
+  ASSERT_GE(head, devnet.last_block());
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_follow.log";
+  std::remove(log.c_str());
+  pid_t pid = Spawn({GaplessBinary(),
+                     "run",
+                     "--rpc",
+                     kAnvilUrl,
+                     "--db",
+                     db_.url(),
+                     "--redis",
+                     redis_url,
+                     "--from",
+                     "0",
+                     "--to",
+                     "latest",
+                     "--follow",
+                     "--confirmations",
+                     "3",
+                     "--range-size",
+                     "5",
+                     "--workers",
+                     "2",
+                     "--progress",
+                     "off",
+                     "--log-level",
+                     "info"},
+                    log);
+  ASSERT_GT(pid, 0);
+
+  // Up to head - 3: the frontier (the next block to index) reaches head - 2.
+  uint64_t frontier = WaitForFrontier(pool_.get(), head - 2, 120);
+  EXPECT_EQ(frontier, head - 2) << ReadFile(log);
+  // ... and no further while the chain stands still.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto max_block = [&] {
+    auto conn = pool_->Acquire();
+    auto max = MaxBlock(*conn);
+    return max.ok() && max->has_value() ? static_cast<int64_t>(**max) : int64_t{-1};
+  };
+  EXPECT_EQ(max_block(), static_cast<int64_t>(head - 3)) << "indexed inside the confirmations";
+
+  // The chain grows by 12 blocks: the fleet follows.
+  ASSERT_TRUE(rpc.Call("anvil_mine", "[\"0xc\"]").ok());
+  frontier = WaitForFrontier(pool_.get(), head + 12 - 2, 120);
+  EXPECT_EQ(frontier, head + 12 - 2) << ReadFile(log);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  EXPECT_EQ(max_block(), static_cast<int64_t>(head + 12 - 3));
+
+  // Following ends only when stopped.
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), 0) << "a following run exited by itself";
+  kill(pid, SIGTERM);
+  EXPECT_EQ(WaitForExit(pid, 30), 130) << ReadFile(log);
+
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, head + 12 - 3);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
+  ExpectEqualsACleanRun(devnet, pool_.get(), head + 12 - 3);
 }
 
 }  // namespace

@@ -377,10 +377,12 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
     });
   }
   if (leader != nullptr) {
+    ++running;
     threads.emplace_back([&] {
-      Status st = leader->Run(g_stop_fleet);
-      record(st);
-      // A finished fixed range: the workers see done() and return by themselves.
+      // Returns when a fixed range is done (the workers see done() and return by themselves too),
+      // on a signal, or on an error, which record() turns into a stop of every worker.
+      record(leader->Run(g_stop_fleet));
+      --running;
     });
   }
   if (args.progress != "off") progress.Start();
@@ -424,7 +426,7 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
     totals.retries = retries;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  g_stop_fleet.store(true);  // the leader stops too once every worker has returned
+  g_stop_fleet.store(true);
   for (auto& t : threads) t.join();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
@@ -589,9 +591,11 @@ int main(int argc, char** argv) {
     sub->add_option("--redis", run_args.redis,
                     "Coordination Redis URL (maxmemory-policy must be noeviction)")
         ->required();
-    sub->add_option("--workers", run_args.workers, "Worker threads in this process")
+    sub->add_option("--workers", run_args.workers,
+                    "Worker threads in this process (run: 0 = only the seeder/janitor/frontier "
+                    "role, for a fleet whose workers all run elsewhere)")
         ->capture_default_str()
-        ->check(CLI::Range(1, 256));
+        ->check(CLI::Range(0, 256));
     sub->add_option("--lease-ttl", run_args.lease_ttl_ms,
                     "Lease of a claimed range, ms; --rpc-timeout must be below it")
         ->capture_default_str();
@@ -742,7 +746,12 @@ int main(int argc, char** argv) {
   SetUpLogging(common.log_level);
   if (index->parsed()) return RunIndex(common, index_args);
   if (run->parsed()) return RunFleet(common, index_args, run_args, /*with_leader=*/true);
-  if (worker->parsed()) return RunFleet(common, index_args, run_args, /*with_leader=*/false);
+  if (worker->parsed()) {
+    if (run_args.workers == 0) {
+      return Report(FailedPrecondition("worker: --workers must be at least 1 (0 is for run only)"));
+    }
+    return RunFleet(common, index_args, run_args, /*with_leader=*/false);
+  }
   if (reconcile->parsed()) {
     return RunReconcile(common, run_args, reconcile_from, reconcile_to, reconcile_range);
   }

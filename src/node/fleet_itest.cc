@@ -11,9 +11,10 @@
 //    DlqRetry after the RPC heals completes it;
 //  - Reconcile on an empty Redis re-seeds exactly the gaps.
 #include <gtest/gtest.h>
-#include <simdjson.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <thread>
 
@@ -28,6 +29,7 @@
 #include "store/migrate.h"
 #include "store/queries.h"
 #include "store/state.h"
+#include "testing/devnet_manifest.h"
 #include "testing/http_test_server.h"
 #include "testing/pg_test_db.h"
 #include "testing/redis_test_db.h"
@@ -39,21 +41,17 @@ const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_URL;
 const std::string kManifest = GAPLESS_TEST_DEVNET_MANIFEST;
 const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs", "token_transfers"};
 
-struct Devnet {
-  uint64_t chain_id = 0;
-  uint64_t last_block = 0;
-};
-
-const Devnet& LoadDevnet() {
-  static Devnet devnet = [] {
-    Devnet d;
-    simdjson::dom::parser parser;
-    simdjson::dom::element m = parser.load(kManifest);
-    d.chain_id = uint64_t(m["chainId"]);
-    d.last_block = uint64_t(m["lastBlock"]);
-    return d;
+// The devnet's manifest; a test that cannot read it cannot compare anything, so it stops there.
+const DevnetManifest& LoadDevnet() {
+  static const DevnetManifest* devnet = [] {
+    auto m = LoadDevnetManifest(kManifest);
+    if (!m.ok()) {
+      std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+      std::abort();
+    }
+    return *m;
   }();
-  return devnet;
+  return *devnet;
 }
 
 RpcClientFactory ClientsFor(const std::string& url) {
@@ -201,7 +199,7 @@ class FleetTest : public ::testing::Test {
 };
 
 TEST_F(FleetTest, LeaderAndThreeWorkersIndexTheDevnetLikeOneProcess) {
-  const Devnet& devnet = LoadDevnet();
+  const DevnetManifest& devnet = LoadDevnet();
   const uint64_t last = devnet.last_block;
   FleetRun run =
       RunFleet(redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 20), 3, kAnvilUrl);

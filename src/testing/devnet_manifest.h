@@ -1,0 +1,27 @@
+// devnet_manifest: what devnet/traffic.js sent to an anvil devnet, read from the manifest it
+// writes (--out), so tests can compare an index with the truth instead of with itself.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "core/status.h"
+
+namespace gapless {
+
+struct DevnetManifest {
+  uint64_t chain_id = 0;
+  uint64_t last_block = 0;  // the last block traffic.js mined, padding included
+  uint64_t failed = 0;      // transactions with status 0
+  // (tx hash, log index, batch index) -> "standard token from to token_id value", lower-case hex,
+  // decimal numbers, the way the token_transfers table holds them.
+  std::map<std::tuple<std::string, uint64_t, uint64_t>, std::string> transfers;
+};
+
+// Reads the manifest at `path` once per path and process (it does not change while tests run).
+// InvalidData naming the path and field when it is unreadable or malformed.
+Result<const DevnetManifest*> LoadDevnetManifest(const std::string& path);
+
+}  // namespace gapless

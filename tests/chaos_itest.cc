@@ -1,0 +1,112 @@
+// The fleet under SIGKILL, at the size the issue names: four `gapless worker` processes index a
+// 2,000-block devnet (chain 31338, its own CTest fixture `anvil_long`, with traffic of every
+// transaction type and token standard) while the test SIGKILLs a random one of them every 1.5 s
+// and starts it again. A `gapless run --workers 0` process holds the seeder/janitor/frontier role
+// (it is killed too in devnet_itest's smaller chaos test). At the end:
+//  - every block is committed exactly once (verify, and one row per block number),
+//  - the rows equal a clean single-worker run (table checksums),
+//  - the frontier persisted in PostgreSQL is the last block + 1,
+//  - nothing was dead-lettered.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "coord/queue.h"
+#include "devnet_util.h"
+#include "store/state.h"
+
+namespace gapless::e2e {
+namespace {
+
+const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_LONG_URL;
+const std::string kManifest = GAPLESS_TEST_DEVNET_LONG_MANIFEST;
+
+using ChaosTest = DbTest;
+
+TEST_F(ChaosTest, FourWorkerProcessesKilledAtRandomIndex2000BlocksExactlyOnce) {
+  const char* redis_url = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis_url == nullptr) {
+    GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  }
+  const Devnet devnet = OpenDevnet(kAnvilUrl, kManifest);
+  ASSERT_GE(devnet.last_block(), 2000u);
+  ClearChainKeys(redis_url, devnet.chain_id());
+  const std::string to = std::to_string(devnet.last_block());
+  auto command = [&](const char* role, const char* workers) {
+    return std::vector<std::string>{
+        GaplessBinary(), role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
+        "--redis",       redis_url, "--from",     "0",       "--to",        to,
+        "--range-size",  "20",      "--workers",  workers,   "--lease-ttl", "3000",
+        "--rpc-timeout", "2000",    "--progress", "off",     "--log-level", "error"};
+  };
+  const std::string log_dir = std::string(GAPLESS_BINARY_DIR) + "/chaos_itest-";
+  std::remove((log_dir + "run.log").c_str());
+  std::remove((log_dir + "worker.log").c_str());
+  pid_t leader = Spawn(command("run", "0"), log_dir + "run.log");
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.push_back(Spawn(command("worker", "1"), log_dir + "worker.log"));
+  }
+
+  std::mt19937 rng(2000);
+  int kills = 0;
+  int leader_exit = -2;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  auto next_kill = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(leader, &status, WNOHANG) == leader) {
+      leader_exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= next_kill) {
+      next_kill += std::chrono::milliseconds(1500);
+      size_t victim = rng() % workers.size();
+      if (kill(workers[victim], SIGKILL) == 0) {
+        waitpid(workers[victim], &status, 0);
+        ++kills;
+        workers[victim] = Spawn(command("worker", "1"), log_dir + "worker.log");
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (pid_t pid : workers) {
+    kill(pid, SIGTERM);
+    WaitForExit(pid, 30);
+  }
+  if (leader_exit == -2) {
+    kill(leader, SIGKILL);
+    waitpid(leader, nullptr, 0);
+  }
+  std::printf("chaos: %s blocks, %d worker processes killed with SIGKILL and restarted\n",
+              to.c_str(), kills);
+  ASSERT_EQ(leader_exit, 0) << "the run did not finish (" << kills << " kills); see " << log_dir
+                            << "run.log";
+  EXPECT_GE(kills, 5) << "the run finished before the chaos could matter";
+
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, devnet.last_block());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->ok()) << report->Render();
+  auto blocks = conn->Query(
+      "SELECT count(*), count(DISTINCT number), min(number), max(number) "
+      "FROM blocks");
+  ASSERT_TRUE(blocks.ok());
+  EXPECT_EQ(blocks->Get(0, 0), std::to_string(devnet.last_block() + 1));
+  EXPECT_EQ(blocks->Get(0, 1), std::to_string(devnet.last_block() + 1));
+  EXPECT_EQ(blocks->Get(0, 2), "0");
+  EXPECT_EQ(blocks->Get(0, 3), to);
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
+
+  auto redis = RedisConn::Connect(redis_url);
+  ASSERT_TRUE(redis.ok());
+  Queue queue(redis->get(), Keys(static_cast<int64_t>(devnet.chain_id())));
+  auto depths = queue.Depths();
+  ASSERT_TRUE(depths.ok());
+  EXPECT_EQ(depths->dlq, 0) << "a range was dead-lettered";
+
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
+}
+
+}  // namespace
+}  // namespace gapless::e2e

@@ -1,0 +1,178 @@
+// Helpers shared by the tests that run against an anvil devnet (devnet_itest, chaos_itest): the
+// devnet's manifest, a single-process reference index, table checksums, and running the gapless
+// binary as a child process (spawn, wait with a bound, inspect, clear its Redis keys).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/redis.h"
+#include "e2e_util.h"
+#include "rpc/curl_transport.h"
+#include "store/queries.h"
+#include "testing/devnet_manifest.h"
+#include "testing/pg_test_db.h"
+
+namespace gapless::e2e {
+
+inline const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs",
+                                      "token_transfers"};
+
+// A devnet: its node and what traffic.js sent to it.
+struct Devnet {
+  std::string url;
+  const DevnetManifest* manifest = nullptr;
+  uint64_t chain_id() const { return manifest->chain_id; }
+  uint64_t last_block() const { return manifest->last_block; }
+};
+
+// The devnet at url whose manifest is at path; a test that cannot read the manifest cannot compare
+// anything, so the process stops there.
+inline Devnet OpenDevnet(const std::string& url, const std::string& manifest_path) {
+  auto m = LoadDevnetManifest(manifest_path);
+  if (!m.ok()) {
+    std::fprintf(stderr, "%s\n", m.status().ToString().c_str());
+    std::abort();
+  }
+  return Devnet{url, *m};
+}
+
+inline RpcClientFactory ClientsFor(const std::string& url) {
+  return [url] { return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url)); };
+}
+
+// Indexes blocks 0..to in-process, without Redis: the reference run.
+inline Status IndexDevnet(const Devnet& devnet, PgPool* pool, uint64_t to,
+                          WriteMode mode = WriteMode::kStagingUpsert, uint32_t fetch_workers = 3) {
+  {
+    auto conn = pool->Acquire();
+    GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, devnet.chain_id()));
+  }
+  IndexerOptions options;
+  options.from = 0;
+  options.to = to;
+  options.range_size = 20;
+  options.fetch_workers = fetch_workers;
+  options.chain_id = devnet.chain_id();
+  options.write_mode = mode;
+  Indexer indexer(options, ClientsFor(devnet.url), pool);
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());
+  (void)planned;
+  return indexer.Run();
+}
+
+inline std::map<std::string, std::string> Checksums(PgPool* pool, uint64_t to) {
+  std::map<std::string, std::string> out;
+  auto conn = pool->Acquire();
+  for (const char* table : kTables) {
+    auto sum = TableChecksum(*conn, table, 0, to);
+    EXPECT_TRUE(sum.ok()) << sum.status().ToString();
+    if (sum.ok()) out[table] = *sum;
+  }
+  return out;
+}
+
+// Rows of every table equal those of a clean single-process run (with one fetch worker) into
+// another database.
+inline void ExpectEqualsACleanRun(const Devnet& devnet, PgPool* pool, uint64_t last_block) {
+  PgTestDb clean_db;
+  ASSERT_FALSE(clean_db.failed());
+  auto clean_pool = OpenPool(clean_db.url(), 3);
+  Status st = IndexDevnet(devnet, clean_pool.get(), last_block, WriteMode::kStagingUpsert, 1);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Checksums(pool, last_block), Checksums(clean_pool.get(), last_block));
+}
+
+// A test with a fresh database of its own (PgTestDb) and a pool on it, schema applied.
+class DbTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (db_.skipped()) {
+      GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    }
+    ASSERT_FALSE(db_.failed()) << db_.error().ToString();
+    pool_ = OpenPool(db_.url(), 3);
+    ASSERT_NE(pool_, nullptr);
+  }
+  PgTestDb db_;
+  std::unique_ptr<PgPool> pool_;
+};
+
+inline std::string GaplessBinary() { return std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless"; }
+
+// Runs a program (normally GaplessBinary()); returns its pid. With `log`, its stderr is appended to
+// that file (restarted processes add to one log); `env` entries ("NAME=value") are added to its
+// environment.
+inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "",
+                   const std::vector<std::string>& env = {}) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (!log.empty() && freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to `seconds` for pid to exit and returns its exit code; -1 if it was killed by a
+// signal, or if it had to be SIGKILLed because it did not exit in time.
+inline int WaitForExit(pid_t pid, int seconds) {
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The process state letter of /proc/PID/stat ('T' = stopped by a signal), or 0 if unreadable.
+inline char ProcessState(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
+// The gapless binary keys Redis by the real chain id, which every test of a devnet shares: clear
+// what an earlier test left there (its frontier would make a new run think it is done).
+inline void ClearChainKeys(const std::string& redis_url, uint64_t chain_id) {
+  auto redis = RedisConn::Connect(redis_url);
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  Keys keys(static_cast<int64_t>(chain_id));
+  std::string cursor = "0";
+  do {
+    auto page = (*redis)->Command({"SCAN", cursor, "MATCH", keys.prefix() + "*", "COUNT", "1000"});
+    ASSERT_TRUE(page.ok());
+    cursor = page->elements[0].str;
+    for (const auto& key : page->elements[1].elements) {
+      ASSERT_TRUE((*redis)->Command({"DEL", key.str}).ok());
+    }
+  } while (cursor != "0");
+}
+
+inline int64_t CommittedRangeCount(PgPool* pool) {
+  auto conn = pool->Acquire();
+  auto r = conn->Query("SELECT count(*) FROM indexed_ranges");
+  return r.ok() ? r->GetInt64(0, 0).value() : -1;
+}
+
+}  // namespace gapless::e2e
