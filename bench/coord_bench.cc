@@ -1,22 +1,30 @@
-// coord_bench: what one task costs the coordination layer: claim + complete cycles per second for
-// no-op tasks on one Redis, through the real Queue (queue_claim.lua, queue_complete.lua).
+// coord_bench: what one task costs the coordination layer: no-op tasks claimed and completed per
+// second on one Redis, through the real Queue, in one of two designs:
+//   --mode one-trip   (default) Claim for a thread's first task, then CompleteAndClaim
+//                     (queue_complete_claim.lua): one round trip per task, completing the previous
+//                     task and claiming the next; the call that finds pending empty completes the
+//                     thread's last task, so no separate Complete is needed at the end.
+//   --mode two-trips  the earlier design: Claim (queue_claim.lua) then Complete
+//                     (queue_complete.lua), two round trips per task.
 //
 // It pushes --tasks no-op tasks ("i-i") with Queue::Push into a namespace of its own (Keys of a
 // chain id no real chain uses, derived from the pid and the clock), then starts --concurrency
-// threads, each with its own RedisConn and Queue, that loop Claim(worker, ttl) -> Complete(task,
-// worker, token) until Claim finds the queue empty. The clock runs from the moment the threads are
-// released (all connected, scripts loaded) to the last Complete; per-cycle latency is the time from
-// sending the Claim to the answer of the Complete. At the end it checks that every task was
-// completed exactly once (completed set = --tasks, nothing pending or processing) and deletes the
+// threads, each with its own RedisConn and Queue, that loop until the queue is empty. The clock
+// runs from the moment the threads are released (all connected, scripts loaded) to the last
+// completion. Per-task latency is, in two-trips, the time from sending the Claim to the answer of
+// the Complete; in one-trip, the time of the CompleteAndClaim that completes the task (which also
+// brings the next lease). At the end it checks that every task was completed exactly once
+// (accepted completions = completed set = --tasks, nothing pending or processing) and deletes the
 // namespace's keys.
 //
 // Output: one JSON line on stdout, like bench/bullmq/noop.js, so bench/coord_bench.sh can put the
 // two side by side:
-//   {"tasks":N,"concurrency":C,"seconds":S,"jobs_per_s":R,"p50_us":..,"p99_us":..,
-//    "claim_p50_us":..,"complete_p50_us":..}
+//   {"mode":"one-trip","tasks":N,"concurrency":C,"seconds":S,"jobs_per_s":R,"round_trips":T,
+//    "p50_us":..,"p99_us":..}
+// (two-trips adds "claim_p50_us" and "complete_p50_us").
 //
 // Usage: coord_bench [--redis redis://127.0.0.1:56379] [--tasks 20000] [--concurrency 8]
-//                    [--ttl-ms 60000]
+//                    [--ttl-ms 60000] [--mode one-trip|two-trips]
 // The Redis must be one the caller owns (bench/coord_bench.sh starts one): the keys are deleted
 // afterwards, but the benchmark loads the server fully while it runs.
 #include <unistd.h>
@@ -28,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,11 +52,14 @@ namespace {
 using bench::Check;
 using bench::Die;
 
+enum class Mode { kOneTrip, kTwoTrips };
+
 struct Args {
   std::string redis = "redis://127.0.0.1:56379";
   int64_t tasks = 20'000;
   int concurrency = 8;
   int64_t ttl_ms = 60'000;  // far above a run's length: no lease may expire mid-benchmark
+  Mode mode = Mode::kOneTrip;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -57,6 +69,16 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--tasks", [&](const std::string& v) { a.tasks = std::stoll(v); })
       .Value("--concurrency", [&](const std::string& v) { a.concurrency = std::stoi(v); })
       .Value("--ttl-ms", [&](const std::string& v) { a.ttl_ms = std::stoll(v); })
+      .Value("--mode",
+             [&](const std::string& v) {
+               if (v == "one-trip") {
+                 a.mode = Mode::kOneTrip;
+               } else if (v == "two-trips") {
+                 a.mode = Mode::kTwoTrips;
+               } else {
+                 throw std::invalid_argument("want one-trip or two-trips");
+               }
+             })
       .Parse(argc, argv);
   if (a.tasks <= 0 || a.concurrency <= 0 || a.ttl_ms <= 0)
     bench::Die("--tasks, --concurrency, --ttl-ms must be > 0");
@@ -78,17 +100,78 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double p) {
 
 // Every key of the namespace that the queue touches (Keys is the only place key shapes live).
 std::vector<std::string> QueueKeys(const Keys& k) {
-  return {k.pending(), k.processing(),    k.queued(),    k.leases(),  k.attempts(),
-          k.dlq(),     k.fence_counter(), k.completed(), k.frontier()};
+  return {k.pending(),  k.processing(), k.queued(),        k.leases(),    k.attempts(),
+          k.expiries(), k.dlq(),        k.fence_counter(), k.completed(), k.frontier()};
 }
 
 struct WorkerStats {
-  std::vector<int64_t> cycle_us;  // claim sent -> complete answered
-  std::vector<int64_t> claim_us;
-  std::vector<int64_t> complete_us;
+  std::vector<int64_t> cycle_us;     // per completed task (see the file comment)
+  std::vector<int64_t> claim_us;     // two-trips only
+  std::vector<int64_t> complete_us;  // two-trips only
+  int64_t round_trips = 0;
   Clock::time_point last_complete;
   std::string error;  // empty when the worker finished cleanly
 };
+
+// The earlier design: Claim, then Complete; two round trips per task.
+void RunTwoTrips(Queue& queue, const std::string& worker, const Args& args,
+                 const std::atomic<bool>& failed, WorkerStats& s) {
+  while (!failed.load(std::memory_order_relaxed)) {
+    Clock::time_point t0 = Clock::now();
+    auto lease = queue.Claim(worker, args.ttl_ms);
+    ++s.round_trips;
+    if (!lease.ok()) {
+      s.error = "claim: " + lease.status().ToString();
+      return;
+    }
+    if (!lease->has_value()) return;  // queue empty
+    Clock::time_point t1 = Clock::now();
+    Status st = queue.Complete((*lease)->task, worker, (*lease)->token);
+    ++s.round_trips;
+    Clock::time_point t2 = Clock::now();
+    if (!st.ok()) {
+      s.error = "complete: " + st.ToString();
+      return;
+    }
+    s.claim_us.push_back(Micros(t0, t1));
+    s.complete_us.push_back(Micros(t1, t2));
+    s.cycle_us.push_back(Micros(t0, t2));
+    s.last_complete = t2;
+  }
+}
+
+// One round trip per task: Claim once, then CompleteAndClaim until it finds pending empty (that
+// call completes the last task, so no Complete is left to send).
+void RunOneTrip(Queue& queue, const std::string& worker, const Args& args,
+                const std::atomic<bool>& failed, WorkerStats& s) {
+  auto first = queue.Claim(worker, args.ttl_ms);
+  ++s.round_trips;
+  if (!first.ok()) {
+    s.error = "claim: " + first.status().ToString();
+    return;
+  }
+  if (!first->has_value()) return;  // queue empty
+  Lease lease = **first;
+  while (!failed.load(std::memory_order_relaxed)) {
+    Clock::time_point t0 = Clock::now();
+    auto r = queue.CompleteAndClaim(lease.task, worker, lease.token, args.ttl_ms);
+    ++s.round_trips;
+    Clock::time_point t1 = Clock::now();
+    if (!r.ok()) {
+      s.error = "complete+claim: " + r.status().ToString();
+      return;
+    }
+    if (!r->completed.ok()) {
+      s.error = "complete+claim: completion refused: " + r->completed.ToString();
+      return;
+    }
+    s.cycle_us.push_back(Micros(t0, t1));
+    s.last_complete = t1;
+    if (!r->next.has_value()) return;  // queue empty; our last task is completed
+    lease = *r->next;
+  }
+  // Stopped by another thread's failure while holding `lease`: the run is void anyway.
+}
 
 int Main(int argc, char** argv) {
   bench::ProgramName() = "coord_bench";
@@ -123,16 +206,17 @@ int Main(int argc, char** argv) {
   if (*pushed != args.tasks)
     Die("pushed " + std::to_string(*pushed) + " tasks, not " + std::to_string(args.tasks));
 
-  // Connect every worker first and load the two scripts, so that no connect and no NOSCRIPT
-  // round trip lands inside the measurement.
+  // Connect every worker first and load the scripts, so that no connect and no NOSCRIPT round trip
+  // lands inside the measurement. QueueScript: the scripts as Queue sends them (with
+  // queue_lib.lua prepended), so their SHA1s are the ones Queue's EVALSHAs name.
   std::vector<std::unique_ptr<RedisConn>> conns;
   for (int w = 0; w < args.concurrency; ++w) {
     auto c = RedisConn::Connect(args.redis);
     Check(c.status(), "connect worker");
     conns.push_back(std::move(*c));
   }
-  for (const char* file : {"queue_claim.lua", "queue_complete.lua"}) {
-    Check(admin.Command({"SCRIPT", "LOAD", LoadScript(file).source()}).status(), "script load");
+  for (const char* file : {"queue_claim.lua", "queue_complete.lua", "queue_complete_claim.lua"}) {
+    Check(admin.Command({"SCRIPT", "LOAD", QueueScript(file).source()}).status(), "script load");
   }
 
   std::vector<WorkerStats> stats(static_cast<size_t>(args.concurrency));
@@ -143,30 +227,17 @@ int Main(int argc, char** argv) {
     threads.emplace_back([&, w] {
       WorkerStats& s = stats[static_cast<size_t>(w)];
       s.cycle_us.reserve(static_cast<size_t>(args.tasks / args.concurrency * 2 + 16));
-      s.claim_us.reserve(s.cycle_us.capacity());
-      s.complete_us.reserve(s.cycle_us.capacity());
+      if (args.mode == Mode::kTwoTrips) {
+        s.claim_us.reserve(s.cycle_us.capacity());
+        s.complete_us.reserve(s.cycle_us.capacity());
+      }
       Queue queue(conns[static_cast<size_t>(w)].get(), keys);
       const std::string worker = "bench-" + std::to_string(getpid()) + "-" + std::to_string(w);
       start_line.arrive_and_wait();
-      while (!failed.load(std::memory_order_relaxed)) {
-        Clock::time_point t0 = Clock::now();
-        auto lease = queue.Claim(worker, args.ttl_ms);
-        if (!lease.ok()) {
-          s.error = "claim: " + lease.status().ToString();
-          break;
-        }
-        if (!lease->has_value()) break;  // queue empty
-        Clock::time_point t1 = Clock::now();
-        Status st = queue.Complete((*lease)->task, worker, (*lease)->token);
-        Clock::time_point t2 = Clock::now();
-        if (!st.ok()) {
-          s.error = "complete: " + st.ToString();
-          break;
-        }
-        s.claim_us.push_back(Micros(t0, t1));
-        s.complete_us.push_back(Micros(t1, t2));
-        s.cycle_us.push_back(Micros(t0, t2));
-        s.last_complete = t2;
+      if (args.mode == Mode::kOneTrip) {
+        RunOneTrip(queue, worker, args, failed, s);
+      } else {
+        RunTwoTrips(queue, worker, args, failed, s);
       }
       if (!s.error.empty()) failed.store(true);
     });
@@ -177,21 +248,24 @@ int Main(int argc, char** argv) {
 
   Clock::time_point end = start;
   std::vector<int64_t> cycle, claim, complete;
+  int64_t round_trips = 0;
   for (const WorkerStats& s : stats) {
     if (!s.error.empty()) Die(s.error);
     end = std::max(end, s.last_complete);
+    round_trips += s.round_trips;
     cycle.insert(cycle.end(), s.cycle_us.begin(), s.cycle_us.end());
     claim.insert(claim.end(), s.claim_us.begin(), s.claim_us.end());
     complete.insert(complete.end(), s.complete_us.begin(), s.complete_us.end());
   }
-  // Every task exactly once: as many cycles as tasks, all in the completed set, none left over.
+  // Every task exactly once: as many accepted completions as tasks, all in the completed set,
+  // none left over.
   auto zcard = admin.Command({"ZCARD", keys.completed()});
   Check(zcard.status(), "zcard");
   auto depths = admin_queue.Depths();
   Check(depths.status(), "depths");
   if (static_cast<int64_t>(cycle.size()) != args.tasks || zcard->integer != args.tasks ||
       depths->pending != 0 || depths->processing != 0) {
-    Die("not every task completed once: cycles " + std::to_string(cycle.size()) +
+    Die("not every task completed once: completions " + std::to_string(cycle.size()) +
         ", completed set " + std::to_string(zcard->integer) + ", pending " +
         std::to_string(depths->pending) + ", processing " + std::to_string(depths->processing));
   }
@@ -203,13 +277,18 @@ int Main(int argc, char** argv) {
   std::sort(claim.begin(), claim.end());
   std::sort(complete.begin(), complete.end());
   double seconds = std::chrono::duration<double>(end - start).count();
+  std::string per_step;
+  if (args.mode == Mode::kTwoTrips) {
+    per_step = ",\"claim_p50_us\":" + std::to_string(Percentile(claim, 50)) +
+               ",\"complete_p50_us\":" + std::to_string(Percentile(complete, 50));
+  }
   std::printf(
-      "{\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,\"jobs_per_s\":%.1f,"
-      "\"p50_us\":%lld,\"p99_us\":%lld,\"claim_p50_us\":%lld,\"complete_p50_us\":%lld}\n",
-      static_cast<long long>(args.tasks), args.concurrency, seconds,
-      static_cast<double>(args.tasks) / seconds, static_cast<long long>(Percentile(cycle, 50)),
-      static_cast<long long>(Percentile(cycle, 99)), static_cast<long long>(Percentile(claim, 50)),
-      static_cast<long long>(Percentile(complete, 50)));
+      "{\"mode\":\"%s\",\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,"
+      "\"jobs_per_s\":%.1f,\"round_trips\":%lld,\"p50_us\":%lld,\"p99_us\":%lld%s}\n",
+      args.mode == Mode::kOneTrip ? "one-trip" : "two-trips", static_cast<long long>(args.tasks),
+      args.concurrency, seconds, static_cast<double>(args.tasks) / seconds,
+      static_cast<long long>(round_trips), static_cast<long long>(Percentile(cycle, 50)),
+      static_cast<long long>(Percentile(cycle, 99)), per_step.c_str());
   return 0;
 }
 

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# coord_bench.sh: the coordination benchmark of issue 3: gapless's claim + complete cycles/s
-# (bench/coord_bench) next to BullMQ processing no-op jobs (bench/bullmq/noop.js), on one
-# redis-server of its own, with the same job count and concurrency, interleaved in one run.
+# coord_bench.sh: the coordination benchmark of issue 3: gapless's no-op tasks per second
+# (bench/coord_bench) in both queue designs — one-trip (CompleteAndClaim: one round trip per task)
+# and two-trips (Claim then Complete, the earlier design) — next to BullMQ processing no-op jobs
+# (bench/bullmq/noop.js), on one redis-server of its own, with the same job count and concurrency,
+# interleaved in one run.
 #
 # Usage: bench/coord_bench.sh [build-dir]     (default: <repo>/build-bench, with coord_bench built)
 #   TASKS=20000  REPEAT=3  CONCURRENCY="1 4 8 16"  GAPLESS_REDIS_PORT=56390
 # Starts redis-server with scripts/redis.sh (run dir <build>/bench-run), installs bench/bullmq's
 # node_modules with `npm ci` if missing, and stops the server it started when it exits. Prints one
-# line per run as it goes, then a table of medians: jobs/s of both, the ratio, our p50/p99 cycle.
+# line per run as it goes, then a table of medians: jobs/s of the three, the ratios, and the
+# one-trip p50/p99 per-task latency.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$here/build-bench}" && pwd)
@@ -33,38 +36,52 @@ trap '"$here/scripts/redis.sh" stop' EXIT
 field() { sed -n "s/.*\"$1\":\([0-9.]*\).*/\1/p"; }  # one numeric field of a JSON line
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {
   if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {print a / b}'; }
 
 echo "coord_bench.sh: $tasks tasks, concurrency {$concurrency}, $repeat repetitions, $url"
 echo "redis: $(redis-server --version | cut -d' ' -f3), node $(node --version)," \
   "bullmq $(node -p "require('$here/bench/bullmq/node_modules/bullmq/package.json').version")"
 echo "load before: $(uptime | sed 's/.*load average/load average/')"
-declare -A ours bull p50 p99
+declare -A one two bull p50 p99
+runners=(one-trip two-trips bullmq)
 for c in $concurrency; do
   for rep in $(seq 1 "$repeat"); do
-    # Alternate which one goes first, so neither always runs on the warmer (or busier) server.
-    for who in $( ((rep % 2)) && echo "ours bullmq" || echo "bullmq ours"); do
-      if [ "$who" = ours ]; then
-        line=$("$bench" --redis "$url" --tasks "$tasks" --concurrency "$c")
-        ours[$c]+="$(field jobs_per_s <<<"$line") "
-        p50[$c]+="$(field p50_us <<<"$line") "
-        p99[$c]+="$(field p99_us <<<"$line") "
-      else
-        line=$(node "$here/bench/bullmq/noop.js" --redis "$url" --jobs "$tasks" --concurrency "$c")
-        bull[$c]+="$(field jobs_per_s <<<"$line") "
-      fi
+    # Rotate the order per repetition, so that none of the three always runs first (on the
+    # warmer, or the busier, server).
+    for i in 0 1 2; do
+      who=${runners[$(((rep - 1 + i) % 3))]}
+      case $who in
+        one-trip)
+          line=$("$bench" --redis "$url" --tasks "$tasks" --concurrency "$c" --mode one-trip)
+          one[$c]+="$(field jobs_per_s <<<"$line") "
+          p50[$c]+="$(field p50_us <<<"$line") "
+          p99[$c]+="$(field p99_us <<<"$line") "
+          ;;
+        two-trips)
+          line=$("$bench" --redis "$url" --tasks "$tasks" --concurrency "$c" --mode two-trips)
+          two[$c]+="$(field jobs_per_s <<<"$line") "
+          ;;
+        bullmq)
+          line=$(node "$here/bench/bullmq/noop.js" --redis "$url" --jobs "$tasks" \
+            --concurrency "$c")
+          bull[$c]+="$(field jobs_per_s <<<"$line") "
+          ;;
+      esac
       echo "c=$c rep=$rep $who $line  [$(uptime | sed 's/.*load average: //')]"
     done
   done
 done
 echo "load after: $(uptime | sed 's/.*load average/load average/')"
 echo
-printf '%-11s %12s %12s %7s %8s %8s   %s\n' concurrency "gapless/s" "bullmq/s" ratio \
-  "p50 us" "p99 us" "all runs (gapless | bullmq jobs/s)"
+printf '%-4s %9s %9s %9s %9s %9s %8s %7s %7s   %s\n' conc "one-trip" "two-trips" "bullmq/s" \
+  "1trip/bq" "2trip/bq" "1/2trip" "p50 us" "p99 us" \
+  "all runs (one-trip | two-trips | bullmq jobs/s)"
 for c in $concurrency; do
-  o=$(median <<<"${ours[$c]}")
+  o=$(median <<<"${one[$c]}")
+  t=$(median <<<"${two[$c]}")
   b=$(median <<<"${bull[$c]}")
-  printf '%-11s %12.0f %12.0f %6.2fx %8.0f %8.0f   %s| %s\n' "$c" "$o" "$b" \
-    "$(awk -v o="$o" -v b="$b" 'BEGIN {print o / b}')" \
+  printf '%-4s %9.0f %9.0f %9.0f %8.2fx %8.2fx %7.2fx %7.0f %7.0f   %s| %s| %s\n' "$c" "$o" "$t" \
+    "$b" "$(ratio "$o" "$b")" "$(ratio "$t" "$b")" "$(ratio "$o" "$t")" \
     "$(median <<<"${p50[$c]}")" "$(median <<<"${p99[$c]}")" \
-    "$(printf '%.0f ' ${ours[$c]})" "$(printf '%.0f ' ${bull[$c]})"
+    "$(printf '%.0f ' ${one[$c]})" "$(printf '%.0f ' ${two[$c]})" "$(printf '%.0f ' ${bull[$c]})"
 done

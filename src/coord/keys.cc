@@ -10,6 +10,7 @@ std::string Keys::processing() const { return prefix_ + "queue:processing"; }
 std::string Keys::queued() const { return prefix_ + "queue:queued"; }
 std::string Keys::leases() const { return prefix_ + "queue:leases"; }
 std::string Keys::attempts() const { return prefix_ + "queue:attempts"; }
+std::string Keys::expiries() const { return prefix_ + "queue:expiries"; }
 std::string Keys::dlq() const { return prefix_ + "queue:dlq"; }
 std::string Keys::fence_counter() const { return prefix_ + "fence"; }
 std::string Keys::completed() const { return prefix_ + "frontier:completed"; }

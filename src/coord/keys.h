@@ -12,6 +12,9 @@
 //                                 the seeder keeps at most its look-ahead window outstanding.
 //   leases, attempts              one field per task in processing / per task that has failed
 //                                 and not yet completed; removed on complete, DLQ and requeue.
+//   expiries                      one field per outstanding task whose lease has expired at
+//                                 least once; removed on complete and DLQ (the janitor sends a
+//                                 task to the DLQ at its max_expiries), reset by DLQ retry.
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
@@ -49,6 +52,10 @@ class Keys {
   // Hash task -> failed attempts so far (integer). Removed when the task completes or goes to
   // the DLQ.
   std::string attempts() const;
+  // Hash task -> times the janitor took the task back because its lease expired (integer). At
+  // the janitor's max_expiries the task goes to the DLQ, so a range that kills every worker
+  // holding it stops circulating. Removed when the task completes or goes to the DLQ.
+  std::string expiries() const;
   // Hash task -> dead letter, JSON {"error":..., "attempts":N, "worker":..., "failed_at_ms":N}.
   std::string dlq() const;
   // String, INCR: the fencing token counter. Never expires. Restarts from 0 when Redis loses its

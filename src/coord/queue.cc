@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
 
 namespace gapless {
 namespace {
@@ -15,16 +16,33 @@ Status BadReply(const RedisScript& script, const RedisReply& reply) {
                   std::to_string(reply.elements.size()) + " elements)");
 }
 
-// Scripts that check ownership answer {1|2, value} on success and {0, reason} when refused.
+// Scripts that check ownership answer {1|2, value, ...} on success and {0, reason, ...} when
+// refused. The verdict from those first two elements (the caller has checked `code` is an integer).
+Status Verdict(const RedisReply& code, const RedisReply& reason, const TaskRange& task) {
+  if (code.integer == 0) return Aborted("lease of task " + task.id() + " lost: " + reason.str);
+  return Status::Ok();
+}
+
 Status CheckOwned(const RedisScript& script, const RedisReply& reply, const TaskRange& task) {
   if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2 ||
       reply.elements[0].type != RedisReply::Type::kInteger) {
     return BadReply(script, reply);
   }
-  if (reply.elements[0].integer == 0) {
-    return Aborted("lease of task " + task.id() + " lost: " + reply.elements[1].str);
+  return Verdict(reply.elements[0], reply.elements[1], task);
+}
+
+// {task, token, expires_ms} starting at reply.elements[first] -> Lease.
+Result<Lease> ParseLease(const RedisScript& script, const RedisReply& reply, size_t first) {
+  if (reply.elements.size() < first + 3 ||
+      reply.elements[first + 1].type != RedisReply::Type::kInteger ||
+      reply.elements[first + 2].type != RedisReply::Type::kInteger) {
+    return BadReply(script, reply);
   }
-  return Status::Ok();
+  Lease lease;
+  GAPLESS_ASSIGN_OR_RETURN(lease.task, ParseTask(reply.elements[first].str));
+  lease.token = reply.elements[first + 1].integer;
+  lease.expires_ms = reply.elements[first + 2].integer;
+  return lease;
 }
 
 Result<std::vector<TaskRange>> TaskList(const RedisScript& script, const RedisReply& reply) {
@@ -39,6 +57,22 @@ Result<std::vector<TaskRange>> TaskList(const RedisScript& script, const RedisRe
 }
 
 }  // namespace
+
+const RedisScript& QueueScript(std::string_view file) {
+  // Built once (thread-safe static initialisation); std::deque keeps references stable.
+  static const std::deque<RedisScript>* composed = [] {
+    auto* all = new std::deque<RedisScript>();
+    const std::string& lib = LoadScript("queue_lib.lua").source();
+    for (const char* name : {"queue_claim.lua", "queue_complete.lua", "queue_complete_claim.lua"}) {
+      all->emplace_back(name, lib + LoadScript(name).source());
+    }
+    return all;
+  }();
+  for (const RedisScript& s : *composed) {
+    if (s.name() == file) return s;
+  }
+  return LoadScript(file);
+}
 
 std::string TaskRange::id() const { return std::to_string(from) + "-" + std::to_string(to); }
 
@@ -85,17 +119,14 @@ Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks) {
 }
 
 Result<std::optional<Lease>> Queue::Claim(const std::string& worker, int64_t ttl_ms) {
-  static const RedisScript& script = LoadScript("queue_claim.lua");
+  static const RedisScript& script = QueueScript("queue_claim.lua");
   GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script,
                                                      {keys_.pending(), keys_.processing(),
                                                       keys_.leases(), keys_.fence_counter()},
                                                      {worker, std::to_string(ttl_ms)}));
   if (r.is_nil()) return std::optional<Lease>();
   if (r.type != RedisReply::Type::kArray || r.elements.size() != 3) return BadReply(script, r);
-  Lease lease;
-  GAPLESS_ASSIGN_OR_RETURN(lease.task, ParseTask(r.elements[0].str));
-  lease.token = r.elements[1].integer;
-  lease.expires_ms = r.elements[2].integer;
+  GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, r, 0));
   return std::optional<Lease>(lease);
 }
 
@@ -112,25 +143,49 @@ Result<int64_t> Queue::Renew(const TaskRange& task, const std::string& worker, i
 }
 
 Status Queue::Complete(const TaskRange& task, const std::string& worker, int64_t token) {
-  static const RedisScript& script = LoadScript("queue_complete.lua");
+  static const RedisScript& script = QueueScript("queue_complete.lua");
   GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
                            conn_->Eval(script,
                                        {keys_.processing(), keys_.leases(), keys_.queued(),
-                                        keys_.attempts(), keys_.completed()},
+                                        keys_.attempts(), keys_.completed(), keys_.expiries()},
                                        {task.id(), worker, std::to_string(token)}));
   return CheckOwned(script, r, task);
+}
+
+Result<CompleteAndClaimResult> Queue::CompleteAndClaim(const TaskRange& done,
+                                                       const std::string& worker, int64_t token,
+                                                       int64_t ttl_ms) {
+  static const RedisScript& script = QueueScript("queue_complete_claim.lua");
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r,
+      conn_->Eval(script,
+                  {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(),
+                   keys_.attempts(), keys_.completed(), keys_.expiries(), keys_.fence_counter()},
+                  {done.id(), worker, std::to_string(token), std::to_string(ttl_ms)}));
+  // {completed, reason} or {completed, reason, task, token, expires_ms}.
+  if (r.type != RedisReply::Type::kArray || (r.elements.size() != 2 && r.elements.size() != 5) ||
+      r.elements[0].type != RedisReply::Type::kInteger) {
+    return BadReply(script, r);
+  }
+  CompleteAndClaimResult out;
+  out.completed = Verdict(r.elements[0], r.elements[1], done);
+  if (r.elements.size() == 5) {
+    GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, r, 2));
+    out.next = lease;
+  }
+  return out;
 }
 
 Result<FailResult> Queue::Fail(const TaskRange& task, const std::string& worker, int64_t token,
                                const std::string& error, int64_t max_attempts) {
   static const RedisScript& script = LoadScript("queue_fail.lua");
   std::string bounded = error.size() > kMaxErrorBytes ? error.substr(0, kMaxErrorBytes) : error;
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
-                           conn_->Eval(script,
-                                       {keys_.pending(), keys_.processing(), keys_.leases(),
-                                        keys_.queued(), keys_.attempts(), keys_.dlq()},
-                                       {task.id(), worker, std::to_string(token), bounded,
-                                        std::to_string(max_attempts)}));
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r, conn_->Eval(script,
+                                {keys_.pending(), keys_.processing(), keys_.leases(),
+                                 keys_.queued(), keys_.attempts(), keys_.dlq(), keys_.expiries()},
+                                {task.id(), worker, std::to_string(token), bounded,
+                                 std::to_string(max_attempts)}));
   GAPLESS_RETURN_IF_ERROR(CheckOwned(script, r, task));
   FailResult out;
   out.outcome = r.elements[0].integer == 2 ? FailOutcome::kDeadLettered : FailOutcome::kRequeued;
@@ -138,13 +193,32 @@ Result<FailResult> Queue::Fail(const TaskRange& task, const std::string& worker,
   return out;
 }
 
-Result<std::vector<TaskRange>> Queue::Janitor(int64_t limit) {
+Result<std::vector<ExpiredTask>> Queue::Janitor(int64_t limit, int64_t max_expiries) {
   static const RedisScript& script = LoadScript("queue_janitor.lua");
-  // Idempotent: it only requeues what is expired at the time it runs.
+  // Idempotent: it only takes back what is expired at the time it runs, and counts an expiry as
+  // the task leaves processing, so a re-sent call cannot count one twice. A lost answer loses
+  // only the caller's log lines (the DLQ keeps its own record).
   GAPLESS_ASSIGN_OR_RETURN(
-      RedisReply r, conn_->Eval(script, {keys_.pending(), keys_.processing(), keys_.leases()},
-                                {std::to_string(limit)}, /*idempotent=*/true));
-  return TaskList(script, r);
+      RedisReply r,
+      conn_->Eval(script,
+                  {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(),
+                   keys_.attempts(), keys_.expiries(), keys_.dlq()},
+                  {std::to_string(limit), std::to_string(max_expiries)}, /*idempotent=*/true));
+  std::vector<ExpiredTask> out;
+  if (r.is_nil()) return out;  // an empty Lua table comes back as an empty array or nil
+  if (r.type != RedisReply::Type::kArray || r.elements.size() % 4 != 0) {
+    return BadReply(script, r);
+  }
+  for (size_t i = 0; i < r.elements.size(); i += 4) {
+    ExpiredTask e;
+    GAPLESS_ASSIGN_OR_RETURN(e.task, ParseTask(r.elements[i].str));
+    e.outcome =
+        r.elements[i + 1].integer == 2 ? FailOutcome::kDeadLettered : FailOutcome::kRequeued;
+    e.expiries = r.elements[i + 2].integer;
+    e.worker = r.elements[i + 3].str;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 Result<std::vector<DeadLetter>> Queue::DlqList() {
@@ -191,10 +265,10 @@ Result<std::vector<LeaseInfo>> Queue::Leases(int64_t* now_ms, int64_t limit) {
 
 Result<bool> Queue::DlqRetry(const TaskRange& task) {
   static const RedisScript& script = LoadScript("queue_dlq_retry.lua");
-  GAPLESS_ASSIGN_OR_RETURN(
-      RedisReply r,
-      conn_->Eval(script, {keys_.dlq(), keys_.pending(), keys_.queued(), keys_.attempts()},
-                  {task.id(), "1"}, /*idempotent=*/true));
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script,
+                                                     {keys_.dlq(), keys_.pending(), keys_.queued(),
+                                                      keys_.attempts(), keys_.expiries()},
+                                                     {task.id(), "1"}, /*idempotent=*/true));
   GAPLESS_ASSIGN_OR_RETURN(auto moved, TaskList(script, r));
   return !moved.empty();
 }
@@ -202,9 +276,10 @@ Result<bool> Queue::DlqRetry(const TaskRange& task) {
 Result<int64_t> Queue::DlqRetryAll(int64_t limit) {
   static const RedisScript& script = LoadScript("queue_dlq_retry.lua");
   GAPLESS_ASSIGN_OR_RETURN(
-      RedisReply r,
-      conn_->Eval(script, {keys_.dlq(), keys_.pending(), keys_.queued(), keys_.attempts()},
-                  {"*", std::to_string(limit)}, /*idempotent=*/true));
+      RedisReply r, conn_->Eval(script,
+                                {keys_.dlq(), keys_.pending(), keys_.queued(), keys_.attempts(),
+                                 keys_.expiries()},
+                                {"*", std::to_string(limit)}, /*idempotent=*/true));
   GAPLESS_ASSIGN_OR_RETURN(auto moved, TaskList(script, r));
   return static_cast<int64_t>(moved.size());
 }

@@ -6,19 +6,32 @@
 //   Claim     pending head -> processing + lease {worker, token = INCR fence, expiry by TIME}
 //   Renew     extend the lease, owner only
 //   Complete  owner only: drop from processing and lease, record the range in the frontier set
+//   CompleteAndClaim  Complete then Claim in one script: one round trip per task instead of two
 //   Fail      owner only: attempts += 1; below max to the back of pending, at max to the DLQ
-//   Janitor   requeue processing tasks whose lease is gone or expired; never a live one
+//   Janitor   requeue processing tasks whose lease is gone or expired; never a live one; the
+//             max_expiries-th expiry of one task dead-letters it instead (a poison range)
 //
 // Ownership is (worker id, token). A refusal (the caller is no longer the owner: the janitor
 // requeued the task and someone else claimed it) is Status Aborted: drop the unit of work. The
 // fencing token also travels into PostgreSQL (DESIGN.md), which is what makes a stale worker's
 // commit fail; these checks only keep Redis state consistent.
 //
-// Retries: Claim, Complete and Fail are not idempotent, so a transport failure during them
-// returns Unavailable without resending (RedisConn). What that leaves behind is safe: a claim
-// that ran but whose answer was lost is a lease nobody renews, which the janitor requeues after
-// its TTL; a Complete whose answer was lost and that the caller retries is refused (Aborted)
-// because the lease is gone, and the range is already in the completed set.
+// Retries: Claim, Complete, CompleteAndClaim and Fail are not idempotent, so a transport failure
+// during them returns Unavailable without resending (RedisConn). What that leaves behind is safe:
+// a claim that ran but whose answer was lost is a lease nobody renews, which the janitor requeues
+// after its TTL (counting one expiry of that task); a Complete whose answer was lost and that the
+// caller retries is refused (Aborted) because the lease is gone, and the range is already in the
+// completed set. CompleteAndClaim is both cases at once: after Unavailable the caller cannot tell
+// whether it ran. If it did, the old task is completed and the new lease is one nobody renews
+// (requeued by the janitor after ttl_ms, counting one expiry); if not, nothing changed. So the
+// caller sends Complete for the old task (accepted if the first call did not run; refused if it
+// did, or if the lease was lost meanwhile: drop the unit of work, as for any refusal) and then
+// Claim. Re-sending CompleteAndClaim as is would be as safe (its completion refused, a second
+// lease granted) but also leaves the first lease to the janitor.
+//
+// Scripts: queue_claim.lua, queue_complete.lua and queue_complete_claim.lua share their lease
+// logic through queue_lib.lua, which is prepended to them here (Redis scripts cannot include one
+// another); QueueScript returns a script as it is sent.
 //
 // Thread-safety: a Queue uses one RedisConn and is not thread-safe; one per thread.
 #pragma once
@@ -75,11 +88,38 @@ struct FailResult {
   int64_t attempts = 0;  // failed attempts so far, this one included
 };
 
+// CompleteAndClaim's two answers, apart: the caller handles a refused completion (drop the old
+// unit of work) independently of whether there is new work.
+struct CompleteAndClaimResult {
+  // Ok when the previous task was completed; Aborted, naming why (no lease any more, or the task
+  // is leased to someone else), when the caller was no longer its owner.
+  Status completed;
+  // The new lease; nullopt when pending was empty (the completion counts all the same).
+  std::optional<Lease> next;
+};
+
+// Lease expiries after which the janitor dead-letters a task. Higher than the usual failure
+// max_attempts (5): chaos tests and deploys kill workers on purpose, so an honest range may lose a
+// few leases; a range that kills every worker that takes it loses them all.
+inline constexpr int64_t kDefaultMaxLeaseExpiries = 10;
+
+// One task the janitor took back from a lease that was gone or expired.
+struct ExpiredTask {
+  TaskRange task;
+  FailOutcome outcome = FailOutcome::kRequeued;  // kDeadLettered at max_expiries
+  int64_t expiries = 0;                          // expiries so far, this one included
+  std::string worker;  // the last lease holder; empty when the lease was missing or corrupt
+};
+
 struct QueueDepths {
   int64_t pending = 0;
   int64_t processing = 0;
   int64_t dlq = 0;
 };
+
+// The queue's script `file` as Queue sends it (queue_lib.lua prepended where the script uses it),
+// e.g. for a SCRIPT LOAD ahead of a benchmark. Aborts on an unknown name, like LoadScript.
+const RedisScript& QueueScript(std::string_view file);
 
 class Queue {
  public:
@@ -102,20 +142,34 @@ class Queue {
   // Completes the task and records it for the frontier. Aborted when not the owner.
   Status Complete(const TaskRange& task, const std::string& worker, int64_t token);
 
+  // Completes `done` (owner only, exactly as Complete) and claims the head of pending for
+  // `worker` with a lease of ttl_ms (exactly as Claim), in one script and one round trip. A
+  // refused completion is reported in the result's `completed` (Aborted) and does not prevent
+  // the claim. The call itself fails (nothing written) on a bad argument or a corrupt lease
+  // (Internal), and with Unavailable when the answer was lost (see the file comment: the
+  // completion and the claim may or may not have happened).
+  Result<CompleteAndClaimResult> CompleteAndClaim(const TaskRange& done, const std::string& worker,
+                                                  int64_t token, int64_t ttl_ms);
+
   // Records a failed attempt (error is truncated to 2000 bytes). Aborted when not the owner.
   Result<FailResult> Fail(const TaskRange& task, const std::string& worker, int64_t token,
                           const std::string& error, int64_t max_attempts);
 
   // Requeues (to the head of pending) processing tasks whose lease is gone or expired, looking
-  // at no more than `limit` tasks; returns the requeued tasks. Safe to run from any number of
-  // processes at once; normally the leader runs it every few seconds.
-  Result<std::vector<TaskRange>> Janitor(int64_t limit = 100);
+  // at no more than `limit` tasks, and counts each such expiry per task; the expiry that reaches
+  // max_expiries sends the task to the DLQ instead (error "lease expired N times ...", attempts
+  // N, worker the last holder). Returns what it did, per task, in processing order. Safe to run
+  // from any number of processes at once, and to re-send (an expiry is counted as its task
+  // leaves processing, so never twice); normally the leader runs it every few seconds.
+  Result<std::vector<ExpiredTask>> Janitor(int64_t limit = 100,
+                                           int64_t max_expiries = kDefaultMaxLeaseExpiries);
 
   // The dead letters, sorted by task.
   Result<std::vector<DeadLetter>> DlqList();
   // The live leases (at most `limit`), sorted by task; *now_ms gets Redis TIME in milliseconds.
   Result<std::vector<LeaseInfo>> Leases(int64_t* now_ms, int64_t limit = 1000);
-  // Re-queues one dead-lettered task with a fresh attempt count; false if it is not in the DLQ.
+  // Re-queues one dead-lettered task with fresh attempt and expiry counts; false if it is not in
+  // the DLQ.
   Result<bool> DlqRetry(const TaskRange& task);
   // Re-queues up to `limit` dead-lettered tasks; returns how many.
   Result<int64_t> DlqRetryAll(int64_t limit = 10'000);

@@ -28,6 +28,38 @@ class QueueItest : public RedisTest {
   }
   std::vector<std::string> Pending() { return List(keys().pending()); }
   std::vector<std::string> Processing() { return List(keys().processing()); }
+  // A hash field, "" when missing.
+  std::string HGet(const std::string& key, const std::string& field) {
+    auto r = conn().Command({"HGET", key, field});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->str : "";
+  }
+  bool HExists(const std::string& key, const std::string& field) {
+    auto r = conn().Command({"HEXISTS", key, field});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() && r->integer == 1;
+  }
+  // The completed set's score of a task ("" when it is not there).
+  std::string CompletedScore(const TaskRange& t) {
+    auto r = conn().Command({"ZSCORE", keys().completed(), t.id()});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->str : "";
+  }
+  static std::vector<TaskRange> Tasks(const std::vector<ExpiredTask>& expired) {
+    std::vector<TaskRange> out;
+    for (const ExpiredTask& e : expired) out.push_back(e.task);
+    return out;
+  }
+  // Claims the head with a 50 ms lease and lets it expire; returns the janitor's answer.
+  std::vector<ExpiredTask> ClaimAndExpire(const std::string& worker, int64_t max_expiries,
+                                          TaskRange* claimed = nullptr) {
+    Lease l = MustClaim(worker, 50);
+    if (claimed != nullptr) *claimed = l.task;
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    auto expired = q().Janitor(100, max_expiries);
+    EXPECT_TRUE(expired.ok()) << expired.status().ToString();
+    return expired.ok() ? *expired : std::vector<ExpiredTask>{};
+  }
 
   Lease MustClaim(const std::string& worker, int64_t ttl_ms = 60'000) {
     auto l = q().Claim(worker, ttl_ms);
@@ -163,7 +195,7 @@ TEST_F(QueueItest, AnOldTokenIsRefusedAfterTheTaskWasReclaimed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
   auto requeued = q().Janitor();
   ASSERT_TRUE(requeued.ok()) << requeued.status().ToString();
-  ASSERT_EQ(*requeued, (std::vector<TaskRange>{kA}));
+  ASSERT_EQ(Tasks(*requeued), (std::vector<TaskRange>{kA}));
   // The same worker claims it again (a new token); its old token is stale.
   Lease second = MustClaim("w1");
   ASSERT_EQ(second.task, kA);
@@ -182,7 +214,12 @@ TEST_F(QueueItest, JanitorRequeuesExpiredLeasesAndNeverALiveOne) {
   std::this_thread::sleep_for(std::chrono::milliseconds(120));
   auto requeued = q().Janitor();
   ASSERT_TRUE(requeued.ok()) << requeued.status().ToString();
-  EXPECT_EQ(*requeued, (std::vector<TaskRange>{kA, kC}));
+  EXPECT_EQ(Tasks(*requeued), (std::vector<TaskRange>{kA, kC}));
+  for (const ExpiredTask& e : *requeued) {
+    EXPECT_EQ(e.outcome, FailOutcome::kRequeued) << e.task.id();
+    EXPECT_EQ(e.expiries, 1) << e.task.id();
+    EXPECT_EQ(e.worker, "dead") << e.task.id();
+  }
   // Expired work goes to the head of pending; the live lease stays.
   EXPECT_EQ(Pending(), (V{"200-249", "100-149"}));
   EXPECT_EQ(Processing(), (V{"150-199"}));
@@ -201,7 +238,9 @@ TEST_F(QueueItest, JanitorRequeuesAProcessingTaskWithoutALease) {
   ASSERT_TRUE(conn().Command({"RPUSH", keys().processing(), "100-149"}).ok());
   auto requeued = q().Janitor();
   ASSERT_TRUE(requeued.ok());
-  EXPECT_EQ(*requeued, (std::vector<TaskRange>{kA}));
+  EXPECT_EQ(Tasks(*requeued), (std::vector<TaskRange>{kA}));
+  EXPECT_EQ((*requeued)[0].worker, "");  // no holder known
+  EXPECT_EQ((*requeued)[0].expiries, 1);
   EXPECT_EQ(Pending(), (V{"100-149"}));
 }
 
@@ -219,7 +258,7 @@ TEST_F(QueueItest, JanitorWorkIsBoundedAndWalksTheWholeList) {
   EXPECT_TRUE(second->empty());
   auto third = q().Janitor(4);
   ASSERT_TRUE(third.ok());
-  EXPECT_EQ(*third, (std::vector<TaskRange>{last.task}));
+  EXPECT_EQ(Tasks(*third), (std::vector<TaskRange>{last.task}));
   EXPECT_EQ(Processing().size(), 9u);
 }
 
@@ -337,6 +376,278 @@ TEST_F(QueueItest, LeasesListsLiveLeasesWithTheServerClock) {
   EXPECT_NEAR(static_cast<double>((*leases)[0].expires_ms - now), 60'000, 2'000);
   ASSERT_TRUE(q().Complete(a.task, "w1", a.token).ok());
   EXPECT_EQ(q().Leases(&now)->size(), 1u);
+}
+
+}  // namespace
+}  // namespace gapless
+
+// --- CompleteAndClaim: one round trip per task --------------------------------------------------
+
+namespace gapless {
+namespace {
+
+TEST_F(QueueItest, CompleteAndClaimCompletesThenClaimsTheNext) {
+  ASSERT_TRUE(q().Push({kA, kB, kC}).ok());
+  Lease a = MustClaim("w1");
+  auto now = conn().Command({"TIME"});
+  ASSERT_TRUE(now.ok());
+  int64_t now_ms = std::stoll(now->elements[0].str) * 1000;
+
+  auto r = q().CompleteAndClaim(kA, "w1", a.token, 30'000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->completed.ok()) << r->completed.ToString();
+  ASSERT_TRUE(r->next.has_value());
+  EXPECT_EQ(r->next->task, kB);
+  EXPECT_GT(r->next->token, a.token);
+  EXPECT_GE(r->next->expires_ms, now_ms + 29'000);
+  EXPECT_LE(r->next->expires_ms, now_ms + 32'000);
+  // A is done exactly as Complete leaves it: recorded for the frontier, no lease, not queued.
+  EXPECT_EQ(CompletedScore(kA), "100");
+  EXPECT_FALSE(HExists(keys().leases(), kA.id()));
+  EXPECT_EQ(Processing(), (V{"150-199"}));
+  EXPECT_EQ(Pending(), (V{"200-249"}));
+  EXPECT_EQ(*q().Push({kA}), 0);
+  EXPECT_NE(HGet(keys().leases(), kB.id()).find("\"worker\":\"w1\""), std::string::npos);
+  // The new lease is an ordinary one: renewable and completable by its owner only.
+  EXPECT_TRUE(q().Renew(kB, "w1", r->next->token, 60'000).ok());
+  EXPECT_EQ(q().Complete(kB, "w2", r->next->token).code(), Code::kAborted);
+
+  // Re-sending the same call (what a retry after a lost answer would do) is refused for A, whose
+  // lease is gone, and still claims.
+  auto again = q().CompleteAndClaim(kA, "w1", a.token, 30'000);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->completed.code(), Code::kAborted);
+  EXPECT_NE(again->completed.message().find("no lease"), std::string::npos)
+      << again->completed.ToString();
+  ASSERT_TRUE(again->next.has_value());
+  EXPECT_EQ(again->next->task, kC);
+}
+
+TEST_F(QueueItest, CompleteAndClaimRefusedForANonOwnerStillClaims) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease a = MustClaim("w1");
+  auto r = q().CompleteAndClaim(kA, "w2", a.token, 60'000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->completed.code(), Code::kAborted);
+  EXPECT_NE(r->completed.message().find("w1"), std::string::npos) << r->completed.ToString();
+  ASSERT_TRUE(r->next.has_value());
+  EXPECT_EQ(r->next->task, kB);
+  // A is untouched: still w1's, not recorded as completed.
+  EXPECT_EQ(Processing(), (V{"100-149", "150-199"}));
+  EXPECT_EQ(CompletedScore(kA), "");
+  EXPECT_TRUE(q().Complete(kA, "w1", a.token).ok());
+  EXPECT_TRUE(q().Complete(kB, "w2", r->next->token).ok());
+}
+
+TEST_F(QueueItest, CompleteAndClaimRefusedAfterTheLeaseWasRequeuedStillClaims) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease stale = MustClaim("w1", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  ASSERT_EQ(Tasks(*q().Janitor()), (std::vector<TaskRange>{kA}));
+  Lease fresh = MustClaim("w2");  // A again, with a higher token
+  ASSERT_EQ(fresh.task, kA);
+
+  auto r = q().CompleteAndClaim(kA, "w1", stale.token, 60'000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->completed.code(), Code::kAborted);
+  EXPECT_NE(r->completed.message().find("w2"), std::string::npos) << r->completed.ToString();
+  ASSERT_TRUE(r->next.has_value());
+  EXPECT_EQ(r->next->task, kB);
+  EXPECT_GT(r->next->token, fresh.token);
+  EXPECT_EQ(CompletedScore(kA), "");  // the stale completion did not count
+  EXPECT_TRUE(q().Complete(kA, "w2", fresh.token).ok());
+  EXPECT_EQ(CompletedScore(kA), "100");
+}
+
+TEST_F(QueueItest, CompleteAndClaimOnAnEmptyQueueStillCompletes) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  Lease a = MustClaim("w1");
+  auto r = q().CompleteAndClaim(kA, "w1", a.token, 60'000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->completed.ok()) << r->completed.ToString();
+  EXPECT_FALSE(r->next.has_value());
+  EXPECT_EQ(CompletedScore(kA), "100");
+  auto depths = q().Depths();
+  ASSERT_TRUE(depths.ok());
+  EXPECT_EQ(depths->pending, 0);
+  EXPECT_EQ(depths->processing, 0);
+  EXPECT_FALSE(HExists(keys().leases(), kA.id()));
+}
+
+TEST_F(QueueItest, CompleteAndClaimTokensStrictlyIncrease) {
+  ASSERT_TRUE(q().Push(SplitRange(0, 599, 50)).ok());  // 12 tasks
+  Lease mine = MustClaim("w1");
+  int64_t last = mine.token;
+  std::vector<int64_t> completed_from;
+  for (int i = 0; i < 5; ++i) {
+    // Another worker's plain Claim in between draws from the same counter.
+    Lease other = MustClaim("w2");
+    EXPECT_GT(other.token, last);
+    last = other.token;
+    auto r = q().CompleteAndClaim(mine.task, "w1", mine.token, 60'000);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_TRUE(r->completed.ok()) << r->completed.ToString();
+    ASSERT_TRUE(r->next.has_value());
+    EXPECT_GT(r->next->token, last);
+    last = r->next->token;
+    completed_from.push_back(mine.task.from);
+    mine = *r->next;
+  }
+  for (int64_t from : completed_from) {
+    EXPECT_EQ(CompletedScore({from, from + 49}), std::to_string(from));
+  }
+}
+
+TEST_F(QueueItest, CompleteAndClaimRejectsBadArgumentsBeforeWriting) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease a = MustClaim("w1");
+  EXPECT_EQ(q().CompleteAndClaim(kA, "w1", a.token, 0).status().code(), Code::kInternal);
+  EXPECT_EQ(q().CompleteAndClaim(kA, "", a.token, 1000).status().code(), Code::kInternal);
+  ASSERT_TRUE(conn().Command({"HSET", keys().leases(), kA.id(), "not json"}).ok());
+  EXPECT_EQ(q().CompleteAndClaim(kA, "w1", a.token, 1000).status().code(), Code::kInternal);
+  // Neither the completion nor the claim happened.
+  EXPECT_EQ(CompletedScore(kA), "");
+  EXPECT_EQ(Processing(), (V{"100-149"}));
+  EXPECT_EQ(Pending(), (V{"150-199"}));
+}
+
+// --- Janitor: a poison range goes to the DLQ after max_expiries lease expiries ----------------
+
+TEST_F(QueueItest, JanitorDeadLettersATaskWhoseLeaseExpiredMaxTimes) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  // A failure recorded on the way: the attempts count leaves with the task too.
+  Lease f = MustClaim("w0");
+  ASSERT_EQ(q().Fail(kA, "w0", f.token, "rpc timeout", 5)->outcome, FailOutcome::kRequeued);
+  ASSERT_EQ(Pending(), (V{"150-199", "100-149"}));
+  MustClaim("alive", 60'000);  // B, kept live throughout
+
+  for (int i = 1; i <= 3; ++i) {
+    const std::string worker = "crash-" + std::to_string(i);
+    TaskRange claimed;
+    std::vector<ExpiredTask> expired = ClaimAndExpire(worker, 3, &claimed);
+    ASSERT_EQ(claimed, kA);  // an expired task goes back to the head: the next claim takes it
+    ASSERT_EQ(expired.size(), 1u) << "round " << i;
+    EXPECT_EQ(expired[0].task, kA);
+    EXPECT_EQ(expired[0].expiries, i);
+    EXPECT_EQ(expired[0].worker, worker);
+    if (i < 3) {
+      EXPECT_EQ(expired[0].outcome, FailOutcome::kRequeued);
+      EXPECT_EQ(HGet(keys().expiries(), kA.id()), std::to_string(i));
+      EXPECT_EQ(Pending(), (V{"100-149"}));
+    } else {
+      EXPECT_EQ(expired[0].outcome, FailOutcome::kDeadLettered);
+    }
+  }
+  auto dlq = q().DlqList();
+  ASSERT_TRUE(dlq.ok()) << dlq.status().ToString();
+  ASSERT_EQ(dlq->size(), 1u);
+  EXPECT_EQ((*dlq)[0].task, kA);
+  EXPECT_EQ((*dlq)[0].error,
+            "lease expired 3 times without completing (the workers holding it died or stalled)");
+  EXPECT_EQ((*dlq)[0].attempts, 3);
+  EXPECT_EQ((*dlq)[0].worker, "crash-3");
+  EXPECT_GT((*dlq)[0].failed_at_ms, 0);
+  // Out of the queue entirely, counts dropped; the seeder does not bring it back.
+  EXPECT_TRUE(Pending().empty());
+  EXPECT_EQ(Processing(), (V{"150-199"}));
+  EXPECT_FALSE(HExists(keys().expiries(), kA.id()));
+  EXPECT_FALSE(HExists(keys().attempts(), kA.id()));
+  EXPECT_FALSE(HExists(keys().leases(), kA.id()));
+  EXPECT_EQ(*q().Push({kA}), 0);
+}
+
+TEST_F(QueueItest, JanitorUsesTheDefaultOfTenExpiries) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  ASSERT_TRUE(conn().Command({"HSET", keys().expiries(), kA.id(), "8"}).ok());
+  MustClaim("w1", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto ninth = q().Janitor();
+  ASSERT_TRUE(ninth.ok()) << ninth.status().ToString();
+  ASSERT_EQ(ninth->size(), 1u);
+  EXPECT_EQ((*ninth)[0].outcome, FailOutcome::kRequeued);
+  EXPECT_EQ((*ninth)[0].expiries, 9);
+  MustClaim("w1", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  auto tenth = q().Janitor();
+  ASSERT_TRUE(tenth.ok()) << tenth.status().ToString();
+  ASSERT_EQ(tenth->size(), 1u);
+  EXPECT_EQ((*tenth)[0].outcome, FailOutcome::kDeadLettered);
+  EXPECT_EQ((*tenth)[0].expiries, kDefaultMaxLeaseExpiries);
+  EXPECT_EQ((*q().DlqList())[0].error,
+            "lease expired 10 times without completing (the workers holding it died or stalled)");
+}
+
+TEST_F(QueueItest, CompletingATaskClearsItsExpiryCount) {
+  ASSERT_TRUE(q().Push({kA, kB, kC}).ok());
+  ASSERT_EQ(ClaimAndExpire("crash", 10).size(), 1u);  // A, once
+  Lease a = MustClaim("w1");
+  ASSERT_EQ(a.task, kA);
+  EXPECT_EQ(HGet(keys().expiries(), kA.id()), "1");
+  ASSERT_TRUE(q().Complete(kA, "w1", a.token).ok());
+  EXPECT_FALSE(HExists(keys().expiries(), kA.id()));
+
+  ASSERT_EQ(ClaimAndExpire("crash", 10).size(), 1u);  // B, once
+  Lease b = MustClaim("w1");
+  ASSERT_EQ(b.task, kB);
+  auto r = q().CompleteAndClaim(kB, "w1", b.token, 60'000);
+  ASSERT_TRUE(r.ok() && r->completed.ok());
+  EXPECT_FALSE(HExists(keys().expiries(), kB.id()));
+}
+
+TEST_F(QueueItest, DlqRetryResetsTheExpiryCount) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  std::vector<ExpiredTask> first = ClaimAndExpire("crash", 2);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].outcome, FailOutcome::kRequeued);
+  std::vector<ExpiredTask> second = ClaimAndExpire("crash", 2);
+  ASSERT_EQ(second.size(), 1u);
+  ASSERT_EQ(second[0].outcome, FailOutcome::kDeadLettered);
+  ASSERT_TRUE(*q().DlqRetry(kA));
+  // A fresh count: the next expiry is the first again, not the third.
+  std::vector<ExpiredTask> expired = ClaimAndExpire("crash", 2);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].outcome, FailOutcome::kRequeued);
+  EXPECT_EQ(expired[0].expiries, 1);
+
+  // Dead-lettered by Fail instead: the expiry count leaves with it too, so DlqRetryAll also
+  // starts from zero.
+  Lease a = MustClaim("w1");
+  ASSERT_EQ(q().Fail(kA, "w1", a.token, "boom", 1)->outcome, FailOutcome::kDeadLettered);
+  EXPECT_FALSE(HExists(keys().expiries(), kA.id()));
+  ASSERT_TRUE(conn().Command({"HSET", keys().expiries(), kA.id(), "1"}).ok());  // left over
+  ASSERT_EQ(*q().DlqRetryAll(), 1);
+  EXPECT_FALSE(HExists(keys().expiries(), kA.id()));
+}
+
+TEST_F(QueueItest, JanitorNeverCountsOrDeadLettersALiveLease) {
+  ASSERT_TRUE(q().Push({kA, kB}).ok());
+  Lease live = MustClaim("alive", 60'000);
+  MustClaim("dead", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  for (int i = 0; i < 3; ++i) {
+    // max_expiries 1: the first expiry dead-letters; a live lease is never even counted.
+    auto expired = q().Janitor(100, 1);
+    ASSERT_TRUE(expired.ok()) << expired.status().ToString();
+    if (i == 0) {
+      ASSERT_EQ(expired->size(), 1u);
+      EXPECT_EQ((*expired)[0].task, kB);
+      EXPECT_EQ((*expired)[0].outcome, FailOutcome::kDeadLettered);
+    } else {
+      EXPECT_TRUE(expired->empty());
+    }
+  }
+  EXPECT_EQ(Processing(), (V{"100-149"}));
+  EXPECT_FALSE(HExists(keys().expiries(), kA.id()));
+  EXPECT_TRUE(q().Renew(kA, "alive", live.token, 60'000).ok());
+  EXPECT_TRUE(q().Complete(kA, "alive", live.token).ok());
+}
+
+TEST_F(QueueItest, JanitorRejectsABadMaxExpiriesBeforeWriting) {
+  ASSERT_TRUE(q().Push({kA}).ok());
+  MustClaim("dead", 50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_EQ(q().Janitor(100, 0).status().code(), Code::kInternal);
+  EXPECT_EQ(Processing(), (V{"100-149"}));
 }
 
 }  // namespace

@@ -41,6 +41,9 @@ Status Leader::Validate() const {
   if (options_.max_outstanding_tasks == 0) {
     return FailedPrecondition("leader: max outstanding tasks must be >= 1");
   }
+  if (options_.max_lease_expiries < 1) {
+    return FailedPrecondition("leader: max lease expiries must be >= 1");
+  }
   if (options_.lock_ttl_ms <= 0 || options_.tick_ms <= 0 ||
       options_.tick_ms > options_.lock_ttl_ms / 3) {
     return FailedPrecondition(
@@ -171,9 +174,21 @@ Status Leader::Tick() {
   }
   GAPLESS_RETURN_IF_ERROR(Seed(bound));
   Queue queue(redis_.get(), keys_);
-  GAPLESS_ASSIGN_OR_RETURN(auto requeued, queue.Janitor(options_.janitor_limit));
-  for (const TaskRange& t : requeued) {
-    spdlog::warn("leader: task {} requeued (its lease expired)", t.id());
+  GAPLESS_ASSIGN_OR_RETURN(auto expired,
+                           queue.Janitor(options_.janitor_limit, options_.max_lease_expiries));
+  for (const ExpiredTask& e : expired) {
+    if (e.outcome == FailOutcome::kDeadLettered) {
+      spdlog::error(
+          "leader: task {} dead-lettered: its lease expired {} times without completing (last "
+          "holder {}); `gapless dlq retry` requeues it",
+          e.task.id(), e.expiries, e.worker.empty() ? "unknown" : e.worker);
+    } else {
+      spdlog::warn(
+          "leader: task {} requeued: its lease expired (holder {}; expiry {} of {} before "
+          "the DLQ)",
+          e.task.id(), e.worker.empty() ? "unknown" : e.worker, e.expiries,
+          options_.max_lease_expiries);
+    }
   }
   return AdvanceFrontier();
 }

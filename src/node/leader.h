@@ -51,7 +51,11 @@ struct LeaderOptions {
   int64_t lock_ttl_ms = 10'000;
   int64_t tick_ms = 500;        // must be well below lock_ttl_ms (validated: <= lock_ttl_ms / 3)
   int64_t janitor_limit = 100;  // tasks examined per tick
-  std::string holder_id;        // for logs; a random suffix makes the lock token unique
+  // The janitor dead-letters a task whose lease expired this many times (a range that kills
+  // every worker holding it must not circulate forever). Above the failure max_attempts (5): an
+  // honest range may lose a few leases to deliberately killed workers (chaos tests, deploys).
+  int64_t max_lease_expiries = 10;
+  std::string holder_id;  // for logs; a random suffix makes the lock token unique
   Env* env = Env::Default();
 };
 

@@ -1,7 +1,8 @@
 -- queue_fail.lua: records a failed attempt of a task, only for its owner (same worker and same
 -- token). The lease is released either way. Below max_attempts the task goes to the back of the
 -- pending list; at max_attempts it leaves the queue for the dead-letter hash with the last
--- error, the attempt count and the worker.
+-- error, the attempt count and the worker (and its lease-expiry count is dropped with it: a dead
+-- task's counts start again from zero when `dlq retry` requeues it).
 --
 -- KEYS[1]  pending list
 -- KEYS[2]  processing list
@@ -9,6 +10,7 @@
 -- KEYS[4]  queued set
 -- KEYS[5]  attempts hash
 -- KEYS[6]  dlq hash
+-- KEYS[7]  expiries hash
 -- ARGV[1]  task
 -- ARGV[2]  worker id
 -- ARGV[3]  fencing token
@@ -17,8 +19,8 @@
 -- Returns  {1, attempts} requeued; {2, attempts} dead-lettered; {0, reason} refused.
 -- Errors   "queue_fail: ..." for bad arguments or a corrupt lease, before any write.
 
-local pending, processing, leases, queued, attempts, dlq =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local pending, processing, leases, queued, attempts, dlq, expiries =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local task, worker, token, err = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local max_attempts = tonumber(ARGV[5])
 if not max_attempts or max_attempts < 1 or max_attempts ~= math.floor(max_attempts) then
@@ -48,6 +50,7 @@ if n < max_attempts then
   return {1, n}
 end
 redis.call('HDEL', attempts, task)
+redis.call('HDEL', expiries, task)
 redis.call('SREM', queued, task)
 redis.call('HSET', dlq, task,
            cjson.encode({error = err, attempts = n, worker = worker, failed_at_ms = now_ms}))

@@ -1,0 +1,92 @@
+-- queue_lib.lua: the lease logic that claim and complete share, written once. It is not a
+-- script of its own: Redis scripts cannot include one another, so Queue (queue.cc, QueueScript)
+-- sends queue_claim.lua, queue_complete.lua and queue_complete_claim.lua each with this file
+-- prepended. It only defines local functions; it reads no KEYS or ARGV and writes nothing. (So
+-- the line numbers in a Lua runtime error of those scripts count from the top of this file.)
+--
+-- Conventions: a check_* function returns nil when all is well, otherwise the reply the script
+-- returns as is (redis.error_reply for bad arguments or corrupt state, {0, reason} for a refusal);
+-- every check runs before any write, because Lua does not roll back. The apply_* functions write.
+
+-- Redis TIME in milliseconds: the only clock the queue uses (no client clock is involved).
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function is_error(reply)
+  return type(reply) == 'table' and reply.err ~= nil
+end
+
+-- Claim arguments: worker id (non-empty), TTL (integer ms > 0), and a fence counter that is
+-- missing or a decimal integer (INCR on anything else would fail after the LMOVE).
+local function check_claim(script, fence, worker, ttl_arg)
+  local ttl = tonumber(ttl_arg)
+  if not worker or worker == '' then return redis.error_reply(script .. ': empty worker id') end
+  if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
+    return redis.error_reply(script .. ': bad ttl ' .. tostring(ttl_arg))
+  end
+  local counter = redis.call('GET', fence)
+  if counter and not string.match(counter, '^%d+$') then
+    return redis.error_reply(script .. ': ' .. fence .. ' holds ' .. counter)
+  end
+  return nil
+end
+
+-- Moves the head of pending to the tail of processing and writes its lease in the same script, so
+-- there is no moment in which a task sits in processing without a lease (the janitor would
+-- requeue it) or is leased without being in processing. The token comes from INCR of the fence
+-- counter: every grant gets a token higher than every earlier grant (as long as Redis keeps its
+-- data; see Queue::FloorFenceCounter). Returns {task, token, expires_ms}, or nil when pending is
+-- empty. Call check_claim first.
+local function apply_claim(pending, processing, leases, fence, worker, ttl)
+  local task = redis.call('LMOVE', pending, processing, 'LEFT', 'RIGHT')
+  if not task then return nil end
+  local token = redis.call('INCR', fence)
+  local expires = now_ms() + ttl
+  redis.call('HSET', leases, task,
+             cjson.encode({worker = worker, token = token, expires_ms = expires}))
+  return {task, token, expires}
+end
+
+-- Unlike the other checks, returns two values: the task's from block (a string, the completed
+-- set's score) and nil; or nil and an error reply for a malformed task.
+local function check_task(script, task)
+  local from_s = string.match(task or '', '^(%d+)%-%d+$')
+  if not from_s then
+    return nil, redis.error_reply(script .. ': malformed task ' .. tostring(task))
+  end
+  return from_s, nil
+end
+
+-- Ownership: (worker, token) must be the task's current lease. nil when it is; {0, reason} when
+-- refused (no lease: the janitor requeued the task or it was completed; or another grant);
+-- an error reply for a corrupt lease.
+local function check_owner(script, leases, task, worker, token)
+  local raw = redis.call('HGET', leases, task)
+  if not raw then return {0, 'no lease for ' .. task} end
+  local ok, lease = pcall(cjson.decode, raw)
+  if not ok or type(lease) ~= 'table' then
+    return redis.error_reply(script .. ': corrupt lease for ' .. task .. ': ' .. raw)
+  end
+  if lease.worker ~= worker or lease.token ~= token then
+    return {0, task .. ' is leased to ' .. tostring(lease.worker) .. ' with token ' ..
+               tostring(lease.token)}
+  end
+  return nil
+end
+
+-- Finishes an owned task (call check_owner first): out of processing, the queued set, the
+-- attempts and expiries hashes, lease deleted, range recorded in the frontier's completed set
+-- (score = from block, member "from-to").
+local function apply_complete(processing, leases, queued, attempts, expiries, completed, task,
+                              from_s)
+  redis.call('LREM', processing, 1, task)
+  redis.call('HDEL', leases, task)
+  redis.call('SREM', queued, task)
+  redis.call('HDEL', attempts, task)
+  redis.call('HDEL', expiries, task)
+  redis.call('ZADD', completed, from_s, task)
+end
+
+-- ---- end of queue_lib.lua; the script's own body follows ----
