@@ -388,6 +388,43 @@ TEST_F(FleetTest, RangeThatAlwaysFailsIsDeadLetteredThenRetriedAfterTheRpcHeals)
   ExpectComplete(pool_.get(), 0, 79);
 }
 
+// Nobody retries the dead letter: a fixed run cannot finish, and instead of waiting forever the
+// leader gives up (after give_up_when_stuck_ms) naming the range, its error and the way out.
+TEST_F(FleetTest, AFixedRunStuckOnADeadLetterStopsNamingIt) {
+  CurlTransport upstream(kAnvilUrl);
+  std::mutex mu;
+  HttpTestServer proxy([&](const HttpTestServer::Request& req) {
+    if (req.body.find("\"0x28\"") != std::string::npos) {  // block 40: range 40-59
+      return HttpTestServer::Response::Json("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{tru");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    auto res = upstream.Post(req.body);
+    if (!res.ok()) return HttpTestServer::Response::Reset();
+    return HttpTestServer::Response::Json(res->body, static_cast<int>(res->status));
+  });
+  LeaderOptions leader = FixedLeader(0, 79, 20);
+  leader.give_up_when_stuck_ms = 300;
+  FleetRun run = RunFleet(redis_.url(), keys(), pool_.get(), leader, 1, proxy.url(), nullptr, 120,
+                          [](WorkerOptions& w) {
+                            w.local_attempts = 2;
+                            w.max_attempts = 2;
+                            w.blocks_per_request = 20;
+                          });
+  EXPECT_FALSE(run.finished);
+  const Status& st = run.leader_status;
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("range 40-59 is dead-lettered after 2 attempts"), std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find("InvalidData"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("gapless dlq retry 40-59"), std::string::npos) << st.ToString();
+  // Everything else was committed.
+  auto pg = pool_->Acquire();
+  auto done = CommittedRanges(*pg, 0, 79);
+  ASSERT_TRUE(done.ok());
+  std::vector<std::pair<uint64_t, uint64_t>> expected = {{0, 39}, {60, 79}};
+  EXPECT_EQ(*done, expected);
+}
+
 TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   // Commit 0-19 and 40-59 with tokens 7 and 9, as a fleet before a Redis loss would have.
   auto rpc = ClientsFor(kAnvilUrl)();

@@ -144,6 +144,49 @@ Status Leader::AdvanceFrontier() {
   return Status::Ok();
 }
 
+Status Leader::CheckStuck() {
+  if (!options_.to.has_value() || frontier_ > *options_.to || cursor_ <= *options_.to) {
+    stuck_since_micros_ = 0;
+    return Status::Ok();
+  }
+  Queue queue(redis_.get(), keys_);
+  GAPLESS_ASSIGN_OR_RETURN(QueueDepths depths, queue.Depths());
+  std::optional<DeadLetter> blocking;
+  if (depths.pending == 0 && depths.processing == 0 && depths.dlq > 0) {
+    GAPLESS_ASSIGN_OR_RETURN(auto dead, queue.DlqList());
+    for (const DeadLetter& d : dead) {  // sorted by task: the first one in range blocks
+      if (d.task.to >= static_cast<int64_t>(frontier_) &&
+          d.task.from <= static_cast<int64_t>(*options_.to)) {
+        blocking = d;
+        break;
+      }
+    }
+  }
+  if (!blocking.has_value()) {
+    stuck_since_micros_ = 0;
+    return Status::Ok();
+  }
+  int64_t now = options_.env->NowMicros();
+  std::string what = fmt::format(
+      "blocks {}..{} cannot complete: range {} is dead-lettered after {} attempts ({}); fix the "
+      "cause, then `gapless dlq retry {}` and run again",
+      options_.from, *options_.to, blocking->task.id(), blocking->attempts, blocking->error,
+      blocking->task.id());
+  if (stuck_since_micros_ == 0) {
+    stuck_since_micros_ = now;
+    spdlog::error("leader {}: {}{}", options_.holder_id, what,
+                  options_.give_up_when_stuck_ms > 0
+                      ? fmt::format(" (giving up in {:.0f} s unless it is retried)",
+                                    static_cast<double>(options_.give_up_when_stuck_ms) / 1e3)
+                      : "");
+  }
+  if (options_.give_up_when_stuck_ms > 0 &&
+      now - stuck_since_micros_ >= options_.give_up_when_stuck_ms * 1000) {
+    return FailedPrecondition(what);
+  }
+  return Status::Ok();
+}
+
 Status Leader::Tick() {
   GAPLESS_RETURN_IF_ERROR(Validate());
   GAPLESS_RETURN_IF_ERROR(Connect());
@@ -190,7 +233,8 @@ Status Leader::Tick() {
           options_.max_lease_expiries);
     }
   }
-  return AdvanceFrontier();
+  GAPLESS_RETURN_IF_ERROR(AdvanceFrontier());
+  return CheckStuck();
 }
 
 Status Leader::Release() {

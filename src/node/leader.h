@@ -55,6 +55,11 @@ struct LeaderOptions {
   // every worker holding it must not circulate forever). Above the failure max_attempts (5): an
   // honest range may lose a few leases to deliberately killed workers (chaos tests, deploys).
   int64_t max_lease_expiries = 10;
+  // A fixed range that cannot finish: everything seeded, nothing pending or processing, and a
+  // dead-lettered range between the frontier and `to`. Only a human can unblock it (`gapless dlq
+  // retry` after fixing the cause), so after this long stuck Run gives up with FailedPrecondition
+  // naming the range and its error, instead of waiting forever. 0 = wait forever (and log).
+  int64_t give_up_when_stuck_ms = 30'000;
   std::string holder_id;  // for logs; a random suffix makes the lock token unique
   Env* env = Env::Default();
 };
@@ -70,8 +75,9 @@ class Leader {
 
   // Ticks every tick_ms until `stop`, or until done() for a fixed range; releases the lock on the
   // way out. Transient failures (Redis, PostgreSQL, RPC unreachable) are logged and retried at the
-  // next tick; Run returns FailedPrecondition (bad options, a bad tag) or DataLoss (the frontier
-  // would run ahead of committed rows: an invariant is broken, stop loudly).
+  // next tick; Run returns FailedPrecondition (bad options, a bad tag, a fixed range stuck on a
+  // dead-lettered range for give_up_when_stuck_ms) or DataLoss (the frontier would run ahead of
+  // committed rows: an invariant is broken, stop loudly).
   Status Run(const std::atomic<bool>& stop);
 
   // One step: take or renew the lock; while holding it, (new term: restore floors,) seed, run the
@@ -97,6 +103,9 @@ class Leader {
   Status StartTerm(uint64_t bound);
   Status Seed(uint64_t bound);
   Status AdvanceFrontier();
+  // Fixed range only: a non-ok Status once the range has been stuck on a dead letter for
+  // give_up_when_stuck_ms (see LeaderOptions).
+  Status CheckStuck();
 
   LeaderOptions options_;
   std::string redis_url_;
@@ -111,6 +120,7 @@ class Leader {
   uint64_t cursor_ = 0;
   uint64_t frontier_ = 0;
   uint64_t persisted_ = 0;
+  int64_t stuck_since_micros_ = 0;  // 0: not stuck
 };
 
 }  // namespace gapless
