@@ -82,6 +82,7 @@ struct RunArgs {
   double rate_limit = 0;  // requests per second per endpoint, fleet-wide; 0 = none
   bool follow = false;
   uint64_t confirmations = 0;
+  int64_t max_lease_expiries = 10;
 };
 
 struct VerifyArgs {
@@ -317,6 +318,7 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
     leader_options.from = from;
     leader_options.range_size = args.range_size;
     leader_options.holder_id = process_id;
+    leader_options.max_lease_expiries = run.max_lease_expiries;
     if (run.follow) {
       leader_options.follow = true;
       leader_options.to_tag = args.to;
@@ -613,6 +615,11 @@ int main(int argc, char** argv) {
   run->add_option("--confirmations", run_args.confirmations,
                   "With --follow --to latest: stay this many blocks behind the head")
       ->capture_default_str();
+  run->add_option("--max-lease-expiries", run_args.max_lease_expiries,
+                  "Dead-letter a range whose lease expired this many times (its workers died or "
+                  "stalled on it)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   DocumentEnv(run);
   CLI::App* worker = app.add_subcommand(
       "worker", "Run N workers that claim ranges from the Redis queue until stopped (SIGTERM)");
