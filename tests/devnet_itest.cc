@@ -339,11 +339,11 @@ TEST_F(DevnetTest, FleetProcessesKilledAtRandomLeaveNoGapAndNoDuplicate) {
   ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
 }
 
-// redis-server restarted without persistence in the middle of a `gapless run`: every lease, the
-// queue, the fencing counter and the lock are gone. The run must reconcile from PostgreSQL (a new
-// term floors the counter above every recorded token and re-seeds the gaps) and finish with no gap,
-// no token issued twice, and rows equal to a clean run.
-TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
+// FLUSHALL, then a redis-server restarted without persistence, in the middle of one `gapless run`:
+// each time every lease, the queue, the fencing counter and the lock are gone. The run must
+// reconcile from PostgreSQL (a new term floors the counter above every recorded token and re-seeds
+// the gaps) and finish with no gap, no token issued twice, and rows equal to a clean run.
+TEST_F(DevnetTest, RedisFlushallAndRestartMidRunAreReconciled) {
   const Devnet& devnet = TheDevnet();
   const std::string redis_sh = std::string(GAPLESS_SOURCE_DIR) + "/scripts/redis.sh";
   const std::string env = "GAPLESS_RUN_DIR=" + std::string(GAPLESS_BINARY_DIR) +
@@ -359,10 +359,22 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
                      "--range-size", "2",       "--batch",      "1",
                      "--workers",    "2",       "--rate-limit", "60",
                      "--progress",   "off",     "--log-level",  "error"});
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (CommittedRangeCount(pool_.get()) < 15 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto wait_for_ranges = [&](int64_t n) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (CommittedRangeCount(pool_.get()) < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  };
+  // First FLUSHALL (this server is the test's own): every key gone, the server still up.
+  wait_for_ranges(10);
+  {
+    auto redis = RedisConn::Connect(redis_url);
+    ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+    ASSERT_TRUE((*redis)->Command({"FLUSHALL"}).ok());
   }
+  int64_t at_flush = CommittedRangeCount(pool_.get());
+  // Then a restart without persistence: every connection broken as well.
+  wait_for_ranges(at_flush + 10);
   int64_t before_restart = CommittedRangeCount(pool_.get());
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -370,6 +382,7 @@ TEST_F(DevnetTest, RedisRestartWithoutPersistenceMidRunIsReconciled) {
   int exit_code = WaitForExit(pid, 120);
   ASSERT_EQ(std::system((env + redis_sh + " stop").c_str()), 0);
   ASSERT_EQ(exit_code, 0) << "the run failed or did not finish within 120 s after the restart";
+  EXPECT_GT(before_restart, at_flush) << "the run did not go on after FLUSHALL";
   EXPECT_LT(before_restart, static_cast<int64_t>(devnet.last_block() / 2))
       << "the restart came after the run was done";
 
