@@ -24,6 +24,12 @@ bool IsFenceRejection(const Status& st) {
 // Failures worth another local attempt of the same task.
 bool RetryLocally(const Status& st) { return st.retriable() || st.code() == Code::kNotFound; }
 
+// Adds the time since `start` to a timing counter (WorkerCounters).
+void AddSince(Env* env, int64_t start, std::atomic<uint64_t>& counter) {
+  int64_t now = env->NowMicros();
+  if (now > start) counter += static_cast<uint64_t>(now - start);
+}
+
 std::string HostName() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
@@ -101,9 +107,11 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   Status result;
   int64_t redis_failures = 0;
   while (!stop.load()) {
+    int64_t claim_start = options_.env->NowMicros();
     Status floor = EnsureFenceFloor(*redis);
     auto claim = floor.ok() ? queue.Claim(options_.worker_id, options_.lease_ttl_ms)
                             : Result<std::optional<Lease>>(floor);
+    AddSince(options_.env, claim_start, counters_.coord_micros);
     if (!claim.ok()) {
       // Redis or PostgreSQL away: wait it out (a claim that ran but whose answer was lost is a
       // lease nobody renews; the janitor requeues it).
@@ -115,13 +123,17 @@ Status Worker::Run(const std::atomic<bool>& stop) {
       int64_t delay =
           BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>(redis_failures++, 6)),
                         options_.idle_poll_ms * 1000, 5'000'000);
+      int64_t sleep_start = options_.env->NowMicros();
       options_.env->SleepMicros(delay);
+      AddSince(options_.env, sleep_start, counters_.coord_micros);
       continue;
     }
     redis_failures = 0;
     if (!claim->has_value()) {
       if (options_.done && options_.done()) break;
+      int64_t idle_start = options_.env->NowMicros();
       options_.env->SleepMicros(options_.idle_poll_ms * 1000);
+      AddSince(options_.env, idle_start, counters_.idle_micros);
       continue;
     }
     Status st = Process(queue, *rpc, **claim);
@@ -165,15 +177,19 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
   bool abandoned = false;  // abort_ seen: the keeper saw the lease refused, or we are stopping
   for (int attempt = 1; attempt <= options_.local_attempts; ++attempt) {
     write.blocks.clear();
+    int64_t fetch_start = options_.env->NowMicros();
     st = FetchAndDecodeRange(rpc, write.from_block, write.to_block, options_.blocks_per_request,
                              options_.chain_id, options_.limiter, &abort_, &write.blocks);
+    AddSince(options_.env, fetch_start, counters_.fetch_micros);
     if (abort_.load()) {
       abandoned = true;
       break;
     }
     if (st.ok()) {
       // A full TTL ahead of the write. Aborted: the task is someone else's now.
+      int64_t renew_start = options_.env->NowMicros();
       auto renewed = queue.Renew(task, options_.worker_id, lease.token, options_.lease_ttl_ms);
+      AddSince(options_.env, renew_start, counters_.coord_micros);
       if (!renewed.ok() && renewed.status().code() == Code::kAborted) {
         st = renewed.status();
         lost = true;
@@ -181,8 +197,12 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
       }
       // Test hook (core/failpoint.h): stop here, where only the fence can refuse the write.
       if (FailpointFiresOnce("worker-stop-before-write")) raise(SIGSTOP);
-      auto conn = pool_->Acquire();
-      st = WriteRange(*conn, write, write_options);
+      int64_t write_start = options_.env->NowMicros();
+      {
+        auto conn = pool_->Acquire();
+        st = WriteRange(*conn, write, write_options);
+      }
+      AddSince(options_.env, write_start, counters_.write_micros);
       if (st.ok()) break;
       if (IsFenceRejection(st)) {
         lost = true;
@@ -197,7 +217,9 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
     spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
                  options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
                  static_cast<double>(delay) / 1e6);
+    int64_t backoff_start = options_.env->NowMicros();
     SleepUnlessAborted(delay);
+    AddSince(options_.env, backoff_start, counters_.backoff_micros);
     if (abort_.load()) {
       abandoned = true;
       break;
@@ -222,11 +244,13 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
   if (st.ok()) {
     // Committed. Complete is owner-only, so retrying it after a lost answer is safe (refused).
     Status done;
+    int64_t complete_start = options_.env->NowMicros();
     for (int i = 0; i < 3; ++i) {
       done = queue.Complete(task, options_.worker_id, lease.token);
       if (done.code() != Code::kUnavailable) break;
       options_.env->SleepMicros(BackoffMicros(options_.env, i, 100'000, 1'000'000));
     }
+    AddSince(options_.env, complete_start, counters_.coord_micros);
     finish();
     if (!done.ok()) {
       // The rows are committed either way; the next owner rewrites them idempotently.
@@ -250,8 +274,10 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
     return Status::Ok();
   }
 
+  int64_t fail_start = options_.env->NowMicros();
   auto failed =
       queue.Fail(task, options_.worker_id, lease.token, st.ToString(), options_.max_attempts);
+  AddSince(options_.env, fail_start, counters_.coord_micros);
   finish();
   counters_.failed += 1;
   RecordError(st);

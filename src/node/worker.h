@@ -90,6 +90,22 @@ struct WorkerCounters {
   std::atomic<uint64_t> failed{0};   // Fail() calls (requeued or dead-lettered)
   std::atomic<uint64_t> dead_lettered{0};
   std::atomic<uint64_t> leases_lost{0};  // tasks dropped: renewal refused or fenced off
+
+  // Where the Run thread's time goes, in microseconds of options.env->NowMicros() (so virtual
+  // under a SimEnv), for the scaling benchmark (bench/scale_bench.cc): how much of a worker's
+  // time coordination costs next to the data path. Cheap (two clock reads per step). The keeper
+  // thread's renewals and heartbeats are not counted: they run beside the loop on their own
+  // connection and never hold it up. Start-up (connecting) and leaving the registry are not
+  // counted either, so the five sum to slightly less than the Run call.
+  //
+  // Redis: the fence-floor check (with PostgreSQL's highest token when the counter is missing)
+  // and the claim, also when it finds nothing; the renewal right before the write; complete (with
+  // its retry sleeps); fail; and the backoff while Redis is away.
+  std::atomic<uint64_t> coord_micros{0};
+  std::atomic<uint64_t> idle_micros{0};     // sleeping idle_poll_ms after an empty claim
+  std::atomic<uint64_t> fetch_micros{0};    // FetchAndDecodeRange: RPC round trips + decoding
+  std::atomic<uint64_t> write_micros{0};    // pool Acquire + WriteRange (the fenced transaction)
+  std::atomic<uint64_t> backoff_micros{0};  // sleeping between local attempts of a task
 };
 
 class Worker {

@@ -1,0 +1,712 @@
+// scale_bench: the scaling benchmark of issue 3. End-to-end transactions/s of the fleet (a Leader
+// for a fixed range and N Workers, threads of this process, coordinating through a real Redis)
+// with 1, 2 and 4 workers, against the single-process Indexer (no Redis) with the same number of
+// fetch threads, over the same blocks from the same fast local RPC source, into the same
+// PostgreSQL, in the same run. The ratio fleet / single-process is the cost of coordinating
+// through Redis; the workers' timing counters (node/worker.h) show where their time goes.
+//
+// The RPC source is an in-process HttpTestServer that answers eth_getBlockByNumber(n, true),
+// eth_getBlockReceipts(n), eth_chainId and eth_blockNumber (batches too) for every n of the range
+// with mainnet block 17000000 and its receipts (the fixture decode_fixtures_test uses: 102
+// transactions, 237 logs) re-stamped as block n: number, timestamp, block hash, parent hash (the
+// hash of block n - 1, so the blocks chain and Verify passes) and transaction hashes (unique per
+// block, so the hash index sees distinct keys as on mainnet), everywhere they occur in the block,
+// its transactions, receipts and logs. Every answer is minified and rendered before the clock
+// starts; a request then costs the server a parse of the small request and a copy of the
+// prepared answers. The client side (curl, JSON scan, decode) is the real one.
+//
+// Each run writes into freshly truncated tables (after a CHECKPOINT); each fleet run uses a Redis
+// namespace of its own (the keys of a chain id no chain uses; deleted afterwards). The clock runs
+// from the start of the threads until the last of them has returned: for the fleet, the Leader
+// (the frontier persisted past the last block) and every Worker (each returns at its first empty
+// claim after that); for the Indexer, Plan() + Run(). So the fleet's clock includes what a fixed
+// range costs it to start and to notice the end: up to one idle poll before the first seeding,
+// up to one leader tick between the last commit and the frontier, up to one idle poll more for
+// the workers to see it; --tick-ms and --idle-poll-ms set them. After each run, untimed: every
+// block stored once and chained (store Verify), the transaction count, and the table checksums
+// equal to those of the first run (all runs store the same rows).
+//
+// Time shares (fleet only): the WorkerCounters timing counters summed over the workers, as a
+// share of the summed wall time of their Run calls. coord = Redis calls of the loop thread
+// (fence-floor check, claim, renew before the write, complete, fail); idle = waiting for work
+// (sleeping idle_poll_ms after an empty claim: before the leader's first seeding, at the end, and
+// whenever there are fewer tasks left than workers); fetch = fetch + decode; write = the fenced
+// PostgreSQL transaction; other = the rest, not measured (start-up and shutdown of each worker,
+// dropping the decoded range, bookkeeping). The keeper thread's renewals and heartbeats are not
+// counted (they run beside the loop on their own connection).
+//
+// Usage: scale_bench [--pg URL] [--redis URL] [--blocks 1000] [--range 20] [--batch 10]
+//                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
+//                    [--idle-poll-ms 200]
+// --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
+// --redis a server the caller owns. bench/scale_bench.sh starts both and runs this.
+#include <simdjson.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "bench_util.h"
+#include "coord/keys.h"
+#include "coord/redis.h"
+#include "decode/decode.h"
+#include "node/indexer.h"
+#include "node/leader.h"
+#include "node/worker.h"
+#include "rpc/curl_transport.h"
+#include "rpc/json_rpc.h"
+#include "store/migrate.h"
+#include "store/pg.h"
+#include "store/queries.h"
+#include "store/writer.h"
+#include "testing/http_test_server.h"
+
+namespace gapless {
+namespace {
+
+using bench::Check;
+using bench::Die;
+using Clock = std::chrono::steady_clock;
+
+constexpr uint64_t kFixtureNumber = 17'000'000;
+constexpr uint64_t kChainId = 1;  // the fixture's transactions carry mainnet's chainId
+const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs", "token_transfers"};
+
+struct Args {
+  std::string pg = "postgresql://gapless@127.0.0.1:55633/postgres";
+  std::string redis = "redis://127.0.0.1:56679";
+  uint64_t blocks = 1000;  // ~420 MB of prepared answers; 6-15 s per run on 2 cores
+  uint64_t range = 20;
+  uint32_t batch = 10;
+  std::vector<int> workers = {1, 2, 4};
+  int repeat = 1;
+  uint64_t first = kFixtureNumber;
+  int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless fleet` runs it
+  int64_t idle_poll_ms = 200;  // WorkerOptions' default
+  int64_t rpc_timeout_ms = 10'000;
+};
+
+std::vector<int> ParseList(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    int n = std::stoi(item);
+    if (n <= 0) throw std::invalid_argument("worker counts must be > 0");
+    out.push_back(n);
+  }
+  if (out.empty()) throw std::invalid_argument("empty list");
+  return out;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  bench::Flags()
+      .Value("--pg", [&](const std::string& v) { a.pg = v; })
+      .Value("--redis", [&](const std::string& v) { a.redis = v; })
+      .Value("--blocks", [&](const std::string& v) { a.blocks = std::stoull(v); })
+      .Value("--range", [&](const std::string& v) { a.range = std::stoull(v); })
+      .Value("--batch",
+             [&](const std::string& v) { a.batch = static_cast<uint32_t>(std::stoul(v)); })
+      .Value("--workers", [&](const std::string& v) { a.workers = ParseList(v); })
+      .Value("--repeat", [&](const std::string& v) { a.repeat = std::stoi(v); })
+      .Value("--first", [&](const std::string& v) { a.first = std::stoull(v); })
+      .Value("--tick-ms", [&](const std::string& v) { a.tick_ms = std::stoll(v); })
+      .Value("--idle-poll-ms", [&](const std::string& v) { a.idle_poll_ms = std::stoll(v); })
+      .Parse(argc, argv);
+  if (a.blocks == 0 || a.range == 0 || a.batch == 0 || a.repeat <= 0 || a.first == 0 ||
+      a.tick_ms <= 0 || a.idle_poll_ms <= 0) {
+    Die("--blocks, --range, --batch, --repeat, --first, --tick-ms, --idle-poll-ms must be > 0");
+  }
+  return a;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Die("cannot read " + path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Minify(const std::string& json) {
+  std::string out(json.size(), '\0');
+  size_t size = 0;
+  if (simdjson::minify(json.data(), json.size(), out.data(), size) != simdjson::SUCCESS) {
+    Die("cannot minify the fixture");
+  }
+  out.resize(size);
+  return out;
+}
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// A 32-byte hash ("0x" + 64 hex digits) made unique to block n: its first 64 bits XORed with a
+// mix of n. Distinct hashes stay distinct within a block, blocks get unrelated-looking (random
+// as on mainnet, so index inserts land all over the B-tree) hashes, and the same (hash, n) always
+// gives the same result, which is what lets block n's parentHash name block n - 1's hash.
+std::string StampHash(std::string_view hash, uint64_t n) {
+  if (hash.size() != 66) Die("not a 32-byte hash: " + std::string(hash));
+  uint64_t head = 0;
+  auto [p, ec] = std::from_chars(hash.data() + 2, hash.data() + 18, head, 16);
+  if (ec != std::errc() || p != hash.data() + 18) Die("bad hash " + std::string(hash));
+  char digits[17];
+  std::snprintf(digits, sizeof digits, "%016llx",
+                static_cast<unsigned long long>(head ^ SplitMix64(n)));
+  return "0x" + std::string(digits) + std::string(hash.substr(18));
+}
+
+// Mainnet block 17000000 and its receipts, re-stamped as any block n (see the file comment).
+class FixtureBlock {
+ public:
+  FixtureBlock() {
+    const std::string dir = std::string(GAPLESS_FIXTURES_DIR) + "/mainnet/17000000/";
+    block_ = Minify(ReadFile(dir + "block.json"));
+    receipts_ = Minify(ReadFile(dir + "receipts.json"));
+    simdjson::dom::parser parser;
+    simdjson::dom::element b;
+    if (parser.parse(block_).get(b) != simdjson::SUCCESS) Die("cannot parse the fixture block");
+    hash_ = std::string(std::string_view(b["hash"]));
+    parent_ = std::string(std::string_view(b["parentHash"]));
+    number_ = std::string(std::string_view(b["number"]));
+    timestamp_ = std::string(std::string_view(b["timestamp"]));
+    auto ts = ParseHexQuantity(timestamp_);
+    Check(ts.status(), "fixture timestamp");
+    base_timestamp_ = *ts;
+    for (simdjson::dom::element tx : b["transactions"].get_array()) {
+      tx_hashes_.emplace_back(std::string_view(tx["hash"]));
+    }
+    if (HexQuantity(kFixtureNumber) != number_) Die("the fixture is not block 17000000");
+  }
+
+  size_t transactions() const { return tx_hashes_.size(); }
+
+  // The block's and the receipts' JSON as block n. Every quoted 0x-string of the text equal to
+  // one of the fixture's own values (number, timestamp, block/parent/transaction hash) is
+  // replaced; *replaced counts the replacements.
+  void Render(uint64_t n, std::string* block, std::string* receipts, size_t* replaced) const {
+    std::unordered_map<std::string_view, std::string> map;
+    map[number_] = HexQuantity(n);
+    map[timestamp_] = HexQuantity(static_cast<uint64_t>(
+        static_cast<int64_t>(base_timestamp_) +
+        12 * (static_cast<int64_t>(n) - static_cast<int64_t>(kFixtureNumber))));
+    map[hash_] = StampHash(hash_, n);
+    map[parent_] = StampHash(hash_, n - 1);
+    for (const std::string& h : tx_hashes_) map[h] = StampHash(h, n);
+    *replaced = 0;
+    *block = Replace(block_, map, replaced);
+    *receipts = Replace(receipts_, map, replaced);
+  }
+
+ private:
+  static std::string Replace(const std::string& text,
+                             const std::unordered_map<std::string_view, std::string>& map,
+                             size_t* replaced) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 16 + 64);  // + simdjson padding for the decoder
+    size_t pos = 0;
+    for (;;) {
+      size_t open = text.find("\"0x", pos);
+      if (open == std::string::npos) break;
+      size_t close = text.find('"', open + 1);
+      if (close == std::string::npos) break;
+      std::string_view token(text.data() + open + 1, close - open - 1);
+      auto it = map.find(token);
+      out.append(text, pos, open + 1 - pos);
+      if (it != map.end()) {
+        out.append(it->second);
+        ++*replaced;
+      } else {
+        out.append(token);
+      }
+      pos = close;
+    }
+    out.append(text, pos, std::string::npos);
+    return out;
+  }
+
+  std::string block_, receipts_;
+  std::string hash_, parent_, number_, timestamp_;
+  uint64_t base_timestamp_ = 0;
+  std::vector<std::string> tx_hashes_;
+};
+
+// The fast local RPC source: the prepared answers for blocks [first, first + count), served by an
+// HttpTestServer. Above or below the range a block is null (like a node above its head).
+class FixtureNode {
+ public:
+  FixtureNode(const FixtureBlock& fixture, uint64_t first, uint64_t count)
+      : first_(first), blocks_(count), receipts_(count) {
+    size_t expected = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      const uint64_t n = first + i;
+      size_t replaced = 0;
+      fixture.Render(n, &blocks_[i], &receipts_[i], &replaced);
+      if (i == 0) expected = replaced;
+      if (replaced != expected) Die("block " + std::to_string(n) + ": stamping differs");
+      // What the indexer will check anyway, checked here so that a stamping bug shows as such.
+      DecodeOptions options;
+      options.expected_number = n;
+      options.expected_chain_id = kChainId;
+      auto data = DecodeBlock(blocks_[i], receipts_[i], options);
+      Check(data.status(), "decoding the stamped fixture");
+      if (data->transactions.size() != fixture.transactions()) Die("stamped block lost txs");
+      bytes_ += blocks_[i].size() + receipts_[i].size();
+    }
+    head_ = HexQuantity(first + count - 1);
+    server_ = std::make_unique<HttpTestServer>(
+        [this](const HttpTestServer::Request& req) { return Answer(req); });
+  }
+
+  std::string url() const { return server_->url(); }
+  size_t bytes() const { return bytes_; }
+  int64_t requests() const { return server_->requests_received(); }
+
+ private:
+  // One call's answer after its id: `head` (,"result": or a whole ,"error":{...}) and the
+  // prepared JSON of the result, if any (a view of blocks_ or receipts_: not copied twice).
+  struct Tail {
+    std::string head;
+    std::string_view prepared;
+  };
+
+  HttpTestServer::Response Answer(const HttpTestServer::Request& req) const {
+    thread_local simdjson::dom::parser parser;  // the handler runs on the connection threads
+    simdjson::dom::element doc;
+    if (parser.parse(req.body).get(doc) != simdjson::SUCCESS) {
+      return HttpTestServer::Response::Json(R"({"jsonrpc":"2.0","id":null,"error":)"
+                                            R"({"code":-32700,"message":"parse error"}})");
+    }
+    std::vector<simdjson::dom::element> calls;
+    const bool batch = doc.is_array();
+    if (batch) {
+      for (simdjson::dom::element c : doc.get_array()) calls.push_back(c);
+    } else {
+      calls.push_back(doc);
+    }
+    std::vector<Tail> tails(calls.size());
+    size_t total = 2;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      tails[i] = Answer(calls[i]);
+      total += tails[i].head.size() + tails[i].prepared.size() + 48;
+    }
+    std::string body;
+    body.reserve(total);
+    if (batch) body.push_back('[');
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (i > 0) body.push_back(',');
+      int64_t id = 0;
+      if (calls[i]["id"].get(id) != simdjson::SUCCESS) id = 0;  // the client always sends one
+      body.append(R"({"jsonrpc":"2.0","id":)");
+      body.append(std::to_string(id));
+      body.append(tails[i].head);
+      body.append(tails[i].prepared);
+      body.push_back('}');
+    }
+    if (batch) body.push_back(']');
+    return HttpTestServer::Response::Json(std::move(body));
+  }
+
+  Tail Answer(simdjson::dom::element call) const {
+    std::string_view method;
+    if (call["method"].get(method) != simdjson::SUCCESS) method = "";
+    simdjson::dom::array params;
+    const bool has_params = call["params"].get(params) == simdjson::SUCCESS;
+    if (method == "eth_chainId") return {R"(,"result":")" + HexQuantity(kChainId) + "\"", {}};
+    if (method == "eth_blockNumber") return {R"(,"result":")" + head_ + "\"", {}};
+    if (method != "eth_getBlockByNumber" && method != "eth_getBlockReceipts") {
+      return {R"(,"error":{"code":-32601,"message":"method not found"})", {}};
+    }
+    std::string_view tag;
+    Result<uint64_t> n = InvalidData("no block number");
+    if (has_params && params.at(0).get(tag) == simdjson::SUCCESS) n = ParseHexQuantity(tag);
+    if (!n.ok()) return {R"(,"error":{"code":-32602,"message":"invalid block number"})", {}};
+    if (*n < first_ || *n - first_ >= blocks_.size()) return {R"(,"result":null)", {}};
+    const size_t i = *n - first_;
+    if (method == "eth_getBlockReceipts") return {R"(,"result":)", receipts_[i]};
+    bool full = false;
+    if (!has_params || params.at(1).get(full) != simdjson::SUCCESS || !full) {
+      return {R"(,"error":{"code":-32602,"message":"only full=true is served"})", {}};
+    }
+    return {R"(,"result":)", blocks_[i]};
+  }
+
+  uint64_t first_;
+  std::vector<std::string> blocks_, receipts_;
+  std::string head_;
+  size_t bytes_ = 0;
+  std::unique_ptr<HttpTestServer> server_;
+};
+
+RpcClientFactory Clients(const std::string& url, int64_t timeout_ms) {
+  return [url, timeout_ms] {
+    CurlTransportOptions transport;
+    transport.request_timeout_ms = timeout_ms;
+    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, transport));
+  };
+}
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void Reset(PgConn& conn) {
+  Check(conn.Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"
+                  " indexed_ranges"),
+        "truncate");
+  Check(conn.Exec("DELETE FROM indexer_state WHERE key = 'frontier'"), "reset frontier");
+  Check(conn.Exec("CHECKPOINT"), "checkpoint");
+}
+
+// Untimed, after a run: every block once and chained, all transactions there, the same rows as
+// every other run (*reference: the first run's checksums).
+void CheckStored(PgConn& conn, const Args& args, uint64_t txs,
+                 std::map<std::string, std::string>* reference) {
+  const uint64_t last = args.first + args.blocks - 1;
+  auto report = Verify(conn, args.first, last);
+  Check(report.status(), "verify");
+  if (!report->ok() || report->blocks_found != args.blocks) Die("verify: " + report->Render());
+  auto n = conn.Query("SELECT count(*) FROM transactions");
+  Check(n.status(), "count");
+  if (n->Get(0, 0) != std::to_string(txs))
+    Die("stored " + std::string(n->Get(0, 0)) + " transactions");
+  std::map<std::string, std::string> sums;
+  for (const char* table : kTables) {
+    auto sum = TableChecksum(conn, table, args.first, last);
+    Check(sum.status(), "checksum");
+    sums[table] = *sum;
+  }
+  if (reference->empty()) *reference = sums;
+  if (sums != *reference) Die("a run stored other rows than the first run");
+}
+
+struct FleetResult {
+  double seconds = 0;
+  uint64_t transactions = 0;
+  uint64_t tasks = 0;
+  double worker_seconds = 0;  // summed wall time of the workers' Run calls
+  double coord = 0, idle = 0, fetch = 0, write = 0, backoff = 0;  // seconds, summed
+  uint64_t retries = 0, failed = 0, leases_lost = 0;
+};
+
+void DeleteNamespace(RedisConn& redis, const Keys& keys) {
+  std::string cursor = "0";
+  do {
+    auto r = redis.Command({"SCAN", cursor, "MATCH", keys.prefix() + "*", "COUNT", "1000"});
+    Check(r.status(), "scan");
+    if (r->type != RedisReply::Type::kArray || r->elements.size() != 2) Die("bad SCAN reply");
+    cursor = r->elements[0].str;
+    if (!r->elements[1].elements.empty()) {
+      std::vector<std::string> argv = {"DEL"};
+      for (const auto& k : r->elements[1].elements) argv.push_back(k.str);
+      Check(redis.Command(argv).status(), "del");
+    }
+  } while (cursor != "0");
+}
+
+FleetResult RunFleet(const Args& args, int workers, const std::string& db_url,
+                     const std::string& rpc_url, RedisConn& admin, int64_t ns) {
+  const Keys keys(ns);
+  {
+    auto r = admin.Command({"SCAN", "0", "MATCH", keys.prefix() + "*", "COUNT", "1000"});
+    Check(r.status(), "scan");
+    if (r->elements.size() != 2 || !r->elements[1].elements.empty()) {
+      Die("namespace " + keys.prefix() + " is not empty");
+    }
+  }
+  auto pool = PgPool::Open(db_url, static_cast<size_t>(workers) + 2);
+  Check(pool.status(), "pool");
+
+  LeaderOptions lo;
+  lo.from = args.first;
+  lo.to = args.first + args.blocks - 1;
+  lo.range_size = args.range;
+  lo.tick_ms = args.tick_ms;
+  lo.lock_ttl_ms = std::max<int64_t>(10'000, 3 * args.tick_ms);
+  lo.holder_id = "scale-bench";
+  Leader leader(lo, args.redis, keys, pool->get());
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> leader_done{false};
+  std::vector<std::unique_ptr<Worker>> fleet;
+  for (int i = 0; i < workers; ++i) {
+    WorkerOptions w;
+    w.worker_id = "scale-bench:" + std::to_string(getpid()) + ":" + std::to_string(i);
+    w.rpc_timeout_ms = args.rpc_timeout_ms;
+    w.idle_poll_ms = args.idle_poll_ms;
+    w.blocks_per_request = args.batch;
+    w.chain_id = kChainId;
+    w.done = [&leader_done] { return leader_done.load(); };
+    fleet.push_back(std::make_unique<Worker>(w, Clients(rpc_url, args.rpc_timeout_ms), args.redis,
+                                             keys, pool->get()));
+  }
+
+  Status leader_status;
+  std::vector<Status> worker_status(fleet.size());
+  std::vector<double> worker_seconds(fleet.size());
+  Clock::time_point start = Clock::now();
+  std::thread leader_thread([&] {
+    leader_status = leader.Run(stop);
+    leader_done.store(true);
+  });
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    threads.emplace_back([&, i] {
+      Clock::time_point t0 = Clock::now();
+      worker_status[i] = fleet[i]->Run(stop);
+      worker_seconds[i] = Seconds(t0, Clock::now());
+      // A worker that stopped early (FailedPrecondition) would leave the others to finish; a
+      // benchmark run with a failed worker is void, so stop them all.
+      if (!worker_status[i].ok()) stop.store(true);
+    });
+  }
+  leader_thread.join();
+  for (std::thread& t : threads) t.join();
+  Clock::time_point end = Clock::now();
+  Check(leader_status, "leader");
+  for (const Status& st : worker_status) Check(st, "worker");
+  if (!leader.done()) Die("the leader stopped before the range was done");
+
+  FleetResult r;
+  r.seconds = Seconds(start, end);
+  auto secs = [](const std::atomic<uint64_t>& micros) { return static_cast<double>(micros) / 1e6; };
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    const WorkerCounters& c = fleet[i]->counters();
+    r.transactions += c.transactions;
+    r.tasks += c.tasks;
+    r.retries += c.retries;
+    r.failed += c.failed;
+    r.leases_lost += c.leases_lost;
+    r.coord += secs(c.coord_micros);
+    r.idle += secs(c.idle_micros);
+    r.fetch += secs(c.fetch_micros);
+    r.write += secs(c.write_micros);
+    r.backoff += secs(c.backoff_micros);
+    r.worker_seconds += worker_seconds[i];
+  }
+  DeleteNamespace(admin, keys);
+  return r;
+}
+
+struct SingleResult {
+  double seconds = 0;
+  uint64_t transactions = 0;
+  uint64_t retries = 0;
+};
+
+SingleResult RunSingle(const Args& args, int workers, const std::string& db_url,
+                       const std::string& rpc_url) {
+  auto pool = PgPool::Open(db_url, static_cast<size_t>(workers) + 1);
+  Check(pool.status(), "pool");
+  IndexerOptions o;
+  o.from = args.first;
+  o.to = args.first + args.blocks - 1;
+  o.range_size = args.range;
+  o.blocks_per_request = args.batch;
+  o.fetch_workers = static_cast<uint32_t>(workers);
+  o.chain_id = kChainId;
+  Indexer indexer(o, Clients(rpc_url, args.rpc_timeout_ms), pool->get());
+  Clock::time_point start = Clock::now();
+  auto planned = indexer.Plan();
+  Check(planned.status(), "plan");
+  if (*planned != args.blocks) Die("the truncated database already had blocks");
+  Check(indexer.Run(), "indexer");
+  SingleResult r;
+  r.seconds = Seconds(start, Clock::now());
+  r.transactions = indexer.counters().transactions;
+  r.retries = indexer.counters().retries;
+  return r;
+}
+
+// The run of median duration (for an even count the faster of the two middle ones: a real run,
+// not an average of two).
+template <typename T>
+const T& Median(std::vector<T>& runs) {
+  std::sort(runs.begin(), runs.end(), [](const T& a, const T& b) { return a.seconds < b.seconds; });
+  return runs[(runs.size() - 1) / 2];
+}
+
+std::string Shell(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return "?";
+  char buf[256] = {0};
+  std::string out = std::fgets(buf, sizeof buf, p) != nullptr ? buf : "?";
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string LoadAverage() {
+  double load[3] = {0, 0, 0};
+  if (getloadavg(load, 3) != 3) return "?";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f %.2f %.2f", load[0], load[1], load[2]);
+  return buf;
+}
+
+int Main(int argc, char** argv) {
+  bench::ProgramName() = "scale_bench";
+  Args args = ParseArgs(argc, argv);
+  spdlog::set_level(spdlog::level::warn);  // the roles' info lines (terms, fence floors) are noise
+
+  // The database: created afresh, migrated, dropped at the end.
+  const std::string db_name = "gapless_scale_bench";
+  auto admin_pg = PgConn::Connect(args.pg);
+  Check(admin_pg.status(), ("connect " + RedactPgUrl(args.pg)).c_str());
+  Check((*admin_pg)->Exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)"), "drop database");
+  Check((*admin_pg)->Exec("CREATE DATABASE " + db_name), "create database");
+  auto db_url = PgUrlWithDatabase(args.pg, db_name);
+  Check(db_url.status(), "url");
+  std::string pg_version;
+  {
+    auto conn = PgConn::Connect(*db_url);
+    Check(conn.status(), "connect bench database");
+    Check(Migrate(**conn), "migrate");
+    Check(EnsureChainId(**conn, kChainId), "chain id");
+    auto v = (*conn)->Query("SHOW server_version");
+    Check(v.status(), "version");
+    pg_version = v->Get(0, 0);
+  }
+  auto admin_redis = RedisConn::Connect(args.redis);
+  Check(admin_redis.status(), ("connect " + args.redis).c_str());
+  std::string redis_version = "?";
+  if (auto info = (*admin_redis)->Command({"INFO", "server"}); info.ok()) {
+    size_t at = info->str.find("redis_version:");
+    if (at != std::string::npos) {
+      redis_version = info->str.substr(at + 14, info->str.find('\r', at) - at - 14);
+    }
+  }
+
+  // The RPC source, rendered before any clock starts.
+  Clock::time_point render_start = Clock::now();
+  FixtureBlock fixture;
+  FixtureNode node(fixture, args.first, args.blocks);
+  const double render_seconds = Seconds(render_start, Clock::now());
+  const uint64_t txs = fixture.transactions() * args.blocks;
+  const uint64_t ranges = (args.blocks + args.range - 1) / args.range;
+
+  std::printf(
+      "scale_bench: blocks %llu..%llu (mainnet 17000000 re-stamped: %zu txs each, %llu txs), "
+      "%llu ranges of %llu, %u blocks per RPC batch, %.1f MB of prepared JSON (rendered and "
+      "checked in %.1f s); %d repetition(s)\n",
+      static_cast<unsigned long long>(args.first),
+      static_cast<unsigned long long>(args.first + args.blocks - 1), fixture.transactions(),
+      static_cast<unsigned long long>(txs), static_cast<unsigned long long>(ranges),
+      static_cast<unsigned long long>(args.range), args.batch,
+      static_cast<double>(node.bytes()) / 1e6, render_seconds, args.repeat);
+  std::printf(
+      "machine: %u cores (%s), load average before: %s; PostgreSQL %s, Redis %s; leader tick %lld "
+      "ms, worker idle poll %lld ms\n",
+      std::thread::hardware_concurrency(),
+      Shell("sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1").c_str(),
+      LoadAverage().c_str(), pg_version.c_str(), redis_version.c_str(),
+      static_cast<long long>(args.tick_ms), static_cast<long long>(args.idle_poll_ms));
+  std::fflush(stdout);
+
+  auto conn = PgConn::Connect(*db_url);
+  Check(conn.status(), "connect bench database");
+  std::map<std::string, std::string> reference;
+  std::map<int, std::vector<FleetResult>> fleet_runs;
+  std::map<int, std::vector<SingleResult>> single_runs;
+  // A namespace per fleet run: far above any real chain id, distinct per process and run.
+  int64_t ns = 8'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000;
+  for (int rep = 0; rep < args.repeat; ++rep) {
+    for (int w : args.workers) {
+      // Alternate which of the two goes first, so neither always gets the warmer (or the busier)
+      // machine.
+      for (int k = 0; k < 2; ++k) {
+        bool fleet_turn = (k == 0) == (rep % 2 == 0);
+        Reset(**conn);
+        if (fleet_turn) {
+          FleetResult r = RunFleet(args, w, *db_url, node.url(), **admin_redis, ++ns);
+          if (r.transactions != txs || r.tasks != ranges) {
+            Die("fleet: " + std::to_string(r.transactions) + " transactions in " +
+                std::to_string(r.tasks) + " tasks (want " + std::to_string(txs) + " in " +
+                std::to_string(ranges) + ")");
+          }
+          CheckStored(**conn, args, txs, &reference);
+          std::printf(
+              "rep %d workers %d fleet   %7.2f s %8.0f tx/s  coord %4.1f%% idle %4.1f%% fetch "
+              "%4.1f%% write %4.1f%%  retries %llu failed %llu leases lost %llu  [load %s]\n",
+              rep + 1, w, r.seconds, static_cast<double>(txs) / r.seconds,
+              100 * r.coord / r.worker_seconds, 100 * r.idle / r.worker_seconds,
+              100 * r.fetch / r.worker_seconds, 100 * r.write / r.worker_seconds,
+              static_cast<unsigned long long>(r.retries), static_cast<unsigned long long>(r.failed),
+              static_cast<unsigned long long>(r.leases_lost), LoadAverage().c_str());
+          fleet_runs[w].push_back(r);
+        } else {
+          SingleResult r = RunSingle(args, w, *db_url, node.url());
+          if (r.transactions != txs) Die("indexer: " + std::to_string(r.transactions) + " txs");
+          CheckStored(**conn, args, txs, &reference);
+          std::printf("rep %d workers %d single  %7.2f s %8.0f tx/s  retries %llu  [load %s]\n",
+                      rep + 1, w, r.seconds, static_cast<double>(txs) / r.seconds,
+                      static_cast<unsigned long long>(r.retries), LoadAverage().c_str());
+          single_runs[w].push_back(r);
+        }
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  std::printf("\nload average after: %s; RPC requests served: %lld\n", LoadAverage().c_str(),
+              static_cast<long long>(node.requests()));
+  std::printf(
+      "medians of %d; shares: of the fleet workers' summed Run time, in the median fleet run\n",
+      args.repeat);
+  std::printf("%-7s %10s %11s %6s %7s %6s %7s %7s %7s %8s   %s\n", "workers", "fleet tx/s",
+              "single tx/s", "ratio", "coord%", "idle%", "fetch%", "write%", "other%", "coord ms",
+              "all runs (fleet | single tx/s)");
+  for (int w : args.workers) {
+    auto tps_fleet = [&](const FleetResult& r) { return static_cast<double>(txs) / r.seconds; };
+    auto tps_single = [&](const SingleResult& r) { return static_cast<double>(txs) / r.seconds; };
+    std::string all;
+    for (const FleetResult& r : fleet_runs[w])
+      all += std::to_string(std::lround(tps_fleet(r))) + " ";
+    all += "| ";
+    for (const SingleResult& r : single_runs[w]) {
+      all += std::to_string(std::lround(tps_single(r))) + " ";
+    }
+    const FleetResult& f = Median(fleet_runs[w]);
+    const SingleResult& s = Median(single_runs[w]);
+    double fleet_tps = tps_fleet(f);
+    double single_tps = tps_single(s);
+    double total = f.worker_seconds;
+    double other = total - f.coord - f.idle - f.fetch - f.write;
+    std::printf("%-7d %10.0f %11.0f %5.2fx %6.1f%% %5.1f%% %6.1f%% %6.1f%% %6.1f%% %8.2f   %s\n", w,
+                fleet_tps, single_tps, fleet_tps / single_tps, 100 * f.coord / total,
+                100 * f.idle / total, 100 * f.fetch / total, 100 * f.write / total,
+                100 * other / total, 1000 * f.coord / static_cast<double>(f.tasks), all.c_str());
+  }
+  std::printf(
+      "coord ms: the loop's Redis time per task (fence-floor check, claim, renew, complete; "
+      "the claims that found nothing included)\n");
+
+  conn = Result<std::unique_ptr<PgConn>>(Internal("closed"));
+  Check((*admin_pg)->Exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)"), "drop database");
+  return 0;
+}
+
+}  // namespace
+}  // namespace gapless
+
+int main(int argc, char** argv) { return gapless::Main(argc, argv); }
