@@ -96,7 +96,7 @@ struct Args {
   std::vector<int> workers = {1, 2, 4};
   int repeat = 1;
   uint64_t first = kFixtureNumber;
-  int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless fleet` runs it
+  int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless run` runs it
   int64_t idle_poll_ms = 200;  // WorkerOptions' default
   int64_t rpc_timeout_ms = 10'000;
 };
