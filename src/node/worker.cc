@@ -106,11 +106,17 @@ Status Worker::Run(const std::atomic<bool>& stop) {
 
   Status result;
   int64_t redis_failures = 0;
+  std::optional<Committed> committed;  // the task just committed, completed with the next claim
   while (!stop.load()) {
     int64_t claim_start = options_.env->NowMicros();
     Status floor = EnsureFenceFloor(*redis);
-    auto claim = floor.ok() ? queue.Claim(options_.worker_id, options_.lease_ttl_ms)
-                            : Result<std::optional<Lease>>(floor);
+    Result<std::optional<Lease>> claim = floor;
+    if (floor.ok() && committed.has_value()) {
+      claim = CompleteAndClaimNext(queue, *committed);
+      committed.reset();
+    } else if (floor.ok()) {
+      claim = queue.Claim(options_.worker_id, options_.lease_ttl_ms);
+    }
     AddSince(options_.env, claim_start, counters_.coord_micros);
     if (!claim.ok()) {
       // Redis or PostgreSQL away: wait it out (a claim that ran but whose answer was lost is a
@@ -136,12 +142,13 @@ Status Worker::Run(const std::atomic<bool>& stop) {
       AddSince(options_.env, idle_start, counters_.idle_micros);
       continue;
     }
-    Status st = Process(queue, *rpc, **claim);
+    Status st = Process(queue, *rpc, **claim, &committed);
     if (!st.ok()) {
       result = st;
       break;
     }
   }
+  if (committed.has_value()) CompleteCommitted(queue, *committed);
 
   keeper_quit_.store(true);
   keeper.join();
@@ -151,7 +158,8 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   return result;
 }
 
-Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
+Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease,
+                       std::optional<Committed>* committed) {
   const TaskRange& task = lease.task;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -242,35 +250,17 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
   }
 
   if (st.ok()) {
-    // Committed. Complete is owner-only, so retrying it after a lost answer is safe (refused).
-    Status done;
-    int64_t complete_start = options_.env->NowMicros();
-    for (int i = 0; i < 3; ++i) {
-      done = queue.Complete(task, options_.worker_id, lease.token);
-      if (done.code() != Code::kUnavailable) break;
-      options_.env->SleepMicros(BackoffMicros(options_.env, i, 100'000, 1'000'000));
-    }
-    AddSince(options_.env, complete_start, counters_.coord_micros);
+    // Committed. The task is completed together with the next claim (Run), one round trip.
     finish();
-    if (!done.ok()) {
-      // The rows are committed either way; the next owner rewrites them idempotently.
-      spdlog::warn("worker {}: task {} committed but not completed: {}", options_.worker_id,
-                   task.id(), done.ToString());
-      if (done.code() == Code::kAborted) counters_.leases_lost += 1;
-      return Status::Ok();
-    }
-    uint64_t txs = 0;
-    uint64_t logs = 0, transfers = 0;
+    Committed done;
+    done.lease = lease;
+    done.blocks = write.blocks.size();
     for (const auto& b : write.blocks) {
-      txs += b.transactions.size();
-      logs += b.logs.size();
-      transfers += b.token_transfers.size();
+      done.transactions += b.transactions.size();
+      done.logs += b.logs.size();
+      done.token_transfers += b.token_transfers.size();
     }
-    counters_.transactions += txs;
-    counters_.logs += logs;
-    counters_.token_transfers += transfers;
-    counters_.blocks += write.blocks.size();
-    counters_.tasks += 1;
+    *committed = done;
     return Status::Ok();
   }
 
@@ -295,6 +285,46 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease) {
   }
   if (st.code() == Code::kFailedPrecondition) return st.WithContext("task " + task.id());
   return Status::Ok();
+}
+
+Result<std::optional<Lease>> Worker::CompleteAndClaimNext(Queue& queue, const Committed& done) {
+  auto r = queue.CompleteAndClaim(done.lease.task, options_.worker_id, done.lease.token,
+                                  options_.lease_ttl_ms);
+  if (r.ok()) {
+    RecordCompletion(done, r->completed);
+    return std::move(r->next);
+  }
+  // The answer is lost (or the call failed): whether it ran is unknown. Complete the task on its
+  // own (refused if the first call ran; a lease it granted is requeued by the janitor), and let
+  // the caller claim again as after any failed claim.
+  CompleteCommitted(queue, done);
+  return r.status();
+}
+
+void Worker::CompleteCommitted(Queue& queue, const Committed& done) {
+  // Complete is owner-only, so retrying it after a lost answer is safe (refused).
+  Status st;
+  for (int i = 0; i < 3; ++i) {
+    st = queue.Complete(done.lease.task, options_.worker_id, done.lease.token);
+    if (st.code() != Code::kUnavailable) break;
+    options_.env->SleepMicros(BackoffMicros(options_.env, i, 100'000, 1'000'000));
+  }
+  RecordCompletion(done, st);
+}
+
+void Worker::RecordCompletion(const Committed& done, const Status& completed) {
+  if (!completed.ok()) {
+    // The rows are committed either way; the next owner rewrites them idempotently.
+    spdlog::warn("worker {}: task {} committed but not completed: {}", options_.worker_id,
+                 done.lease.task.id(), completed.ToString());
+    if (completed.code() == Code::kAborted) counters_.leases_lost += 1;
+    return;
+  }
+  counters_.transactions += done.transactions;
+  counters_.logs += done.logs;
+  counters_.token_transfers += done.token_transfers;
+  counters_.blocks += done.blocks;
+  counters_.tasks += 1;
 }
 
 void Worker::KeeperLoop(RedisConn* redis) {

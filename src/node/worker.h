@@ -1,7 +1,8 @@
 // Worker: the fleet's data-path role (DESIGN "Roles"). Claims range tasks from the leased work
 // queue, fetches and decodes their blocks, commits them to PostgreSQL in one fenced transaction,
-// and completes the task. Many workers, in one process or many, share a queue with no coordinator
-// in the data path.
+// and completes the task together with claiming the next one (Queue::CompleteAndClaim: one Redis
+// round trip between two tasks). Many workers, in one process or many, share a queue with no
+// coordinator in the data path.
 //
 // Why a worker can be killed or paused at any moment without a gap or a duplicate:
 //  - A claimed task carries a lease (worker id, fencing token, TTL). A worker that dies stops
@@ -130,8 +131,21 @@ class Worker {
  private:
   void RecordError(const Status& st);
   Status Validate() const;
-  // Processes one claimed task; returns a non-ok Status only for errors that stop the worker.
-  Status Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease);
+  // A task whose range is committed and that is still to be completed in Redis.
+  struct Committed {
+    Lease lease;
+    uint64_t blocks = 0, transactions = 0, logs = 0, token_transfers = 0;
+  };
+  // Processes one claimed task; sets *committed when its range was committed (the caller
+  // completes it). Returns a non-ok Status only for errors that stop the worker.
+  Status Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease,
+                 std::optional<Committed>* committed);
+  // Completes `done` and claims the next task in one round trip (Queue::CompleteAndClaim); after
+  // a failed call, completes `done` on its own and returns the call's error.
+  Result<std::optional<Lease>> CompleteAndClaimNext(Queue& queue, const Committed& done);
+  void CompleteCommitted(Queue& queue, const Committed& done);
+  // Counts a completed task, or logs why its completion was refused.
+  void RecordCompletion(const Committed& done, const Status& completed);
   // Floors the fence counter from PostgreSQL when Redis lost it (see the file comment).
   Status EnsureFenceFloor(RedisConn& redis);
   // Sleeps up to `micros` in short slices, returning early once abort_ is set.
