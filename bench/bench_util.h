@@ -3,6 +3,7 @@
 // programs.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -27,6 +28,12 @@ inline std::string& ProgramName() {
 
 inline void Check(const Status& st, const char* what) {
   if (!st.ok()) Die(std::string(what) + ": " + st.ToString());
+}
+
+using Clock = std::chrono::steady_clock;
+
+inline double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
 // Flags: "--name value" options and "--name" switches, each bound to a setter. Parse() dies

@@ -80,8 +80,9 @@ namespace gapless {
 namespace {
 
 using bench::Check;
+using bench::Clock;
 using bench::Die;
-using Clock = std::chrono::steady_clock;
+using bench::Seconds;
 
 constexpr uint64_t kFixtureNumber = 17'000'000;
 constexpr uint64_t kChainId = 1;  // the fixture's transactions carry mainnet's chainId
@@ -364,10 +365,6 @@ RpcClientFactory Clients(const std::string& url, int64_t timeout_ms) {
     transport.request_timeout_ms = timeout_ms;
     return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, transport));
   };
-}
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
 }
 
 void Reset(PgConn& conn) {

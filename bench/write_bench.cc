@@ -89,11 +89,8 @@ std::string DefaultUrl() {
   return url;
 }
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
+using bench::Clock;
+using bench::Seconds;
 
 void Truncate(PgConn& conn) {
   Check(conn.Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"

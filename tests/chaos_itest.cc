@@ -22,23 +22,16 @@ namespace {
 const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_LONG_URL;
 const std::string kManifest = GAPLESS_TEST_DEVNET_LONG_MANIFEST;
 
-using ChaosTest = DbTest;
+using ChaosTest = DbRedisTest;
 
 TEST_F(ChaosTest, FourWorkerProcessesKilledAtRandomIndex2000BlocksExactlyOnce) {
-  const char* redis_url = std::getenv("GAPLESS_TEST_REDIS_URL");
-  if (redis_url == nullptr) {
-    GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
-  }
   const Devnet devnet = OpenDevnet(kAnvilUrl, kManifest);
   ASSERT_GE(devnet.last_block(), 2000u);
-  ClearChainKeys(redis_url, devnet.chain_id());
+  ClearChainKeys(redis_url_, devnet.chain_id());
   const std::string to = std::to_string(devnet.last_block());
   auto command = [&](const char* role, const char* workers) {
-    return std::vector<std::string>{
-        GaplessBinary(), role,      "--rpc",      kAnvilUrl, "--db",        db_.url(),
-        "--redis",       redis_url, "--from",     "0",       "--to",        to,
-        "--range-size",  "20",      "--workers",  workers,   "--lease-ttl", "3000",
-        "--rpc-timeout", "2000",    "--progress", "off",     "--log-level", "error"};
+    return FleetCommand(role, devnet, db_.url(), redis_url_, devnet.last_block(),
+                        {.range_size = "20", .workers = workers, .rpc_timeout_ms = "2000"});
   };
   const std::string log_dir = std::string(GAPLESS_BINARY_DIR) + "/chaos_itest-";
   std::remove((log_dir + "run.log").c_str());
@@ -63,6 +56,15 @@ TEST_F(ChaosTest, FourWorkerProcessesKilledAtRandomIndex2000BlocksExactlyOnce) {
       leader_exit = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
       break;
     }
+    bool worker_died = false;
+    for (pid_t pid : workers) {
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        ADD_FAILURE() << "a worker exited by itself (status " << status << "); see " << log_dir
+                      << "worker.log";
+        worker_died = true;
+      }
+    }
+    if (worker_died) break;
     int64_t ranges = CommittedRangeCount(pool_.get());
     if (std::chrono::steady_clock::now() >= next_kill || ranges >= ranges_at_last_kill + 8) {
       next_kill = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
@@ -104,7 +106,7 @@ TEST_F(ChaosTest, FourWorkerProcessesKilledAtRandomIndex2000BlocksExactlyOnce) {
   EXPECT_EQ(blocks->Get(0, 3), to);
   EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
 
-  auto redis = RedisConn::Connect(redis_url);
+  auto redis = RedisConn::Connect(redis_url_);
   ASSERT_TRUE(redis.ok());
   Queue queue(redis->get(), Keys(static_cast<int64_t>(devnet.chain_id())));
   auto depths = queue.Depths();

@@ -26,9 +26,6 @@
 
 namespace gapless::e2e {
 
-inline const char* const kTables[] = {"blocks", "withdrawals", "transactions", "logs",
-                                      "token_transfers"};
-
 // A devnet: its node and what traffic.js sent to it.
 struct Devnet {
   std::string url;
@@ -73,14 +70,7 @@ inline Status IndexDevnet(const Devnet& devnet, PgPool* pool, uint64_t to,
 }
 
 inline std::map<std::string, std::string> Checksums(PgPool* pool, uint64_t to) {
-  std::map<std::string, std::string> out;
-  auto conn = pool->Acquire();
-  for (const char* table : kTables) {
-    auto sum = TableChecksum(*conn, table, 0, to);
-    EXPECT_TRUE(sum.ok()) << sum.status().ToString();
-    if (sum.ok()) out[table] = *sum;
-  }
-  return out;
+  return DataChecksums(pool, 0, to);
 }
 
 // Rows of every table equal those of a clean single-process run (with one fetch worker) into
@@ -109,7 +99,51 @@ class DbTest : public ::testing::Test {
   std::unique_ptr<PgPool> pool_;
 };
 
+// DbTest plus the shared test redis-server (GAPLESS_TEST_REDIS_URL, skipped without it).
+class DbRedisTest : public DbTest {
+ protected:
+  void SetUp() override {
+    DbTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    const char* url = std::getenv("GAPLESS_TEST_REDIS_URL");
+    if (url == nullptr) {
+      GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+    }
+    redis_url_ = url;
+  }
+  std::string redis_url_;
+};
+
 inline std::string GaplessBinary() { return std::string(GAPLESS_BINARY_DIR) + "/src/cli/gapless"; }
+
+// The flags that differ between the fleet processes the tests start.
+struct FleetFlags {
+  std::string range_size = "2";
+  std::string workers = "1";
+  std::string lease_ttl_ms = "3000";
+  std::string rpc_timeout_ms = "1000";
+  std::string log_level = "error";
+};
+
+// `gapless run|worker` indexing blocks 0..to of the devnet into db_url, coordinated through
+// redis_url, without a progress display.
+inline std::vector<std::string> FleetCommand(const std::string& role, const Devnet& devnet,
+                                             const std::string& db_url,
+                                             const std::string& redis_url, uint64_t to,
+                                             const FleetFlags& flags = {}) {
+  return {GaplessBinary(), role,
+          "--rpc",         devnet.url,
+          "--db",          db_url,
+          "--redis",       redis_url,
+          "--from",        "0",
+          "--to",          std::to_string(to),
+          "--range-size",  flags.range_size,
+          "--workers",     flags.workers,
+          "--lease-ttl",   flags.lease_ttl_ms,
+          "--rpc-timeout", flags.rpc_timeout_ms,
+          "--progress",    "off",
+          "--log-level",   flags.log_level};
+}
 
 // Runs a program (normally GaplessBinary()); returns its pid. With `log`, its stderr is appended to
 // that file (restarted processes add to one log); `env` entries ("NAME=value") are added to its

@@ -110,11 +110,13 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     int64_t claim_start = options_.env->NowMicros();
     Status floor = EnsureFenceFloor(*redis);
-    Result<std::optional<Lease>> claim = floor;
-    if (floor.ok() && committed.has_value()) {
+    Result<std::optional<Lease>> claim = std::optional<Lease>();
+    if (!floor.ok()) {
+      claim = floor;
+    } else if (committed.has_value()) {
       claim = CompleteAndClaimNext(queue, *committed);
       committed.reset();
-    } else if (floor.ok()) {
+    } else {
       claim = queue.Claim(options_.worker_id, options_.lease_ttl_ms);
     }
     AddSince(options_.env, claim_start, counters_.coord_micros);

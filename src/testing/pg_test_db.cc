@@ -7,6 +7,7 @@
 #include <random>
 
 #include "store/migrate.h"
+#include "store/queries.h"
 
 namespace gapless {
 
@@ -66,6 +67,17 @@ void PgTest::SetUp() {
   auto conn = db_->ConnectMigrated();
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   conn_ = std::move(*conn);
+}
+
+std::map<std::string, std::string> DataChecksums(PgPool* pool, uint64_t from, uint64_t to) {
+  std::map<std::string, std::string> out;
+  auto conn = pool->Acquire();
+  for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers"}) {
+    auto sum = TableChecksum(*conn, table, from, to);
+    EXPECT_TRUE(sum.ok()) << table << ": " << sum.status().ToString();
+    if (sum.ok()) out[table] = *sum;
+  }
+  return out;
 }
 
 }  // namespace gapless

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -51,6 +53,10 @@ class PgTestDb {
 };
 
 // A fixture with a migrated database and one open connection (conn()).
+// Every data table's checksum (store/queries.h TableChecksum) over blocks from..to, by table name:
+// two databases hold the same rows iff these are equal. A failed query is a test failure.
+std::map<std::string, std::string> DataChecksums(PgPool* pool, uint64_t from, uint64_t to);
+
 class PgTest : public ::testing::Test {
  protected:
   void SetUp() override;
