@@ -12,41 +12,32 @@
 #include <vector>
 
 #include "coord/frontier.h"
+#include "testing/redis_test_db.h"
 
 namespace gapless {
 namespace {
 
-std::string RedisUrl() {
-  const char* url = std::getenv("GAPLESS_TEST_REDIS_URL");
-  return url != nullptr ? url : "redis://127.0.0.1:56379";
-}
-
-std::unique_ptr<RedisConn> MustConnect() {
-  auto conn = RedisConn::Connect(RedisUrl());
-  if (!conn.ok()) {
-    ADD_FAILURE() << conn.status().ToString();
-    return nullptr;
-  }
-  return std::move(conn).value();
-}
-
-class FrontierTest : public ::testing::Test {
+class FrontierTest : public RedisTest {
  protected:
+  // The keys of a chain id of this test's own (RedisTestDb), deleted after the test.
   void SetUp() override {
-    conn_ = MustConnect();
-    ASSERT_NE(conn_, nullptr);
-    std::random_device rd;
-    std::string tag = "gapless:{test-" +
-                      std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-                      "-" + std::to_string(rd()) + "}:";
-    completed_ = tag + "completed";
-    frontier_key_ = tag + "frontier";
+    RedisTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    conn_ = &conn();
+    completed_ = keys().completed();
+    frontier_key_ = keys().frontier();
   }
-  void TearDown() override {
-    if (conn_ != nullptr) (void)conn_->Command({"DEL", completed_, frontier_key_});
+  // Another connection to the test's Redis (for threads of their own).
+  std::unique_ptr<RedisConn> Connect() {
+    auto conn = db().Connect();
+    if (!conn.ok()) {
+      ADD_FAILURE() << conn.status().ToString();
+      return nullptr;
+    }
+    return std::move(conn).value();
   }
 
-  Frontier Make(uint64_t start) { return Frontier(conn_.get(), completed_, frontier_key_, start); }
+  Frontier Make(uint64_t start) { return Frontier(conn_, completed_, frontier_key_, start); }
   uint64_t MustAdvance(Frontier& f) {
     auto r = f.Advance();
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -67,7 +58,7 @@ class FrontierTest : public ::testing::Test {
     return reply.ok() && !reply->is_nil() ? reply->str : "(nil)";
   }
 
-  std::unique_ptr<RedisConn> conn_;
+  RedisConn* conn_ = nullptr;
   std::string completed_;
   std::string frontier_key_;
 };
@@ -220,7 +211,7 @@ TEST_F(FrontierTest, ConcurrentAdvancersAgree) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto conn = MustConnect();
+      auto conn = Connect();
       if (conn == nullptr) return;
       Frontier f(conn.get(), completed_, frontier_key_, 0);
       uint64_t last = 0;

@@ -16,23 +16,10 @@
 #include <vector>
 
 #include "coord/rate_limiter.h"
+#include "testing/redis_test_db.h"
 
 namespace gapless {
 namespace {
-
-std::string RedisUrl() {
-  const char* url = std::getenv("GAPLESS_TEST_REDIS_URL");
-  return url != nullptr ? url : "redis://127.0.0.1:56379";
-}
-
-std::unique_ptr<RedisConn> MustConnect() {
-  auto conn = RedisConn::Connect(RedisUrl());
-  if (!conn.ok()) {
-    ADD_FAILURE() << conn.status().ToString();
-    return nullptr;
-  }
-  return std::move(conn).value();
-}
 
 int64_t SteadyMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
@@ -53,18 +40,23 @@ size_t MaxInWindow(std::vector<int64_t> ts, int64_t window_us) {
   return best;
 }
 
-class RateLimiterTest : public ::testing::Test {
+class RateLimiterTest : public RedisTest {
  protected:
+  // The key of a chain id of this test's own (RedisTestDb), deleted after the test.
   void SetUp() override {
-    conn_ = MustConnect();
-    ASSERT_NE(conn_, nullptr);
-    std::random_device rd;
-    key_ = "gapless:{test-" +
-           std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
-           std::to_string(rd()) + "}:rate_limit:rpc";
+    RedisTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    conn_ = &conn();
+    key_ = keys().rate_limit("rpc");
   }
-  void TearDown() override {
-    if (conn_ != nullptr) (void)conn_->Command({"DEL", key_});
+  // Another connection to the test's Redis (for threads of their own).
+  std::unique_ptr<RedisConn> Connect() {
+    auto conn = db().Connect();
+    if (!conn.ok()) {
+      ADD_FAILURE() << conn.status().ToString();
+      return nullptr;
+    }
+    return std::move(conn).value();
   }
 
   // One run of the script; the reply (0 = admitted, else wait in ms).
@@ -93,7 +85,7 @@ class RateLimiterTest : public ::testing::Test {
     return reply.ok() ? reply->integer : -3;
   }
 
-  std::unique_ptr<RedisConn> conn_;
+  RedisConn* conn_ = nullptr;
   std::string key_;
 };
 
@@ -180,7 +172,7 @@ TEST_F(RateLimiterTest, BadArgumentsFailBeforeAnyWrite) {
 }
 
 TEST_F(RateLimiterTest, InvalidOptionsAreAFailedPrecondition) {
-  RateLimiter limiter(conn_.get(), key_, {.limit = 0});
+  RateLimiter limiter(conn_, key_, {.limit = 0});
   EXPECT_EQ(limiter.Acquire().code(), Code::kFailedPrecondition);
 }
 
@@ -198,7 +190,7 @@ TEST_F(RateLimiterTest, FleetNeverExceedsTheLimitInAnySlidingWindow) {
   int64_t start = SteadyMicros();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto conn = MustConnect();
+      auto conn = Connect();
       if (conn == nullptr) return;
       RateLimiter limiter(conn.get(), key_, {.limit = kLimit, .window_ms = kWindowMs});
       while (SteadyMicros() - start < kRunMicros) {
@@ -212,7 +204,7 @@ TEST_F(RateLimiterTest, FleetNeverExceedsTheLimitInAnySlidingWindow) {
     });
   }
   std::map<std::string, int64_t> seen;  // member -> Redis admission time (us)
-  auto monitor = MustConnect();
+  auto monitor = Connect();
   ASSERT_NE(monitor, nullptr);
   auto snapshot = [&] {
     auto reply = monitor->Command({"ZRANGE", key_, "0", "-1", "WITHSCORES"});
@@ -268,8 +260,8 @@ int64_t AdmittedIn(RateLimiter& limiter, int64_t micros) {
 TEST_F(RateLimiterTest, SlowDownReducesThroughput) {
   constexpr int64_t kLimit = 40;
   RateLimiterOptions options{.limit = kLimit, .window_ms = 500, .recovery_per_window = 0.0};
-  RateLimiter normal(conn_.get(), key_ + ":normal", options);
-  RateLimiter slowed(conn_.get(), key_ + ":slowed", options);
+  RateLimiter normal(conn_, key_ + ":normal", options);
+  RateLimiter slowed(conn_, key_ + ":slowed", options);
   slowed.SlowDown();
   EXPECT_EQ(slowed.effective_limit(), kLimit / 2);
   int64_t n_normal = AdmittedIn(normal, 1'600'000);
@@ -288,7 +280,7 @@ TEST_F(RateLimiterTest, SlowDownReducesThroughput) {
 
 TEST_F(RateLimiterTest, SlowDownIsMultiplicativeOncePerWindowAndRecoversAdditively) {
   SimEnv env;
-  RateLimiter limiter(conn_.get(), key_,
+  RateLimiter limiter(conn_, key_,
                       {.limit = 64, .window_ms = 1000, .recovery_per_window = 0.125, .env = &env});
   EXPECT_EQ(limiter.effective_limit(), 64);
   limiter.SlowDown();
@@ -314,7 +306,7 @@ TEST_F(RateLimiterTest, SlowDownIsMultiplicativeOncePerWindowAndRecoversAdditive
 
 // One limiter shared by the threads of a process (it is internally locked).
 TEST_F(RateLimiterTest, SharedLimiterAcrossThreads) {
-  RateLimiter limiter(conn_.get(), key_, {.limit = 30, .window_ms = 500});
+  RateLimiter limiter(conn_, key_, {.limit = 30, .window_ms = 500});
   std::vector<std::thread> threads;
   std::atomic<int> admitted{0};
   int64_t start = SteadyMicros();
