@@ -108,7 +108,7 @@ TEST_F(ChaosTest, FourWorkerProcessesKilledAtRandomIndex2000BlocksExactlyOnce) {
 
   auto redis = RedisConn::Connect(redis_url_);
   ASSERT_TRUE(redis.ok());
-  Queue queue(redis->get(), Keys(static_cast<int64_t>(devnet.chain_id())));
+  Queue queue(redis->get(), FleetKeys(pool_.get(), devnet.chain_id()));
   auto depths = queue.Depths();
   ASSERT_TRUE(depths.ok());
   EXPECT_EQ(depths->dlq, 0) << "a range was dead-lettered";

@@ -607,5 +607,35 @@ TEST_F(DevnetTestWithRedis, FollowModeTracksTheHeadMinusConfirmations) {
   ExpectEqualsACleanRun(devnet, pool_.get(), head + 12 - 3);
 }
 
+// Two databases indexing the same chain through the same Redis: each has a coordination namespace
+// of its own (store/state.h EnsureDatabaseId), so the second run is not confused by the first one's
+// frontier, queue or fence counter, and both end complete.
+TEST_F(DevnetTestWithRedis, TwoDatabasesOfOneChainShareARedisWithoutMixingUp) {
+  const Devnet& devnet = TheDevnet();
+  PgTestDb other_db;
+  ASSERT_FALSE(other_db.failed()) << other_db.error().ToString();
+  auto other_pool = OpenPool(other_db.url(), 2);
+  ASSERT_NE(other_pool, nullptr);
+  for (const std::string& url : {db_.url(), other_db.url()}) {
+    SCOPED_TRACE(url);
+    ASSERT_EQ(WaitForExit(Spawn(FleetCommand("run", devnet, url, redis_url_, devnet.last_block(),
+                                             {.range_size = "10", .workers = "2"})),
+                          120),
+              0)
+        << "gapless run did not finish";
+  }
+  for (PgPool* pool : {pool_.get(), other_pool.get()}) {
+    auto conn = pool->Acquire();
+    auto report = Verify(*conn, 0, devnet.last_block());
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok()) << report->Render();
+    EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
+  }
+  EXPECT_NE(FleetKeys(pool_.get(), devnet.chain_id()).prefix(),
+            FleetKeys(other_pool.get(), devnet.chain_id()).prefix());
+  EXPECT_EQ(DataChecksums(pool_.get(), 0, devnet.last_block()),
+            DataChecksums(other_pool.get(), 0, devnet.last_block()));
+}
+
 }  // namespace
 }  // namespace gapless::e2e

@@ -21,6 +21,7 @@
 #include "e2e_util.h"
 #include "rpc/curl_transport.h"
 #include "store/queries.h"
+#include "store/state.h"
 #include "testing/devnet_manifest.h"
 #include "testing/pg_test_db.h"
 
@@ -186,21 +187,30 @@ inline char ProcessState(pid_t pid) {
   return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
 }
 
-// The gapless binary keys Redis by the real chain id, which every test of a devnet shares: clear
-// what an earlier test left there (its frontier would make a new run think it is done).
+// The gapless binary keys Redis by the real chain id and the database's id: clear every namespace
+// of the chain that earlier tests left behind (they only cost memory, since every test has a
+// database, and so a namespace, of its own; this keeps the test Redis small).
 inline void ClearChainKeys(const std::string& redis_url, uint64_t chain_id) {
   auto redis = RedisConn::Connect(redis_url);
   ASSERT_TRUE(redis.ok()) << redis.status().ToString();
-  Keys keys(static_cast<int64_t>(chain_id));
+  const std::string pattern = "gapless:{chain-" + std::to_string(chain_id) + "[-}]*";
   std::string cursor = "0";
   do {
-    auto page = (*redis)->Command({"SCAN", cursor, "MATCH", keys.prefix() + "*", "COUNT", "1000"});
+    auto page = (*redis)->Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
     ASSERT_TRUE(page.ok());
     cursor = page->elements[0].str;
     for (const auto& key : page->elements[1].elements) {
       ASSERT_TRUE((*redis)->Command({"DEL", key.str}).ok());
     }
   } while (cursor != "0");
+}
+
+// The coordination keys the gapless binary uses for this database.
+inline Keys FleetKeys(PgPool* pool, uint64_t chain_id) {
+  auto conn = pool->Acquire();
+  auto id = EnsureDatabaseId(*conn);
+  EXPECT_TRUE(id.ok()) << id.status().ToString();
+  return Keys(static_cast<int64_t>(chain_id), id.ok() ? *id : "");
 }
 
 inline int64_t CommittedRangeCount(PgPool* pool) {

@@ -44,7 +44,8 @@ Result<Fleet> Open(const FleetArgs& args) {
     f.chain_id = *recorded;
   }
   GAPLESS_ASSIGN_OR_RETURN(f.redis, RedisConn::Connect(args.redis));
-  f.keys = std::make_unique<Keys>(static_cast<int64_t>(f.chain_id));
+  GAPLESS_ASSIGN_OR_RETURN(std::string database_id, EnsureDatabaseId(*f.pg));
+  f.keys = std::make_unique<Keys>(static_cast<int64_t>(f.chain_id), database_id);
   return f;
 }
 
@@ -81,7 +82,7 @@ int RunStatus(const FleetArgs& args) {
     if (*next == 0) return std::string("nothing committed yet");
     return fmt::format("block {} (every block up to it is committed)", *next - 1);
   };
-  std::cout << fmt::format("chain {}\n", f.chain_id);
+  std::cout << fmt::format("chain {}   (redis keys {}*)\n", f.chain_id, f.keys->prefix());
   std::optional<uint64_t> redis_next;
   if (!redis_frontier->is_nil()) redis_next = std::stoull(redis_frontier->str);
   std::cout << fmt::format("frontier (PostgreSQL)  {}\n", frontier_text(*pg_frontier));

@@ -295,7 +295,13 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
   auto redis = RedisConn::Connect(run.redis);
   if (!redis.ok()) return Report(redis.status());
   if (Status st = (*redis)->CheckNoEviction(); !st.ok()) return Report(st);
-  Keys keys(static_cast<int64_t>(chain_id));
+  Result<std::string> database_id = Internal("unset");
+  {
+    auto conn = pool->Acquire();
+    database_id = EnsureDatabaseId(*conn);
+  }
+  if (!database_id.ok()) return Report(database_id.status());
+  Keys keys(static_cast<int64_t>(chain_id), *database_id);
 
   std::unique_ptr<RedisConn> limiter_conn;
   std::unique_ptr<RateLimiter> limiter;
@@ -462,7 +468,9 @@ int RunReconcile(const CommonArgs& common, const RunArgs& run, uint64_t from, ui
   auto redis = RedisConn::Connect(run.redis);
   if (!redis.ok()) return Report(redis.status());
   if (Status st = (*redis)->CheckNoEviction(); !st.ok()) return Report(st);
-  Keys keys(static_cast<int64_t>(**chain));
+  auto database_id = EnsureDatabaseId(*conn);
+  if (!database_id.ok()) return Report(database_id.status());
+  Keys keys(static_cast<int64_t>(**chain), *database_id);
   Status st = Reconcile(**redis, keys, *conn, from, to, range_size);
   if (st.ok()) spdlog::info("reconciled blocks {}..{} of chain {}", from, to, **chain);
   return Report(st);

@@ -2,8 +2,11 @@
 
 namespace gapless {
 
-Keys::Keys(int64_t chain_id)
-    : chain_id_(chain_id), prefix_("gapless:{chain-" + std::to_string(chain_id) + "}:") {}
+Keys::Keys(int64_t chain_id, std::string_view database_id) : chain_id_(chain_id) {
+  prefix_ = "gapless:{chain-" + std::to_string(chain_id);
+  if (!database_id.empty()) prefix_.append("-db-").append(database_id);
+  prefix_ += "}:";
+}
 
 std::string Keys::pending() const { return prefix_ + "queue:pending"; }
 std::string Keys::processing() const { return prefix_ + "queue:processing"; }

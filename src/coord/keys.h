@@ -1,9 +1,11 @@
 // Keys: every key of the coordination Redis, built here and only here.
 //
-// All keys of one chain share the prefix "gapless:{chain-<id>}:" whose {hash tag} puts them in one
-// cluster slot, so any script may touch any of them and the same code runs on a single Redis,
-// Sentinel or Redis Cluster. Scripts receive every key they touch in KEYS (none is built inside
-// Lua), which is why per-task state lives in hashes keyed by task rather than in per-task keys.
+// All keys of one chain and database share the prefix "gapless:{chain-<id>-db-<database id>}:"
+// (store/state.h EnsureDatabaseId; "gapless:{chain-<id>}:" without one), whose {hash tag} puts
+// them in one cluster slot, so any script may touch any of them and the same code runs on a single
+// Redis, Sentinel or Redis Cluster. Scripts receive every key they touch in KEYS (none is built
+// inside Lua), which is why per-task state lives in hashes keyed by task rather than in per-task
+// keys.
 //
 // A task is a block range "from-to" (inclusive, decimal, from <= to), e.g. "100-149".
 //
@@ -33,10 +35,13 @@ namespace gapless {
 
 class Keys {
  public:
-  explicit Keys(int64_t chain_id);
+  // database_id: the identity of the PostgreSQL database the fleet writes (EnsureDatabaseId), so
+  // two databases indexing the same chain through one Redis keep apart queues, fences and
+  // frontiers. Empty: the chain alone (tests and benchmarks that pick a chain id of their own).
+  explicit Keys(int64_t chain_id, std::string_view database_id = {});
 
   int64_t chain_id() const { return chain_id_; }
-  // "gapless:{chain-<id>}:" — every key below starts with it.
+  // "gapless:{chain-<id>-db-<database id>}:" — every key below starts with it.
   const std::string& prefix() const { return prefix_; }
 
   // --- work queue (queue.h) ---

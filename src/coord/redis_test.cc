@@ -1,10 +1,28 @@
-// Unit tests of the Redis client that need no server: SHA1, embedded scripts, URL errors.
+// Unit tests of the coordination layer that need no server: key layout, SHA1, embedded scripts,
+// URL errors.
 #include "coord/redis.h"
 
 #include <gtest/gtest.h>
 
+#include "coord/keys.h"
+
 namespace gapless {
 namespace {
+
+// Every key of one chain and database shares one hash tag (one cluster slot); another database of
+// the same chain gets another one.
+TEST(KeysTest, OneHashTagPerChainAndDatabase) {
+  Keys a(1, "0a1b2c3d4e5f");
+  Keys b(1, "ffffffffffff");
+  EXPECT_EQ(a.prefix(), "gapless:{chain-1-db-0a1b2c3d4e5f}:");
+  EXPECT_NE(a.prefix(), b.prefix());
+  EXPECT_EQ(Keys(1).prefix(), "gapless:{chain-1}:");
+  for (const std::string& key :
+       {a.pending(), a.processing(), a.leases(), a.fence_counter(), a.completed(), a.frontier(),
+        a.dlq(), a.expiries(), a.leader_lock(), a.registry(), a.rate_limit("rpc")}) {
+    EXPECT_EQ(key.rfind(a.prefix(), 0), 0u) << key;
+  }
+}
 
 TEST(Sha1Test, KnownVectors) {
   EXPECT_EQ(Sha1Hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");

@@ -57,6 +57,17 @@ Result<std::optional<uint64_t>> LoadChainId(PgConn& conn) {
   return std::optional<uint64_t>(static_cast<uint64_t>(v));
 }
 
+Result<std::string> EnsureDatabaseId(PgConn& conn) {
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(
+      "INSERT INTO indexer_state (key, value) VALUES ('database_id', "
+      "substr(md5(random()::text || clock_timestamp()::text || pg_backend_pid()::text), 1, 12)) "
+      "ON CONFLICT (key) DO NOTHING"));
+  GAPLESS_ASSIGN_OR_RETURN(auto res,
+                           conn.Query("SELECT value FROM indexer_state WHERE key = 'database_id'"));
+  if (res.rows() != 1) return Internal("indexer_state has no database_id after inserting one");
+  return std::string(res.Get(0, 0));
+}
+
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn) {
   GAPLESS_ASSIGN_OR_RETURN(
       auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'frontier'"));

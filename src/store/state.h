@@ -33,6 +33,12 @@ Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t ne
 // The chain id recorded by EnsureChainId, nullopt in a database not used yet.
 Result<std::optional<uint64_t>> LoadChainId(PgConn& conn);
 
+// The database's identity in the coordination Redis (coord/keys.h): 12 random hex digits,
+// recorded in indexer_state on first use and the same ever after, so two databases indexing one
+// chain through one Redis never share a queue, fence counter or frontier. Concurrent first calls
+// agree (one insert wins).
+Result<std::string> EnsureDatabaseId(PgConn& conn);
+
 // The recorded frontier, nullopt before the first PersistFrontier.
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn);
 
