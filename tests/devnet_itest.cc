@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -635,6 +636,78 @@ TEST_F(DevnetTestWithRedis, TwoDatabasesOfOneChainShareARedisWithoutMixingUp) {
             FleetKeys(other_pool.get(), devnet.chain_id()).prefix());
   EXPECT_EQ(DataChecksums(pool_.get(), 0, devnet.last_block()),
             DataChecksums(other_pool.get(), 0, devnet.last_block()));
+}
+
+// `gapless status` and `gapless dlq` against a live fleet: a range whose blocks the node answers
+// with garbage ends in the DLQ; `dlq list` names it with its error, `status` shows the fleet (its
+// frontier waiting below the range, the dead letter, the live workers), and after the node heals,
+// `dlq retry` requeues it and the run completes.
+TEST_F(DevnetTestWithRedis, StatusAndDlqShowTheFleetAndRetryCompletesIt) {
+  const Devnet& devnet = TheDevnet();
+  std::atomic<bool> healed{false};
+  std::mutex mu;
+  CurlTransport upstream(kAnvilUrl);
+  HttpTestServer proxy([&](const HttpTestServer::Request& req) {
+    if (!healed.load() && req.body.find("\"0x28\"") != std::string::npos) {  // block 40
+      return HttpTestServer::Response::Json("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{tru");
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    auto r = upstream.Post(req.body);
+    if (!r.ok()) return HttpTestServer::Response::Json(r.status().ToString(), 502);
+    return HttpTestServer::Response::Json(std::move(r->body), static_cast<int>(r->status));
+  });
+  const Devnet through_proxy{proxy.url(), devnet.manifest};
+  std::vector<std::string> run = FleetCommand("run", through_proxy, db_.url(), redis_url_,
+                                              devnet.last_block(), {.range_size = "10"});
+  run.insert(run.end(), {"--max-attempts", "2", "--batch", "10"});
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_dlq.log";
+  std::remove(log.c_str());
+  pid_t pid = Spawn(run, log);
+  const std::vector<std::string> fleet = {"--db", db_.url(), "--redis", redis_url_};
+  auto command = [&](std::vector<std::string> head) {
+    head.insert(head.begin(), GaplessBinary());
+    head.insert(head.end(), fleet.begin(), fleet.end());
+    return head;
+  };
+
+  std::string dlq;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (dlq.find("40-49") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    dlq = RunForOutput(command({"dlq", "list"})).second;
+  }
+  std::printf("gapless dlq list:\n%s", dlq.c_str());
+  EXPECT_NE(dlq.find("1 dead-lettered ranges"), std::string::npos) << dlq;
+  EXPECT_NE(dlq.find("40-49"), std::string::npos) << dlq;
+  EXPECT_NE(dlq.find("attempts 2"), std::string::npos) << dlq;
+  EXPECT_NE(dlq.find("InvalidData"), std::string::npos) << dlq;
+
+  // Everything but the dead range commits; the frontier waits at block 39.
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const int64_t ranges = static_cast<int64_t>(devnet.last_block() / 10 + 1);
+  while (CommittedRangeCount(pool_.get()) < ranges - 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a leader tick or two
+  auto [status_exit, status] = RunForOutput(command({"status", "--rpc", kAnvilUrl}));
+  std::printf("gapless status:\n%s", status.c_str());
+  EXPECT_EQ(status_exit, 0);
+  EXPECT_NE(status.find("frontier (PostgreSQL)  block 39 "), std::string::npos) << status;
+  EXPECT_NE(status.find("0 pending, 0 processing, 1 dead-lettered"), std::string::npos) << status;
+  EXPECT_NE(status.find("live workers (1)"), std::string::npos) << status;
+  EXPECT_NE(status.find("chain head"), std::string::npos) << status;
+
+  healed.store(true);
+  auto [retry_exit, retried] = RunForOutput(command({"dlq", "retry", "40-49"}));
+  EXPECT_EQ(retry_exit, 0) << retried;
+  EXPECT_NE(retried.find("re-queued 40-49"), std::string::npos) << retried;
+  EXPECT_EQ(WaitForExit(pid, 60), 0) << ReadFile(log);
+  proxy.Stop();
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, devnet.last_block());
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
 }
 
 }  // namespace

@@ -164,6 +164,32 @@ inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log 
   return pid;
 }
 
+// Runs a program to completion and returns its exit code (-1 if killed by a signal) and stdout;
+// stderr is left alone.
+inline std::pair<int, std::string> RunForOutput(const std::vector<std::string>& args) {
+  int fds[2];
+  if (pipe(fds) != 0) return {-1, ""};
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
 // Waits up to `seconds` for pid to exit and returns its exit code; -1 if it was killed by a
 // signal, or if it had to be SIGKILLed because it did not exit in time.
 inline int WaitForExit(pid_t pid, int seconds) {
