@@ -159,10 +159,8 @@ int Main(int argc, char** argv) {
   const uint64_t first = 17'000'000;
   uint64_t rows = 0, txs = 0, bytes = 0;
   for (uint64_t from = first; from < first + args.blocks; from += args.range) {
-    RangeWrite w;
-    w.from_block = from;
-    w.to_block = std::min(from + args.range, first + args.blocks) - 1;
-    w.blocks = SyntheticBlocks(from, w.to_block - from + 1, args.data);
+    RangeWrite w =
+        SyntheticRange(from, std::min(from + args.range, first + args.blocks) - 1, args.data);
     for (const BlockData& d : w.blocks) {
       for (DataTable t : kDataTables) rows += RowCount(t, d);
       txs += d.transactions.size();

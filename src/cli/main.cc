@@ -295,11 +295,10 @@ int RunFleet(const CommonArgs& common, const IndexArgs& args, const RunArgs& run
   auto redis = RedisConn::Connect(run.redis);
   if (!redis.ok()) return Report(redis.status());
   if (Status st = (*redis)->CheckNoEviction(); !st.ok()) return Report(st);
-  Result<std::string> database_id = Internal("unset");
-  {
+  auto database_id = [&] {
     auto conn = pool->Acquire();
-    database_id = EnsureDatabaseId(*conn);
-  }
+    return EnsureDatabaseId(*conn);
+  }();
   if (!database_id.ok()) return Report(database_id.status());
   Keys keys(static_cast<int64_t>(chain_id), *database_id);
 

@@ -27,15 +27,6 @@ class FrontierTest : public RedisTest {
     completed_ = keys().completed();
     frontier_key_ = keys().frontier();
   }
-  // Another connection to the test's Redis (for threads of their own).
-  std::unique_ptr<RedisConn> Connect() {
-    auto conn = db().Connect();
-    if (!conn.ok()) {
-      ADD_FAILURE() << conn.status().ToString();
-      return nullptr;
-    }
-    return std::move(conn).value();
-  }
 
   Frontier Make(uint64_t start) { return Frontier(conn_, completed_, frontier_key_, start); }
   uint64_t MustAdvance(Frontier& f) {
@@ -211,7 +202,7 @@ TEST_F(FrontierTest, ConcurrentAdvancersAgree) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto conn = Connect();
+      auto conn = NewConnection();
       if (conn == nullptr) return;
       Frontier f(conn.get(), completed_, frontier_key_, 0);
       uint64_t last = 0;

@@ -49,15 +49,6 @@ class RateLimiterTest : public RedisTest {
     conn_ = &conn();
     key_ = keys().rate_limit("rpc");
   }
-  // Another connection to the test's Redis (for threads of their own).
-  std::unique_ptr<RedisConn> Connect() {
-    auto conn = db().Connect();
-    if (!conn.ok()) {
-      ADD_FAILURE() << conn.status().ToString();
-      return nullptr;
-    }
-    return std::move(conn).value();
-  }
 
   // One run of the script; the reply (0 = admitted, else wait in ms).
   int64_t Script(int64_t limit, int64_t window_ms, const std::string& member) {
@@ -190,7 +181,7 @@ TEST_F(RateLimiterTest, FleetNeverExceedsTheLimitInAnySlidingWindow) {
   int64_t start = SteadyMicros();
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      auto conn = Connect();
+      auto conn = NewConnection();
       if (conn == nullptr) return;
       RateLimiter limiter(conn.get(), key_, {.limit = kLimit, .window_ms = kWindowMs});
       while (SteadyMicros() - start < kRunMicros) {
@@ -204,7 +195,7 @@ TEST_F(RateLimiterTest, FleetNeverExceedsTheLimitInAnySlidingWindow) {
     });
   }
   std::map<std::string, int64_t> seen;  // member -> Redis admission time (us)
-  auto monitor = Connect();
+  auto monitor = NewConnection();
   ASSERT_NE(monitor, nullptr);
   auto snapshot = [&] {
     auto reply = monitor->Command({"ZRANGE", key_, "0", "-1", "WITHSCORES"});

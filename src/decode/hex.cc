@@ -60,18 +60,21 @@ bool WriteLower(std::string_view text, std::string* out) {
   return LowerHexInPlace(out->data() + 2, text.size() - 2);
 }
 
-// Validates quantity digits: returns the number of significant digits, or a problem.
-HexProblem CheckQuantityDigits(std::string_view digits, size_t* significant) {
-  if (digits.empty()) return HexProblem::kEmpty;
+// Validates a 256-bit quantity ("0x" + 1..64 significant hex digits, leading zeros allowed);
+// *digits gets the text after the prefix.
+HexProblem CheckQuantity256(std::string_view text, std::string_view* digits) {
+  if (!HasPrefix(text)) return HexProblem::kNoPrefix;
+  *digits = text.substr(2);
+  if (digits->empty()) return HexProblem::kEmpty;
   size_t sig = 0;
   bool bad = false;
-  for (char c : digits) {
+  for (char c : *digits) {
     char l = kLower[static_cast<unsigned char>(c)];
     bad |= (l == 0);
     if (sig != 0 || l != '0') ++sig;
   }
   if (bad) return HexProblem::kBadDigit;
-  *significant = sig;
+  if (sig > 64) return HexProblem::kOverflow;
   return HexProblem::kNone;
 }
 
@@ -90,12 +93,9 @@ HexProblem NormalizeHexData(std::string_view text, size_t want_bytes, std::strin
 }
 
 HexProblem NormalizeHexQuantity(std::string_view text, std::string* out) {
-  if (!HasPrefix(text)) return HexProblem::kNoPrefix;
-  std::string_view digits = text.substr(2);
-  size_t sig = 0;
-  HexProblem p = CheckQuantityDigits(digits, &sig);
+  std::string_view digits;
+  HexProblem p = CheckQuantity256(text, &digits);
   if (p != HexProblem::kNone) return p;
-  if (sig > 64) return HexProblem::kOverflow;
   WriteLower(text, out);
   return HexProblem::kNone;
 }
@@ -124,12 +124,9 @@ HexProblem ParseQuantityU64(std::string_view text, uint64_t* out) {
 }
 
 HexProblem ParseQuantityU256(std::string_view text, U256* out) {
-  if (!HasPrefix(text)) return HexProblem::kNoPrefix;
-  std::string_view digits = text.substr(2);
-  size_t sig = 0;
-  HexProblem p = CheckQuantityDigits(digits, &sig);
+  std::string_view digits;
+  HexProblem p = CheckQuantity256(text, &digits);
   if (p != HexProblem::kNone) return p;
-  if (sig > 64) return HexProblem::kOverflow;
   std::optional<U256> v = U256::FromHexDigits(digits);
   if (!v) return HexProblem::kBadDigit;  // not reached: the digits were checked above
   *out = *v;

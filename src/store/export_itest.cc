@@ -395,11 +395,7 @@ TEST_F(ExportTest, AnEmptyIntervalIsAZeroByteFile) {
 }
 
 TEST_F(ExportTest, StreamsLargeExportsInOrder) {
-  RangeWrite w;
-  w.from_block = 0;
-  w.to_block = 19;
-  w.blocks = SyntheticBlocks(0, 20);
-  ASSERT_TRUE(WriteRange(conn(), w).ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(0, 19)).ok());
   std::string logs = Export(ExportTable::kLogs, 0, 19);
   std::vector<std::string> lines;
   std::stringstream ss(logs);

@@ -15,15 +15,11 @@ using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
 class QueriesTest : public PgTest {
  protected:
   void Write(uint64_t from, uint64_t to) {
-    RangeWrite w;
-    w.from_block = from;
-    w.to_block = to;
-    w.blocks = SyntheticBlocks(from, to - from + 1,
-                               {.transactions_per_block = 4,
-                                .logs_per_block = 8,
-                                .token_transfers_per_block = 3,
-                                .withdrawals_per_block = 2});
-    Status st = WriteRange(conn(), w);
+    Status st = WriteRange(conn(), SyntheticRange(from, to,
+                                                  {.transactions_per_block = 4,
+                                                   .logs_per_block = 8,
+                                                   .token_transfers_per_block = 3,
+                                                   .withdrawals_per_block = 2}));
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   void Sql(const std::string& sql) {

@@ -49,12 +49,21 @@ Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t ne
   return next_block;
 }
 
-Result<std::optional<uint64_t>> LoadChainId(PgConn& conn) {
+namespace {
+
+// An integer recorded in indexer_state under `key`, nullopt when there is none.
+Result<std::optional<uint64_t>> LoadStateNumber(PgConn& conn, const char* key) {
   GAPLESS_ASSIGN_OR_RETURN(
-      auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'chain_id'"));
+      auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = $1", {key}));
   if (res.rows() == 0) return std::optional<uint64_t>();
   GAPLESS_ASSIGN_OR_RETURN(int64_t v, res.GetInt64(0, 0));
   return std::optional<uint64_t>(static_cast<uint64_t>(v));
+}
+
+}  // namespace
+
+Result<std::optional<uint64_t>> LoadChainId(PgConn& conn) {
+  return LoadStateNumber(conn, "chain_id");
 }
 
 Result<std::string> EnsureDatabaseId(PgConn& conn) {
@@ -69,11 +78,7 @@ Result<std::string> EnsureDatabaseId(PgConn& conn) {
 }
 
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn) {
-  GAPLESS_ASSIGN_OR_RETURN(
-      auto res, conn.Query("SELECT value::bigint FROM indexer_state WHERE key = 'frontier'"));
-  if (res.rows() == 0) return std::optional<uint64_t>();
-  GAPLESS_ASSIGN_OR_RETURN(int64_t v, res.GetInt64(0, 0));
-  return std::optional<uint64_t>(static_cast<uint64_t>(v));
+  return LoadStateNumber(conn, "frontier");
 }
 
 }  // namespace gapless

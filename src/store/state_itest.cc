@@ -11,16 +11,12 @@ namespace {
 class StateTest : public PgTest {
  protected:
   void Write(uint64_t from, uint64_t to, std::optional<int64_t> token = std::nullopt) {
-    RangeWrite w;
-    w.from_block = from;
-    w.to_block = to;
-    w.fence_token = token;
-    w.blocks = SyntheticBlocks(from, to - from + 1,
-                               {.transactions_per_block = 2,
-                                .logs_per_block = 2,
-                                .token_transfers_per_block = 1,
-                                .withdrawals_per_block = 0});
-    Status st = WriteRange(conn(), w);
+    Status st = WriteRange(conn(), SyntheticRange(from, to,
+                                                  {.transactions_per_block = 2,
+                                                   .logs_per_block = 2,
+                                                   .token_transfers_per_block = 1,
+                                                   .withdrawals_per_block = 0},
+                                                  token));
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 };

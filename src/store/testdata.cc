@@ -402,4 +402,14 @@ std::string DescribeBlockData(const BlockData& d) {
   return w.Take();
 }
 
+RangeWrite SyntheticRange(uint64_t from, uint64_t to, const SyntheticOptions& options,
+                          std::optional<int64_t> fence_token) {
+  RangeWrite w;
+  w.from_block = from;
+  w.to_block = to;
+  w.blocks = SyntheticBlocks(from, to - from + 1, options);
+  w.fence_token = fence_token;
+  return w;
+}
+
 }  // namespace gapless

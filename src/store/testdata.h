@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
+#include "store/writer.h"
 
 namespace gapless {
 
@@ -29,6 +31,9 @@ std::string SyntheticBlockHash(uint64_t number, uint64_t seed = 1);
 BlockData SyntheticBlock(uint64_t number, const SyntheticOptions& options = {});
 std::vector<BlockData> SyntheticBlocks(uint64_t from, uint64_t count,
                                        const SyntheticOptions& options = {});
+// The range write of blocks from..to (inclusive), ready for WriteRange.
+RangeWrite SyntheticRange(uint64_t from, uint64_t to, const SyntheticOptions& options = {},
+                          std::optional<int64_t> fence_token = std::nullopt);
 
 // Every field of `data`, one "path=value" per line ("null" for an absent optional), so tests can
 // compare two BlockData with EXPECT_EQ and see exactly which field differs.

@@ -17,14 +17,6 @@ namespace {
 constexpr const char* kTables[] = {"blocks", "withdrawals", "transactions", "logs",
                                    "token_transfers"};
 
-RangeWrite Range(uint64_t from, uint64_t to, const SyntheticOptions& options = {}) {
-  RangeWrite w;
-  w.from_block = from;
-  w.to_block = to;
-  w.blocks = SyntheticBlocks(from, to - from + 1, options);
-  return w;
-}
-
 SyntheticOptions Small() {
   return {.transactions_per_block = 12,
           .logs_per_block = 25,
@@ -56,7 +48,8 @@ class WriterTest : public PgTest {
 };
 
 TEST_F(WriterTest, EveryColumnRoundTrips) {
-  RangeWrite w = Range(100, 104);  // mainnet-shaped: 150 txs, 300 logs, ~60 transfers per block
+  RangeWrite w =
+      SyntheticRange(100, 104);  // mainnet-shaped: 150 txs, 300 logs, ~60 transfers per block
   Status st = WriteRange(conn(), w);
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto back = ReadBlocks(conn(), 100, 104);
@@ -74,7 +67,7 @@ TEST_F(WriterTest, EveryColumnRoundTrips) {
 }
 
 TEST_F(WriterTest, ReplaceModeRoundTripsToo) {
-  RangeWrite w = Range(7, 9);
+  RangeWrite w = SyntheticRange(7, 9);
   Status st = WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange});
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto back = ReadBlocks(conn(), 7, 9);
@@ -86,7 +79,7 @@ TEST_F(WriterTest, ReplaceModeRoundTripsToo) {
 }
 
 TEST_F(WriterTest, TheStagingPathRoundTripsToo) {
-  RangeWrite w = Range(7, 9);
+  RangeWrite w = SyntheticRange(7, 9);
   Status st = WriteRange(conn(), w, {.direct_copy_when_empty = false});
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto back = ReadBlocks(conn(), 7, 9);
@@ -98,7 +91,7 @@ TEST_F(WriterTest, TheStagingPathRoundTripsToo) {
 }
 
 TEST_F(WriterTest, WritingARangeTwiceChangesNothingInEitherMode) {
-  RangeWrite w = Range(50, 59, Small());
+  RangeWrite w = SyntheticRange(50, 59, Small());
   ASSERT_TRUE(WriteRange(conn(), w).ok());
   std::string once = Checksums(0, 1000);
   int64_t rows = RowsInAllTables();
@@ -113,7 +106,7 @@ TEST_F(WriterTest, WritingARangeTwiceChangesNothingInEitherMode) {
 }
 
 TEST_F(WriterTest, StagingKeepsStoredRowsAndReplaceRewritesThem) {
-  RangeWrite w = Range(1, 2, Small());
+  RangeWrite w = SyntheticRange(1, 2, Small());
   ASSERT_TRUE(WriteRange(conn(), w).ok());
   w.blocks[1].transactions[0].value = U256(424242);
   w.blocks[1].logs.pop_back();  // a row that no longer exists in the new data
@@ -136,7 +129,7 @@ TEST_F(WriterTest, AFailingBlockCommitsNothingInEitherMode) {
                  : options.direct_copy_when_empty ? "staging, direct when empty"
                                                   : "staging");
     // Rejected by the server (invalid JSON) after blocks 10..14 of the range were sent.
-    RangeWrite w = Range(10, 19, Small());
+    RangeWrite w = SyntheticRange(10, 19, Small());
     w.blocks[5].transactions[3].access_list_json = "[{\"address\":";
     Status st = WriteRange(conn(), w, options);
     EXPECT_EQ(st.code(), Code::kInvalidData) << st.ToString();
@@ -145,7 +138,7 @@ TEST_F(WriterTest, AFailingBlockCommitsNothingInEitherMode) {
     EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges"), 0);
 
     // Rejected while serialising (a non-hex character), also after earlier tables were sent.
-    w = Range(10, 19, Small());
+    w = SyntheticRange(10, 19, Small());
     w.blocks[7].logs[2].data = "0xzz";
     st = WriteRange(conn(), w, options);
     EXPECT_EQ(st.code(), Code::kInvalidData) << st.ToString();
@@ -154,7 +147,7 @@ TEST_F(WriterTest, AFailingBlockCommitsNothingInEitherMode) {
     EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges"), 0);
 
     // The connection is fine afterwards.
-    ASSERT_TRUE(WriteRange(conn(), Range(10, 19, Small()), options).ok());
+    ASSERT_TRUE(WriteRange(conn(), SyntheticRange(10, 19, Small()), options).ok());
     ASSERT_TRUE(conn()
                     .Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"
                           " indexed_ranges")
@@ -163,9 +156,9 @@ TEST_F(WriterTest, AFailingBlockCommitsNothingInEitherMode) {
 }
 
 TEST_F(WriterTest, AFailedReplaceKeepsTheOldRows) {
-  ASSERT_TRUE(WriteRange(conn(), Range(10, 19, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(10, 19, Small())).ok());
   std::string before = Checksums(0, 100);
-  RangeWrite w = Range(10, 19, Small());
+  RangeWrite w = SyntheticRange(10, 19, Small());
   w.blocks[9].block.extra_data = "0x1";  // odd length: refused
   Status st = WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange});
   EXPECT_EQ(st.code(), Code::kInvalidData) << st.ToString();
@@ -173,7 +166,7 @@ TEST_F(WriterTest, AFailedReplaceKeepsTheOldRows) {
 }
 
 TEST_F(WriterTest, StaleFenceTokensAreAborted) {
-  RangeWrite w = Range(100, 109, Small());
+  RangeWrite w = SyntheticRange(100, 109, Small());
   w.fence_token = 5;
   ASSERT_TRUE(WriteRange(conn(), w).ok());
 
@@ -192,7 +185,7 @@ TEST_F(WriterTest, StaleFenceTokensAreAborted) {
   EXPECT_EQ(Count("SELECT fence_token FROM indexed_ranges WHERE from_block = 100"), 7);
 
   // A differently cut range overlapping 100..109 with an older token is stale too.
-  RangeWrite overlap = Range(105, 114, Small());
+  RangeWrite overlap = SyntheticRange(105, 114, Small());
   overlap.fence_token = 6;
   st = WriteRange(conn(), overlap);
   EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
@@ -214,7 +207,7 @@ TEST_F(WriterTest, ConcurrentWritersOfOneRangeSerialiseOnTheFence) {
     auto c1 = db().Connect();
     auto c2 = db().Connect();
     ASSERT_TRUE(c1.ok() && c2.ok());
-    RangeWrite older = Range(1000 + 100 * round, 1019 + 100 * round, Small());
+    RangeWrite older = SyntheticRange(1000 + 100 * round, 1019 + 100 * round, Small());
     RangeWrite newer = older;
     older.fence_token = 10 * round + 1;
     newer.fence_token = 10 * round + 2;
@@ -236,7 +229,7 @@ TEST_F(WriterTest, ADirectCopyRacingAnOverlappingWriterIsAbortedAndTheRetrySucce
   // still looks empty and takes the direct COPY, which then waits on that row's key.
   auto other = db().Connect();
   ASSERT_TRUE(other.ok());
-  RangeWrite w = Range(100, 109, Small());
+  RangeWrite w = SyntheticRange(100, 109, Small());
   ASSERT_TRUE((*other)->Exec("BEGIN").ok());
   Status inserted = (*other)->Exec(
       "INSERT INTO blocks (number, hash, parent_hash, nonce, sha3_uncles, logs_bloom,"
@@ -268,21 +261,21 @@ TEST_F(WriterTest, ADirectCopyRacingAnOverlappingWriterIsAbortedAndTheRetrySucce
 }
 
 TEST_F(WriterTest, RefusesMalformedRanges) {
-  RangeWrite w = Range(5, 9, Small());
+  RangeWrite w = SyntheticRange(5, 9, Small());
   w.blocks.pop_back();
   EXPECT_EQ(WriteRange(conn(), w).code(), Code::kInvalidData);
 
-  w = Range(5, 9, Small());
+  w = SyntheticRange(5, 9, Small());
   std::swap(w.blocks[1], w.blocks[2]);
   Status st = WriteRange(conn(), w);
   EXPECT_EQ(st.code(), Code::kInvalidData);
   EXPECT_NE(st.message().find("out of place"), std::string::npos) << st.ToString();
 
-  w = Range(5, 9, Small());
+  w = SyntheticRange(5, 9, Small());
   w.blocks[0].logs[3].block_number = 6;
   EXPECT_EQ(WriteRange(conn(), w).code(), Code::kInvalidData);
 
-  w = Range(5, 9, Small());
+  w = SyntheticRange(5, 9, Small());
   w.blocks[0].transactions[2].transaction_index = 1;  // duplicate key
   st = WriteRange(conn(), w);
   EXPECT_EQ(st.code(), Code::kInvalidData);
@@ -316,16 +309,16 @@ TEST_F(WriterTest, EnsureGenesisHashRefusesAnotherChainWithTheSameId) {
 }
 
 TEST_F(WriterTest, StagingTablesAreRecreatedAfterAReconnect) {
-  ASSERT_TRUE(WriteRange(conn(), Range(1, 1, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(1, 1, Small())).ok());
   auto pid = conn().Query("SELECT pg_backend_pid()");
   ASSERT_TRUE(pid.ok());
   auto killer = db().Connect();
   ASSERT_TRUE(killer.ok());
   ASSERT_TRUE(
       (*killer)->Query("SELECT pg_terminate_backend($1)", {std::string(pid->Get(0, 0))}).ok());
-  Status st = WriteRange(conn(), Range(2, 2, Small()));
+  Status st = WriteRange(conn(), SyntheticRange(2, 2, Small()));
   EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
-  st = WriteRange(conn(), Range(2, 2, Small()));
+  st = WriteRange(conn(), SyntheticRange(2, 2, Small()));
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 2);
 }

@@ -72,6 +72,15 @@ Result<int64_t> RedisTestDb::DeleteKeys() {
   return deleted;
 }
 
+std::unique_ptr<RedisConn> RedisTest::NewConnection() {
+  auto conn = db_->Connect();
+  if (!conn.ok()) {
+    ADD_FAILURE() << conn.status().ToString();
+    return nullptr;
+  }
+  return std::move(conn).value();
+}
+
 void RedisTest::SetUp() {
   db_ = std::make_unique<RedisTestDb>();
   if (db_->skipped()) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL is not set";

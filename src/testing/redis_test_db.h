@@ -63,6 +63,9 @@ class RedisTest : public ::testing::Test {
   RedisTestDb& db() { return *db_; }
   RedisConn& conn() { return *db_->conn(); }
   const Keys& keys() { return db_->keys(); }
+  // Another connection to the test's Redis (for threads of their own); nullptr, with a test
+  // failure, if it cannot connect.
+  std::unique_ptr<RedisConn> NewConnection();
 
  private:
   std::unique_ptr<RedisTestDb> db_;
