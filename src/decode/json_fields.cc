@@ -167,8 +167,12 @@ Status ReadHexAndCompare(dom::element v, std::string_view field, size_t bytes,
   return Status::Ok();
 }
 
-Status ReadOptHex(dom::element v, std::string_view field, size_t bytes,
-                  std::optional<std::string>* out) {
+namespace {
+
+// An optional field: JSON null resets *out; a string is handed to parse(text, value) with the
+// value held in *out (an existing one is reused, so its buffer is).
+template <typename T, typename Parse>
+Status ReadOptional(dom::element v, std::string_view field, std::optional<T>* out, Parse parse) {
   std::string_view text;
   bool is_null = false;
   GAPLESS_RETURN_IF_ERROR(ReadString(v, field, &text, &is_null));
@@ -177,24 +181,25 @@ Status ReadOptHex(dom::element v, std::string_view field, size_t bytes,
     return Status::Ok();
   }
   if (!*out) out->emplace();
-  HexProblem p = NormalizeHexData(text, bytes, &**out);
-  if (p != HexProblem::kNone) return HexError(field, text, p, bytes);
-  return Status::Ok();
+  return parse(text, &**out);
+}
+
+}  // namespace
+
+Status ReadOptHex(dom::element v, std::string_view field, size_t bytes,
+                  std::optional<std::string>* out) {
+  return ReadOptional(v, field, out, [&](std::string_view text, std::string* value) {
+    HexProblem p = NormalizeHexData(text, bytes, value);
+    return p == HexProblem::kNone ? Status::Ok() : HexError(field, text, p, bytes);
+  });
 }
 
 Status ReadOptQuantityText(dom::element v, std::string_view field,
                            std::optional<std::string>* out) {
-  std::string_view text;
-  bool is_null = false;
-  GAPLESS_RETURN_IF_ERROR(ReadString(v, field, &text, &is_null));
-  if (is_null) {
-    out->reset();
-    return Status::Ok();
-  }
-  if (!*out) out->emplace();
-  HexProblem p = NormalizeHexQuantity(text, &**out);
-  if (p != HexProblem::kNone) return HexError(field, text, p, 0);
-  return Status::Ok();
+  return ReadOptional(v, field, out, [&](std::string_view text, std::string* value) {
+    HexProblem p = NormalizeHexQuantity(text, value);
+    return p == HexProblem::kNone ? Status::Ok() : HexError(field, text, p, 0);
+  });
 }
 
 namespace {
@@ -225,17 +230,9 @@ Status ReadU64(dom::element v, std::string_view field, uint64_t max, uint64_t* o
 
 Status ReadOptU64(dom::element v, std::string_view field, uint64_t max,
                   std::optional<uint64_t>* out) {
-  std::string_view text;
-  bool is_null = false;
-  GAPLESS_RETURN_IF_ERROR(ReadString(v, field, &text, &is_null));
-  if (is_null) {
-    out->reset();
-    return Status::Ok();
-  }
-  uint64_t x = 0;
-  GAPLESS_RETURN_IF_ERROR(ParseU64Text(field, text, max, &x));
-  *out = x;
-  return Status::Ok();
+  return ReadOptional(v, field, out, [&](std::string_view text, uint64_t* value) {
+    return ParseU64Text(field, text, max, value);
+  });
 }
 
 Status ReadU256(dom::element v, std::string_view field, U256* out) {
@@ -245,17 +242,9 @@ Status ReadU256(dom::element v, std::string_view field, U256* out) {
 }
 
 Status ReadOptU256(dom::element v, std::string_view field, std::optional<U256>* out) {
-  std::string_view text;
-  bool is_null = false;
-  GAPLESS_RETURN_IF_ERROR(ReadString(v, field, &text, &is_null));
-  if (is_null) {
-    out->reset();
-    return Status::Ok();
-  }
-  U256 x;
-  GAPLESS_RETURN_IF_ERROR(ParseU256Text(field, text, &x));
-  *out = x;
-  return Status::Ok();
+  return ReadOptional(v, field, out, [&](std::string_view text, U256* value) {
+    return ParseU256Text(field, text, value);
+  });
 }
 
 Status ReadBool(dom::element v, std::string_view field, bool* out) {
