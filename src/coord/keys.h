@@ -20,7 +20,9 @@
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
-//   rate_limit, heartbeat, leader_lock   carry a TTL.
+//   rate_limit, heartbeat, leader_lock, election_lock   carry a TTL.
+//   election_epoch, election_meta, head_floor, head_incarnation, leader_epoch   one value each.
+//   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
 //   registry                      one field per process; entries whose heartbeat is gone are
 //                                 pruned by the process that lists them.
 //
@@ -86,6 +88,29 @@ class Keys {
   // String SET NX PX with a token: the single-Redis lock of the seeder/janitor/frontier role
   // (replaced by the HA leader in issue 4).
   std::string leader_lock() const;
+
+  // --- HA leader (election.h). These live on every lock node (independent redis-servers), not
+  // only on the coordination Redis; each node keeps its own copy and a quorum decides. ---
+  // String SET NX PX: the owner id of the current leader on this node.
+  std::string election_lock() const;
+  // Integer: this node's epoch, INCRed by each promotion through it, healed up by the leader.
+  std::string election_epoch() const;
+  // Hash owner, epoch, since_ms: who was promoted through this node and when (for status).
+  std::string election_meta() const;
+  // Stream of head entries (height, hash, parent, epoch), in the order this node accepted them.
+  std::string head_log() const;
+  // Sorted set: score height, member "height:hash:parent:epoch". The O(log n) height index that
+  // keeps one hash per height on this node.
+  std::string head_heights() const;
+  // Integer: heights at or below it were trimmed out of the window and are never written again.
+  std::string head_floor() const;
+  // String: set on the first write to this node's log; a new value means the node lost its data.
+  std::string head_incarnation() const;
+
+  // --- on the coordination Redis ---
+  // Integer: the highest leader epoch seen by a leader-only script (push, janitor, frontier
+  // advance). Those scripts refuse a lower epoch: a deposed leader cannot act after its successor.
+  std::string leader_epoch() const;
 
  private:
   int64_t chain_id_;

@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -207,7 +208,8 @@ const RedisScript& LoadScript(std::string_view file_name) {
 // --- RedisConn -----------------------------------------------------------------------------
 
 Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
-                                                      const RedisOptions& options) {
+                                                      const RedisOptions& options,
+                                                      bool connect_now) {
   constexpr std::string_view kScheme = "redis://";
   if (!StartsWith(url, kScheme)) {
     return FailedPrecondition("redis URL must start with redis://");
@@ -268,7 +270,7 @@ Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
     }
   });
   std::unique_ptr<RedisConn> conn(new RedisConn(std::move(u), options));
-  GAPLESS_RETURN_IF_ERROR(conn->Open());
+  if (connect_now) GAPLESS_RETURN_IF_ERROR(conn->Open());
   return conn;
 }
 
@@ -481,6 +483,32 @@ Status RedisConn::CheckNoEviction() {
                               "(CONFIG SET maxmemory-policy noeviction, and in redis.conf)");
   }
   return Status::Ok();
+}
+
+Result<std::optional<RedisReply>> RedisConn::ReadPushed(int64_t timeout_ms) {
+  if (ctx_ == nullptr) return Unavailable("redis " + Describe() + ": not connected");
+  void* raw = nullptr;
+  // A message may already sit in hiredis's buffer (several arrive in one read).
+  if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+    Close();
+    return Unavailable("redis " + Describe() + ": bad pushed message");
+  }
+  if (raw == nullptr) {
+    pollfd p{ctx_->fd, POLLIN, 0};
+    int n = poll(&p, 1, static_cast<int>(timeout_ms));
+    if (n == 0) return std::optional<RedisReply>();
+    if (n < 0 || redisBufferRead(ctx_) != REDIS_OK ||
+        redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+      Close();
+      return Unavailable("redis " + Describe() + ": subscription connection lost");
+    }
+    if (raw == nullptr) return std::optional<RedisReply>();
+  }
+  auto* r = static_cast<redisReply*>(raw);
+  Result<RedisReply> out = Convert(r);
+  freeReplyObject(r);
+  if (!out.ok()) return out.status();
+  return std::optional<RedisReply>(std::move(*out));
 }
 
 }  // namespace gapless

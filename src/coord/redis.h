@@ -81,8 +81,10 @@ class RedisConn {
  public:
   // "redis://[user:password@]host:port[/db]". Unavailable naming host:port when it cannot
   // connect; FailedPrecondition for a bad URL or failed AUTH.
+  // With connect_now false only the URL is checked: the first command opens the connection.
   static Result<std::unique_ptr<RedisConn>> Connect(const std::string& url,
-                                                    const RedisOptions& options = {});
+                                                    const RedisOptions& options = {},
+                                                    bool connect_now = true);
   ~RedisConn();
   RedisConn(const RedisConn&) = delete;
   RedisConn& operator=(const RedisConn&) = delete;
@@ -105,6 +107,11 @@ class RedisConn {
   Status CheckNoEviction();
 
   std::string Describe() const;  // "host:port", never the password
+
+  // Pub/sub: after a (P)SUBSCRIBE sent with Command, waits up to timeout_ms for the next pushed
+  // message. nullopt when none came in time; Unavailable when the connection broke (it is closed:
+  // subscribe again after the next Command reconnects).
+  Result<std::optional<RedisReply>> ReadPushed(int64_t timeout_ms);
 
  private:
   struct Url {

@@ -1,0 +1,162 @@
+// Election: the HA leader's quorum operations on the lock nodes (seed 001, DESIGN "Leader election
+// and the fenced head log") — promote, renew, release, write-head — and the head log as a reader
+// sees it. The state machine that drives them (follower, promoting, leader) is coord/elector.h.
+//
+// Each operation runs one Lua script on every node at once (lock_nodes.h) and counts the nodes
+// that accepted it; it takes effect when a quorum floor(N/2)+1 did. Why it is safe:
+//  - promote (lua/election_promote.lua): SET NX + INCR epoch on each node. Two candidates cannot
+//    both get a quorum of locks (any two quorums share a node, and SET NX lets one win there).
+//    The token is the highest epoch of the promotion quorum. A promotion short of a quorum
+//    releases the locks it took (the INCRs stay: harmless, they only move epochs up).
+//  - the token is persisted (renew, which heals lower epochs up) on a quorum before it is used
+//    anywhere else, so every later promotion quorum, which shares a node with this one, returns a
+//    higher epoch: tokens used outside the lock nodes increase from leader to leader.
+//  - write-head (lua/election_write_head.lua) checks owner, then epoch, then that no other hash
+//    is stored at the entry's height, before writing anything; an entry is committed on a quorum.
+//    Two quorums share a node, and that node refuses the second hash: no height ever has two
+//    committed hashes. A paused leader's write fails the owner check on every node a newer leader
+//    was promoted through, so it cannot reach a quorum.
+// Lock TTLs and the validity window (TTL - elapsed - drift, drift = TTL/100 + 2 ms) give
+// liveness only; no safety argument above uses a clock.
+//
+// Thread-safety: Election is immutable after construction and may be shared; its operations may
+// run from several threads (LockNodes is thread-safe). HeadLogReader is not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/lock_nodes.h"
+#include "core/status.h"
+
+namespace gapless {
+
+// One block of the head log.
+struct HeadEntry {
+  uint64_t height = 0;
+  std::string hash;
+  std::string parent;
+  uint64_t epoch = 0;  // of the leader that first wrote it (0 in entries not yet written)
+  bool operator==(const HeadEntry& o) const {
+    return height == o.height && hash == o.hash && parent == o.parent;
+  }
+};
+
+// What one node answered.
+enum class NodeVerdict {
+  kOk,
+  kLockHeld,    // promote: someone holds the lock there
+  kNotOwner,    // renew/write/release: the lock there is not ours (expired or another's)
+  kStaleEpoch,  // renew/write: the node saw a newer epoch
+  kConflict,    // write: another hash is stored at one of the heights
+  kFailed,      // unreachable, timed out, or an error reply
+};
+const char* VerdictName(NodeVerdict v);
+
+struct QuorumOutcome {
+  std::vector<NodeVerdict> verdicts;  // per node
+  std::vector<std::string> details;   // per node: holder, epoch, conflicting entry, error text
+  size_t accepted = 0;                // nodes that answered OK
+  bool quorum = false;                // accepted >= quorum
+  uint64_t max_epoch = 0;             // promote: the highest epoch among the OK answers;
+                                      // renew/write: the highest epoch a refusal reported
+  int64_t elapsed_micros = 0;         // from sending to the last answer used
+  // True when some node refused because another leader exists or was promoted since.
+  bool deposed() const;
+  // "3/3 (ok, ok, ok)" for logs.
+  std::string Summary() const;
+};
+
+struct ElectionOptions {
+  std::string owner;        // unique per process (host/pid/random), the lock's value
+  int64_t ttl_ms = 3'000;   // lock TTL
+  uint64_t window = 4'096;  // head-log heights kept on each node
+};
+
+class Election {
+ public:
+  // `nodes` is borrowed and must outlive the election.
+  Election(LockNodes* nodes, Keys keys, ElectionOptions options);
+
+  LockNodes& nodes() const { return *nodes_; }
+  const Keys& keys() const { return keys_; }
+  const ElectionOptions& options() const { return options_; }
+  // TTL/100 + 2 ms (Redlock's allowance for clock drift between the nodes and us).
+  int64_t drift_ms() const { return options_.ttl_ms / 100 + 2; }
+
+  // Promote on every node. On a quorum, max_epoch is the token (NOT yet persisted: call Renew
+  // with it). Short of a quorum the locks taken are released before returning.
+  QuorumOutcome Promote() const;
+  // Renew-if-owner with epoch healing (persists `token` on the nodes that accept).
+  QuorumOutcome Renew(uint64_t token) const;
+  // Release-if-owner everywhere (graceful stepdown).
+  QuorumOutcome Release() const;
+  // Write-head: appends `entries` (heights ascending) on every node and renews the lease there.
+  QuorumOutcome WriteHead(uint64_t token, std::span<const HeadEntry> entries) const;
+
+  // What one node holds, for status.
+  struct NodeView {
+    bool reachable = false;
+    std::string error;
+    std::string holder;  // "" when the lock is free
+    int64_t lock_ttl_ms = -1;
+    uint64_t epoch = 0;
+    uint64_t since_ms = 0;    // when the holder was promoted through this node (Redis TIME)
+    uint64_t log_length = 0;  // entries in the height index
+    std::optional<uint64_t> top_height;
+  };
+  std::vector<NodeView> Views() const;
+
+  // The hashes committed (present with one hash on a quorum of nodes) at heights [from, to],
+  // read from every node's height index. Heights with no committed entry are absent. Unavailable
+  // when fewer than a quorum of nodes answered (nothing can be called committed then).
+  Result<std::map<uint64_t, HeadEntry>> Committed(uint64_t from, uint64_t to) const;
+
+ private:
+  std::string Script(const char* name) const;
+  LockNodes* nodes_;
+  Keys keys_;
+  ElectionOptions options_;
+};
+
+// HeadLogReader: a follower's view of the head log, kept current by reading each node's log
+// stream from a per-node cursor (lua/election_read_log.lua) and merging by height. A height is
+// committed when one hash is on a quorum; entries below a quorum (a leader died mid-write, a node
+// lost its data) are what Repair re-proposes after a promotion. A node whose log incarnation
+// changed lost its data: its cursor restarts and its old entries no longer count.
+class HeadLogReader {
+ public:
+  explicit HeadLogReader(const Election* election);
+
+  // Reads what is new on every reachable node (up to `max_per_node` entries each). Returns how
+  // many entries were read; Unavailable when fewer than a quorum answered.
+  Result<size_t> Sync(size_t max_per_node = 10'000);
+
+  // The highest height committed, with its entry (nullopt while nothing is).
+  std::optional<HeadEntry> CommittedTip() const;
+  // Entries seen on fewer than a quorum of nodes, at heights above the tip minus the window,
+  // each the highest-epoch candidate of its height (seed 001 §4.4: the entry to re-propose).
+  std::vector<HeadEntry> SubQuorum() const;
+  // The committed entry at a height, if any.
+  std::optional<HeadEntry> CommittedAt(uint64_t height) const;
+  size_t heights() const { return by_height_.size(); }
+
+ private:
+  struct Candidate {
+    HeadEntry entry;         // epoch = the highest epoch seen for this hash
+    uint64_t node_mask = 0;  // nodes that hold it
+  };
+  void Prune();
+
+  const Election* election_;
+  std::vector<std::string> cursors_;       // per node: last stream id read, "-" = none
+  std::vector<std::string> incarnations_;  // per node
+  std::map<uint64_t, std::vector<Candidate>> by_height_;
+};
+
+}  // namespace gapless

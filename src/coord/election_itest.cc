@@ -1,0 +1,343 @@
+// The HA leader against real redis-servers: three private lock nodes per test (started, killed,
+// paused and restarted by the test; testing/redis_server.h). What a user relies on: one leader at
+// a time, a deposed leader's writes never land, no height gets two hashes, a partial write is
+// repaired, losing one node of three changes nothing, losing two stops production until one is
+// back, and takeover after a crash or a graceful stepdown.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "coord/election.h"
+#include "coord/elector.h"
+#include "coord/lock_nodes.h"
+#include "testing/redis_server.h"
+
+namespace gapless {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits up to `ms` for pred().
+template <typename Pred>
+bool WaitFor(Pred pred, int64_t ms) {
+  int64_t end = NowMs() + ms;
+  while (NowMs() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return pred();
+}
+
+ElectorOptions Opts(const std::string& name, int64_t poll_ms = 500) {
+  ElectorOptions o;
+  o.name = name;
+  o.poll_ms = poll_ms;
+  return o;
+}
+
+HeadEntry Block(uint64_t n, const std::string& fork = "a") {
+  return HeadEntry{n, "0x" + fork + std::to_string(n), "0x" + fork + std::to_string(n - 1), 0};
+}
+
+// A chain that grows when the test says so; fails on demand (an unreachable RPC node).
+class FakeChain : public HeadSource {
+ public:
+  Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) override {
+    if (down.load()) return Unavailable("fake chain: down");
+    uint64_t head = height.load();
+    uint64_t next = tip.has_value() ? tip->height + 1 : 1;
+    std::vector<HeadEntry> out;
+    for (uint64_t h = next; h <= head && out.size() < max; ++h) out.push_back(Block(h));
+    return out;
+  }
+  std::atomic<uint64_t> height{1};
+  std::atomic<bool> down{false};
+};
+
+class ElectionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 3; ++i) {
+      auto s = RedisServer::Start();
+      if (!s.ok()) GTEST_SKIP() << s.status().ToString();
+      servers_.push_back(std::move(*s));
+    }
+  }
+
+  std::vector<std::string> Urls() const {
+    std::vector<std::string> urls;
+    for (const auto& s : servers_) urls.push_back(s->url());
+    return urls;
+  }
+
+  // Lock nodes of one process (each candidate has its own connections, as separate processes do).
+  LockNodes* Nodes() {
+    LockNodesOptions options;
+    options.node_timeout_ms = 300;  // sanitizer builds on 2 busy cores
+    auto nodes = LockNodes::Open(Urls(), options);
+    EXPECT_TRUE(nodes.ok()) << nodes.status().ToString();
+    node_sets_.push_back(std::move(*nodes));
+    return node_sets_.back().get();
+  }
+
+  Election Candidate(const std::string& owner, int64_t ttl_ms = 3'000) {
+    return Election(Nodes(), keys_, ElectionOptions{owner, ttl_ms, 1'000});
+  }
+
+  // Redis command on node i directly.
+  RedisReply On(size_t i, const std::vector<std::string>& argv) {
+    auto conn = RedisConn::Connect(servers_[i]->url());
+    EXPECT_TRUE(conn.ok());
+    auto r = (*conn)->Command(argv);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : RedisReply{};
+  }
+
+  Keys keys_{424242};
+  std::vector<std::unique_ptr<RedisServer>> servers_;
+  std::vector<std::unique_ptr<LockNodes>> node_sets_;
+};
+
+TEST_F(ElectionTest, OneLeaderAtATimeAndTokensIncrease) {
+  Election a = Candidate("a");
+  Election b = Candidate("b");
+  QuorumOutcome pa = a.Promote();
+  ASSERT_TRUE(pa.quorum) << pa.Summary();
+  ASSERT_GE(pa.max_epoch, 1u);
+  ASSERT_TRUE(a.Renew(pa.max_epoch).quorum);
+
+  QuorumOutcome pb = b.Promote();
+  EXPECT_FALSE(pb.quorum) << pb.Summary();
+  for (NodeVerdict v : pb.verdicts) EXPECT_EQ(v, NodeVerdict::kLockHeld);
+
+  ASSERT_TRUE(a.Release().quorum);
+  pb = b.Promote();
+  ASSERT_TRUE(pb.quorum) << pb.Summary();
+  EXPECT_GT(pb.max_epoch, pa.max_epoch);
+  // The deposed leader can no longer renew.
+  QuorumOutcome renew = a.Renew(pa.max_epoch);
+  EXPECT_FALSE(renew.quorum);
+  EXPECT_TRUE(renew.deposed()) << renew.Summary();
+}
+
+TEST_F(ElectionTest, ThreeCandidatesRacingForAFreeLockExactlyOneWins) {
+  std::vector<Election> candidates = {Candidate("c0"), Candidate("c1"), Candidate("c2")};
+  for (int round = 0; round < 20; ++round) {
+    std::barrier sync(3);
+    std::vector<QuorumOutcome> out(3);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 3; ++i) {
+      threads.emplace_back([&, i] {
+        sync.arrive_and_wait();
+        out[i] = candidates[i].Promote();
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winners = 0;
+    std::string winner;
+    for (size_t i = 0; i < 3; ++i) {
+      if (out[i].quorum) {
+        ++winners;
+        winner = "c" + std::to_string(i);
+      }
+    }
+    ASSERT_LE(winners, 1) << "round " << round;
+    // Losers released their partial locks: every lock is the winner's (or free if none won).
+    for (size_t n = 0; n < 3; ++n) {
+      RedisReply holder = On(n, {"GET", keys_.election_lock()});
+      if (winners == 1) {
+        EXPECT_TRUE(holder.is_nil() || holder.str == winner) << "round " << round << " node " << n;
+      } else {
+        EXPECT_TRUE(holder.is_nil()) << "round " << round << " node " << n << ": " << holder.str;
+      }
+    }
+    for (auto& c : candidates) (void)c.Release();
+  }
+}
+
+TEST_F(ElectionTest, ADeposedLeaderCannotWriteAndNoHeightGetsTwoHashes) {
+  Election a = Candidate("a", /*ttl_ms=*/400);
+  Election b = Candidate("b", /*ttl_ms=*/3'000);
+  QuorumOutcome pa = a.Promote();
+  ASSERT_TRUE(pa.quorum);
+  ASSERT_TRUE(a.Renew(pa.max_epoch).quorum);
+  std::vector<HeadEntry> first = {Block(1), Block(2), Block(3)};
+  ASSERT_TRUE(a.WriteHead(pa.max_epoch, first).quorum);
+
+  // a pauses past its TTL; b takes over.
+  std::this_thread::sleep_for(500ms);
+  QuorumOutcome pb = b.Promote();
+  ASSERT_TRUE(pb.quorum) << pb.Summary();
+  ASSERT_TRUE(b.Renew(pb.max_epoch).quorum);
+  ASSERT_GT(pb.max_epoch, pa.max_epoch);
+
+  // a wakes up and writes: refused everywhere.
+  std::vector<HeadEntry> zombie = {Block(4, "z")};
+  zombie[0].parent = Block(3).hash;
+  QuorumOutcome late = a.WriteHead(pa.max_epoch, zombie);
+  EXPECT_FALSE(late.quorum) << late.Summary();
+  EXPECT_TRUE(late.deposed()) << late.Summary();
+  EXPECT_EQ(late.accepted, 0u);
+
+  // b cannot put another hash at a committed height either.
+  std::vector<HeadEntry> rewrite = {Block(2, "b")};
+  QuorumOutcome conflict = b.WriteHead(pb.max_epoch, rewrite);
+  EXPECT_FALSE(conflict.quorum);
+  for (NodeVerdict v : conflict.verdicts) EXPECT_EQ(v, NodeVerdict::kConflict);
+  // ... but re-writing the same entry is fine (and renews the lease).
+  EXPECT_TRUE(b.WriteHead(pb.max_epoch, std::vector<HeadEntry>{Block(3)}).quorum);
+  std::vector<HeadEntry> next = {Block(4)};
+  ASSERT_TRUE(b.WriteHead(pb.max_epoch, next).quorum);
+
+  auto committed = b.Committed(1, 10);
+  ASSERT_TRUE(committed.ok());
+  ASSERT_EQ(committed->size(), 4u);
+  for (uint64_t h = 1; h <= 4; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
+  // No node holds a second entry at any height.
+  for (size_t n = 0; n < 3; ++n) {
+    EXPECT_EQ(On(n, {"ZCARD", keys_.head_heights()}).integer, 4) << "node " << n;
+  }
+}
+
+TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
+  Election a = Candidate("a", /*ttl_ms=*/400);
+  QuorumOutcome pa = a.Promote();
+  ASSERT_TRUE(pa.quorum);
+  ASSERT_TRUE(a.Renew(pa.max_epoch).quorum);
+  std::vector<HeadEntry> first = {Block(1), Block(2)};
+  ASSERT_TRUE(a.WriteHead(pa.max_epoch, first).quorum);
+  // The failpoint: height 3 reached node 0 only, then a died.
+  auto conn = RedisConn::Connect(servers_[0]->url());
+  ASSERT_TRUE(conn.ok());
+  auto one = (*conn)->Eval(
+      LoadScript("election_write_head.lua"),
+      {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+       keys_.head_floor(), keys_.head_incarnation()},
+      {"a", std::to_string(pa.max_epoch), "400", "1000", "3", Block(3).hash, Block(3).parent});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(a.Committed(3, 3)->size(), 0u);  // below a quorum: not committed
+
+  FakeChain chain;
+  chain.height = 5;
+  Election b = Candidate("b");
+  Elector elector(&b, &chain, Opts("e", 100));
+  elector.Start();
+  ASSERT_TRUE(WaitFor([&] { return elector.role() == Role::kLeader; }, 5'000));
+  ASSERT_TRUE(WaitFor(
+      [&] { return elector.committed_tip().has_value() && elector.committed_tip()->height == 5; },
+      5'000));
+  EXPECT_GE(elector.stats().repaired, 1u);
+  auto committed = b.Committed(1, 5);
+  ASSERT_TRUE(committed.ok());
+  ASSERT_EQ(committed->size(), 5u);
+  EXPECT_EQ(committed->at(3).hash, Block(3).hash);  // a's entry, repaired, not replaced
+  EXPECT_EQ(committed->at(4).parent, Block(3).hash);
+  elector.Stop();
+}
+
+TEST_F(ElectionTest, OneNodeDownChangesNothingTwoDownStopsProductionUntilOneIsBack) {
+  FakeChain chain;
+  Election e = Candidate("e", /*ttl_ms=*/1'500);
+  Elector elector(&e, &chain, Opts("e", 100));
+  elector.Start();
+  ASSERT_TRUE(WaitFor([&] { return elector.LeaderToken().has_value(); }, 5'000));
+  chain.height = 10;
+  ASSERT_TRUE(WaitFor(
+      [&] { return elector.committed_tip() && elector.committed_tip()->height == 10; }, 5'000));
+
+  servers_[2]->Kill();
+  chain.height = 20;
+  ASSERT_TRUE(WaitFor(
+      [&] { return elector.committed_tip() && elector.committed_tip()->height == 20; }, 5'000))
+      << "one node of three down must not stop production";
+  EXPECT_TRUE(elector.LeaderToken().has_value());
+
+  servers_[1]->Kill();
+  chain.height = 30;
+  // Within one TTL the leader knows it cannot renew and stops acting as leader.
+  int64_t t0 = NowMs();
+  ASSERT_TRUE(WaitFor([&] { return !elector.LeaderToken().has_value(); }, 3'000));
+  EXPECT_LE(NowMs() - t0, 1'500 + 300);
+  EXPECT_LT(elector.committed_tip()->height, 30u);
+
+  // Node 1 comes back without its data: production resumes, and its log is repaired.
+  ASSERT_TRUE(servers_[1]->Restart().ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return elector.committed_tip() && elector.committed_tip()->height == 30; }, 10'000));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return On(1, {"ZCARD", keys_.head_heights()}).integer >= 30;
+      },
+      5'000))
+      << "node 1 holds " << On(1, {"ZCARD", keys_.head_heights()}).integer << " heights";
+  elector.Stop();
+}
+
+TEST_F(ElectionTest, AFollowerTakesOverAfterACrashWithinTheTtlAndAtOnceAfterAStepdown) {
+  FakeChain chain;
+  chain.height = 3;
+  constexpr int64_t kTtl = 1'000;
+  Election ea = Candidate("a", kTtl);
+  Election eb = Candidate("b", kTtl);
+  auto a = std::make_unique<Elector>(&ea, &chain, Opts("a"));
+  Elector b(&eb, &chain, Opts("b"));
+  a->Start();
+  ASSERT_TRUE(WaitFor([&] { return a->LeaderToken().has_value(); }, 5'000));
+  b.Start();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(b.role(), Role::kFollower);
+  uint64_t token_a = *a->LeaderToken();
+
+  // Crash: a stops without releasing.
+  int64_t crashed = NowMs();
+  a->Stop(/*release=*/false);
+  ASSERT_TRUE(WaitFor([&] { return b.LeaderToken().has_value(); }, 5'000));
+  int64_t takeover = NowMs() - crashed;
+  EXPECT_LE(takeover, kTtl + 600) << "takeover after a crash took " << takeover << " ms";
+  EXPECT_GT(*b.LeaderToken(), token_a);
+
+  // Graceful stepdown: a new follower takes over at once, well before the TTL.
+  Election ec = Candidate("c", kTtl);
+  Elector c(&ec, &chain, Opts("c"));
+  c.Start();
+  std::this_thread::sleep_for(300ms);
+  ASSERT_EQ(c.role(), Role::kFollower);
+  int64_t stepped = NowMs();
+  b.Stop();
+  ASSERT_TRUE(WaitFor([&] { return c.LeaderToken().has_value(); }, 5'000));
+  int64_t handover = NowMs() - stepped;
+  EXPECT_LT(handover, kTtl / 2) << "takeover after a stepdown took " << handover << " ms";
+  EXPECT_GT(c.stats().notifications, 0u) << "keyspace notifications did not arrive";
+  c.Stop();
+}
+
+TEST_F(ElectionTest, ALeaderThatCannotReachItsSourceLosesTheLease) {
+  FakeChain chain;
+  Election ea = Candidate("a", 900);
+  Election eb = Candidate("b", 900);
+  Elector a(&ea, &chain, Opts("a"));
+  a.Start();
+  ASSERT_TRUE(WaitFor([&] { return a.LeaderToken().has_value(); }, 5'000));
+  FakeChain healthy;
+  Elector b(&eb, &healthy, Opts("b"));
+  b.Start();
+  chain.down = true;  // a cannot reach its RPC node: no head write, no renewal
+  ASSERT_TRUE(WaitFor([&] { return b.LeaderToken().has_value(); }, 5'000));
+  EXPECT_FALSE(a.LeaderToken().has_value());
+  a.Stop();
+  b.Stop();
+}
+
+}  // namespace
+}  // namespace gapless

@@ -1,0 +1,372 @@
+#include "coord/elector.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace gapless {
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kFollower:
+      return "follower";
+    case Role::kPromoting:
+      return "promoting";
+    case Role::kLeader:
+      return "leader";
+  }
+  return "?";
+}
+
+int64_t Elector::SteadyMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Elector::Elector(const Election* election, HeadSource* source, ElectorOptions options)
+    : election_(election),
+      source_(source),
+      options_(std::move(options)),
+      env_(options_.env != nullptr ? options_.env : Env::Default()),
+      reader_(election) {
+  if (options_.heartbeat_ms <= 0)
+    options_.heartbeat_ms = std::max<int64_t>(1, election_->options().ttl_ms / 3);
+  if (options_.name.empty()) options_.name = election_->options().owner;
+}
+
+Elector::~Elector() { Stop(); }
+
+void Elector::Start() {
+  std::lock_guard lock(mu_);
+  if (started_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Loop(); });
+  if (options_.subscribe) {
+    for (size_t i = 0; i < election_->nodes().size(); ++i) {
+      subscribers_.emplace_back([this, i] { Subscribe(i); });
+    }
+  }
+}
+
+void Elector::Stop(bool release) {
+  {
+    std::lock_guard lock(mu_);
+    release_on_stop_ = release;
+    if (!started_ || stop_.load()) {
+      stop_.store(true);
+      return;
+    }
+    stop_.store(true);
+    woken_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  for (auto& t : subscribers_) t.join();
+  subscribers_.clear();
+}
+
+Role Elector::role() const {
+  std::lock_guard lock(mu_);
+  return role_;
+}
+
+std::optional<uint64_t> Elector::LeaderToken() const {
+  std::lock_guard lock(mu_);
+  if (role_ != Role::kLeader || stop_.load() || SteadyMicros() >= valid_until_) return std::nullopt;
+  return token_;
+}
+
+std::optional<HeadEntry> Elector::committed_tip() const {
+  std::lock_guard lock(mu_);
+  return tip_;
+}
+
+Elector::Stats Elector::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Elector::Wait(int64_t ms) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(0, ms)),
+               [&] { return woken_ || stop_.load(); });
+  woken_ = false;
+}
+
+void Elector::Wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Elector::SetRole(Role role, uint64_t token) {
+  bool changed;
+  {
+    std::lock_guard lock(mu_);
+    changed = role_ != role || token_ != token;
+    role_ = role;
+    token_ = token;
+    if (role == Role::kLeader && changed) {
+      ++stats_.terms;
+      stats_.leader_since_micros = env_->NowMicros();
+    }
+    if (role != Role::kLeader) {
+      valid_until_ = 0;
+      stats_.leader_since_micros = 0;
+    }
+  }
+  if (changed && on_role_change_) on_role_change_(role, token);
+}
+
+void Elector::Loop() {
+  while (!stop_.load()) {
+    if (role() == Role::kLeader) {
+      int64_t started = SteadyMicros();
+      Lead();
+      int64_t spent_ms = (SteadyMicros() - started) / 1000;
+      if (role() == Role::kLeader) Wait(options_.heartbeat_ms - spent_ms);
+    } else {
+      Follow();
+    }
+  }
+  // Graceful stepdown: stop producing (LeaderToken() is already nullopt), release everywhere.
+  if (role() == Role::kLeader) {
+    bool release;
+    {
+      std::lock_guard lock(mu_);
+      release = release_on_stop_;
+    }
+    StepDown(release ? "stopping" : "stopping without release", release);
+  }
+}
+
+void Elector::Follow() {
+  // Stay current with the log, so a promotion needs no catch-up.
+  auto synced = reader_.Sync();
+  if (!synced.ok())
+    spdlog::debug("elector {}: head log sync: {}", options_.name, synced.status().message());
+  {
+    std::lock_guard lock(mu_);
+    tip_ = reader_.CommittedTip();
+  }
+  // Is the lock free on a quorum? Also the shortest remaining TTL, to look again right then.
+  const std::string lock_key = election_->keys().election_lock();
+  auto replies = election_->nodes().All([&](RedisConn& c) -> Result<RedisReply> {
+    GAPLESS_ASSIGN_OR_RETURN(RedisReply ttl, c.Command({"PTTL", lock_key}));
+    return ttl;
+  });
+  size_t free = 0;
+  int64_t min_ttl = INT64_MAX;
+  for (const auto& r : replies) {
+    if (!r.ok()) continue;
+    if (r->integer < 0) {
+      ++free;  // -2: no lock (-1, a lock without TTL, cannot be made by our scripts)
+    } else {
+      min_ttl = std::min(min_ttl, r->integer);
+    }
+  }
+  if (free >= election_->nodes().quorum()) {
+    TryPromote();
+    if (role() != Role::kLeader && !stop_.load()) {
+      Wait(options_.retry_delay_ms + static_cast<int64_t>(env_->Uniform(static_cast<uint64_t>(
+                                         std::max<int64_t>(1, options_.poll_jitter_ms / 2)))));
+    }
+    return;
+  }
+  int64_t wait = options_.poll_ms + static_cast<int64_t>(env_->Uniform(static_cast<uint64_t>(
+                                        std::max<int64_t>(1, options_.poll_jitter_ms))));
+  if (min_ttl != INT64_MAX) wait = std::min(wait, min_ttl + 1);
+  Wait(wait);
+}
+
+void Elector::TryPromote() {
+  SetRole(Role::kPromoting, 0);
+  int64_t started = SteadyMicros();
+  QuorumOutcome promoted = election_->Promote();
+  if (!promoted.quorum) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.failed_promotions;
+    }
+    spdlog::debug("elector {}: promotion failed: {}", options_.name, promoted.Summary());
+    SetRole(Role::kFollower, 0);
+    return;
+  }
+  uint64_t token = promoted.max_epoch;
+  // Persist the token on a quorum before it is used anywhere else (election.h).
+  QuorumOutcome persisted = election_->Renew(token);
+  if (!persisted.quorum) {
+    {
+      std::lock_guard lock(mu_);
+      ++stats_.failed_promotions;
+    }
+    spdlog::warn("elector {}: promoted with epoch {} but could not persist it: {}", options_.name,
+                 token, persisted.Summary());
+    (void)election_->Release();
+    SetRole(Role::kFollower, 0);
+    return;
+  }
+  {
+    std::lock_guard lock(mu_);
+    valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
+  }
+  // Repair: re-propose every sub-quorum entry (highest epoch first per height), then lead.
+  auto synced = reader_.Sync();
+  if (!synced.ok()) {
+    StepDown("cannot read the head log after promotion: " + synced.status().message(), true);
+    return;
+  }
+  std::vector<HeadEntry> orphans = reader_.SubQuorum();
+  for (size_t i = 0; i < orphans.size(); i += options_.max_entries_per_write) {
+    size_t n = std::min(options_.max_entries_per_write, orphans.size() - i);
+    int64_t write_started = SteadyMicros();
+    QuorumOutcome repaired =
+        election_->WriteHead(token, std::span<const HeadEntry>(orphans.data() + i, n));
+    if (!repaired.quorum) {
+      StepDown(fmt::format("repair of heights {}..{} short of a quorum: {}", orphans[i].height,
+                           orphans[i + n - 1].height, repaired.Summary()),
+               true);
+      return;
+    }
+    std::lock_guard lock(mu_);
+    stats_.repaired += n;
+    valid_until_ = write_started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
+  }
+  if (!orphans.empty()) {
+    spdlog::info("elector {}: repaired {} head-log entries below a quorum (heights {}..{})",
+                 options_.name, orphans.size(), orphans.front().height, orphans.back().height);
+    (void)reader_.Sync();
+  }
+  {
+    std::lock_guard lock(mu_);
+    tip_ = reader_.CommittedTip();
+  }
+  spdlog::info("elector {}: leader with epoch {} (promotion {}; head log tip {})", options_.name,
+               token, promoted.Summary(),
+               tip_.has_value() ? std::to_string(tip_->height) : std::string("empty"));
+  SetRole(Role::kLeader, token);
+}
+
+void Elector::Lead() {
+  uint64_t token;
+  std::optional<HeadEntry> tip;
+  {
+    std::lock_guard lock(mu_);
+    token = token_;
+    tip = tip_;
+  }
+  int64_t started = SteadyMicros();
+  auto next = source_->Next(tip, options_.max_entries_per_write);
+  std::vector<HeadEntry> entries;
+  if (!next.ok()) {
+    spdlog::warn("elector {}: no head to write, the lease is not renewed: {}", options_.name,
+                 next.status().message());
+  } else {
+    entries = std::move(*next);
+    if (entries.empty() && tip.has_value()) entries.push_back(*tip);  // re-confirm the tip
+  }
+  if (next.ok()) {
+    QuorumOutcome out =
+        entries.empty() ? election_->Renew(token) : election_->WriteHead(token, entries);
+    if (out.quorum) {
+      std::lock_guard lock(mu_);
+      valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
+      if (!entries.empty()) tip_ = entries.back();
+      ++stats_.writes;
+    } else {
+      {
+        std::lock_guard lock(mu_);
+        ++stats_.failed_writes;
+      }
+      if (out.deposed()) {
+        StepDown("deposed: " + out.Summary(), /*release=*/true);
+        return;
+      }
+      spdlog::warn("elector {}: head-log write of heights {}..{} short of a quorum: {}",
+                   options_.name, entries.empty() ? 0 : entries.front().height,
+                   entries.empty() ? 0 : entries.back().height, out.Summary());
+    }
+  }
+  bool expired;
+  {
+    std::lock_guard lock(mu_);
+    expired = SteadyMicros() >= valid_until_;
+  }
+  if (expired) StepDown("the lease ran out without a successful head-log write", true);
+}
+
+void Elector::StepDown(const std::string& why, bool release) {
+  {
+    std::lock_guard lock(mu_);
+    valid_until_ = 0;  // LeaderToken() is nullopt from here on
+  }
+  spdlog::warn("elector {}: stepping down: {}", options_.name, why);
+  if (release) {
+    QuorumOutcome released = election_->Release();
+    spdlog::info("elector {}: released the lock on {}", options_.name, released.Summary());
+  }
+  SetRole(Role::kFollower, 0);
+}
+
+void Elector::Subscribe(size_t node) {
+  const std::string lock_key = election_->keys().election_lock();
+  RedisOptions ro;
+  ro.connect_timeout_ms = election_->nodes().options().node_timeout_ms;
+  ro.command_timeout_ms = 1'000;
+  ro.max_attempts = 1;
+  bool warned = false;
+  while (!stop_.load()) {
+    auto conn = RedisConn::Connect(election_->nodes().url(node), ro);
+    if (!conn.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      continue;
+    }
+    // Checked at start: without E (keyevent) and x/g (expired, del) nothing would arrive.
+    auto config = (*conn)->Command({"CONFIG", "GET", "notify-keyspace-events"});
+    if (config.ok() && config->elements.size() >= 2) {
+      const std::string& flags = config->elements[1].str;
+      bool ok = flags.find('E') != std::string::npos &&
+                (flags.find('A') != std::string::npos ||
+                 (flags.find('x') != std::string::npos && flags.find('g') != std::string::npos));
+      if (!ok) {
+        if (!warned) {
+          spdlog::warn(
+              "lock node {}: keyspace notifications are off (notify-keyspace-events '{}'); "
+              "detecting a free lock by polling only (CONFIG SET notify-keyspace-events Egx)",
+              election_->nodes().describe(node), flags);
+          warned = true;
+        }
+        for (int i = 0; i < 40 && !stop_.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        }
+        continue;
+      }
+    }
+    // Two patterns, two confirmations: the second is read (and skipped) by ReadPushed below.
+    auto sub = (*conn)->Command({"PSUBSCRIBE", "__keyevent@*__:expired", "__keyevent@*__:del"});
+    if (!sub.ok()) continue;
+    while (!stop_.load()) {
+      auto msg = (*conn)->ReadPushed(200);
+      if (!msg.ok()) break;  // reconnect
+      if (!msg->has_value()) continue;
+      const RedisReply& m = **msg;
+      // {"pmessage", pattern, "__keyevent@0__:expired", key}
+      if (m.elements.size() != 4 || m.elements[3].str != lock_key) continue;
+      const std::string& channel = m.elements[2].str;
+      if (channel.ends_with(":expired") || channel.ends_with(":del")) {
+        {
+          std::lock_guard lock(mu_);
+          ++stats_.notifications;
+        }
+        Wake();
+      }
+    }
+  }
+}
+
+}  // namespace gapless

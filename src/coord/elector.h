@@ -1,0 +1,147 @@
+// Elector: the HA leader's state machine over an Election (seed 001 §4.2), on a thread of its own
+// so that nothing else a process does (seeding, the janitor, PostgreSQL, a slow RPC call of a
+// worker) can delay a lease renewal.
+//
+//   FOLLOWER --lock free on a quorum--> PROMOTING --quorum promote + token persisted + repair-->
+//   LEADER
+//       ^                                   |                                                    |
+//       +------- promotion failed ----------+<------- lease lost / deposed / stopped ------------+
+//
+// FOLLOWER keeps its HeadLogReader current (per-node cursors) and watches the lock: keyspace
+// notifications of each node (expired / del events; checked at start, polling alone when a node
+// has them off) wake it at once, and it polls every poll_ms + jitter, or at the lock's remaining
+// PTTL if that comes first. PROMOTING runs Election::Promote; on a quorum it persists the token
+// (Election::Renew on a quorum, before the token is used anywhere else), re-proposes the sub-quorum
+// entries of the head log (repair: the highest-epoch entry of each height), and leads. A failed
+// step releases what it took and goes back to FOLLOWER.
+//
+// LEADER: heartbeat through work. Every heartbeat_ms it asks the HeadSource for the entries after
+// the log's committed tip and writes them with write-head, which renews the lease on every node
+// that accepts; an idle chain re-writes the tip. A source that fails (RPC or PostgreSQL down) means
+// no write and no renewal: the lease runs out and another candidate takes over. The lease's
+// validity ends at (start of the last successful quorum write) + TTL - drift; past it, or when a
+// node reports a newer leader, the elector steps down. LeaderToken() is how the rest of the process
+// (node/leader.h's duties) asks "may I act as leader now, and with which epoch?".
+//
+// Stop() is the graceful stepdown: no more writes, release on every node (bounded by the node
+// timeout), so a follower takes over without waiting for the TTL.
+//
+// Thread-safety: all public methods are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/election.h"
+#include "core/env.h"
+#include "core/status.h"
+
+namespace gapless {
+
+// Where the leader's head entries come from (node/ implements it over JSON-RPC and PostgreSQL).
+class HeadSource {
+ public:
+  virtual ~HeadSource() = default;
+  // The entries to append after `tip` (the head log's committed tip; nullopt while the log is
+  // empty): heights ascending from tip->height + 1, at most `max`. Empty when there is nothing new
+  // (the leader then re-writes the tip to renew its lease). An error when the chain or the
+  // database cannot be reached: no write, so no renewal.
+  virtual Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) = 0;
+};
+
+enum class Role { kFollower, kPromoting, kLeader };
+const char* RoleName(Role role);
+
+struct ElectorOptions {
+  int64_t poll_ms = 500;         // follower's fallback poll
+  int64_t poll_jitter_ms = 200;  // + uniform [0, jitter)
+  int64_t retry_delay_ms = 200;  // after a failed promotion, + uniform [0, jitter / 2)
+  int64_t heartbeat_ms = 0;      // leader's write cadence; 0 = TTL / 3
+  size_t max_entries_per_write = 256;
+  bool subscribe = true;  // keyspace notifications (polling alone when false)
+  std::string name;       // for logs
+  Env* env = nullptr;     // randomness for jitter; nullptr = Env::Default()
+};
+
+class Elector {
+ public:
+  // `election` and `source` are borrowed and must outlive the elector.
+  Elector(const Election* election, HeadSource* source, ElectorOptions options = {});
+  ~Elector();  // Stop()
+  Elector(const Elector&) = delete;
+  Elector& operator=(const Elector&) = delete;
+
+  // Starts the state machine's thread (and the notification subscribers). Idempotent.
+  void Start();
+  // Graceful stepdown and stop: a leader stops writing and releases its lock on every node.
+  // Returns after the release (at most about the node timeout). Idempotent. With release false
+  // the lock is left to expire, as if the process had died (tests of a crashed leader).
+  void Stop(bool release = true);
+
+  Role role() const;
+  // The epoch while this process leads and its lease is valid; nullopt otherwise.
+  std::optional<uint64_t> LeaderToken() const;
+  // The head log's committed tip as this process last saw it.
+  std::optional<HeadEntry> committed_tip() const;
+
+  struct Stats {
+    uint64_t terms = 0;               // times it became leader
+    uint64_t failed_promotions = 0;   // promotions short of a quorum (or of the persist step)
+    uint64_t writes = 0;              // successful head-log writes
+    uint64_t failed_writes = 0;       // writes short of a quorum
+    uint64_t repaired = 0;            // sub-quorum entries re-proposed on promotion
+    uint64_t notifications = 0;       // keyspace events received
+    int64_t leader_since_micros = 0;  // Env::NowMicros() when the current term began (0: none)
+  };
+  Stats stats() const;
+
+  // Called (on the elector's thread) on every role change, and after each successful write.
+  // Set before Start().
+  void set_on_role_change(std::function<void(Role, uint64_t token)> f) {
+    on_role_change_ = std::move(f);
+  }
+
+ private:
+  void Loop();
+  void Follow();
+  void TryPromote();
+  void Lead();
+  void StepDown(const std::string& why, bool release);
+  void SetRole(Role role, uint64_t token);
+  // Sleeps up to `ms`, or until woken (a notification, Stop()).
+  void Wait(int64_t ms);
+  void Wake();
+  void Subscribe(size_t node);
+  static int64_t SteadyMicros();
+
+  const Election* election_;
+  HeadSource* source_;
+  ElectorOptions options_;
+  Env* env_;
+  HeadLogReader reader_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool woken_ = false;
+  std::atomic<bool> stop_{false};
+  bool release_on_stop_ = true;
+  bool started_ = false;
+  Role role_ = Role::kFollower;
+  uint64_t token_ = 0;
+  int64_t valid_until_ = 0;  // steady micros
+  std::optional<HeadEntry> tip_;
+  Stats stats_;
+  std::function<void(Role, uint64_t)> on_role_change_;
+  std::thread thread_;
+  std::vector<std::thread> subscribers_;
+};
+
+}  // namespace gapless

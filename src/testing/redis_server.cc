@@ -1,0 +1,128 @@
+#include "testing/redis_server.h"
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "coord/redis.h"
+
+namespace gapless {
+namespace {
+
+// A port the kernel considers free right now (bind to port 0, read it back, close).
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string> extra) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-redis-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) return Internal("RedisServer: mkdtemp failed");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    int port = FreePort();
+    if (port <= 0) return Internal("RedisServer: no free port");
+    std::unique_ptr<RedisServer> server(new RedisServer(port, extra, tmpl));
+    Status st = server->Spawn();
+    if (st.ok()) return server;
+  }
+  return Unavailable("RedisServer: redis-server did not start (is it installed?)");
+}
+
+RedisServer::RedisServer(int port, std::vector<std::string> extra, std::string dir)
+    : port_(port), extra_(std::move(extra)), dir_(std::move(dir)) {}
+
+RedisServer::~RedisServer() {
+  Kill();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+Status RedisServer::Spawn() {
+  std::vector<std::string> args = {"redis-server",
+                                   "--bind",
+                                   "127.0.0.1",
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--maxmemory-policy",
+                                   "noeviction",
+                                   "--notify-keyspace-events",
+                                   "Egx",
+                                   "--logfile",
+                                   dir_ + "/redis-" + std::to_string(port_) + ".log"};
+  args.insert(args.end(), extra_.begin(), extra_.end());
+  pid_t pid = fork();
+  if (pid < 0) return Internal("RedisServer: fork failed");
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp("redis-server", argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  RedisOptions options;
+  options.connect_timeout_ms = 200;
+  options.max_attempts = 1;
+  for (int i = 0; i < 200; ++i) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return Unavailable("redis-server exited at start (port taken?)");
+    }
+    auto conn = RedisConn::Connect(url(), options);
+    if (conn.ok() && (*conn)->Command({"PING"}).ok()) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  Kill();
+  return Unavailable("redis-server did not answer on port " + std::to_string(port_));
+}
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+void RedisServer::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
+}
+
+Status RedisServer::Restart() {
+  Kill();
+  return Spawn();
+}
+
+}  // namespace gapless
