@@ -123,17 +123,21 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// Error replies that mean "the command did not run; try again later" (a loading replica, a busy
+// The error code of an error reply: its first word ("READONLY You can't write ..." -> "READONLY").
+std::string_view ErrorCode(std::string_view err) { return err.substr(0, err.find(' ')); }
+
+// Error codes that mean "the command did not run; try again later" (a loading replica, a busy
 // script, a failover in progress). They are Unavailable, and safe to resend even when the
 // command is not idempotent.
-bool IsTransientError(std::string_view err) {
-  return StartsWith(err, "LOADING") || StartsWith(err, "BUSY") || StartsWith(err, "TRYAGAIN") ||
-         StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+bool IsTransientError(std::string_view code) {
+  return code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "READONLY" ||
+         code == "MASTERDOWN";
 }
 
 // A failover-shaped error: the connection points at the wrong node; reconnect before resending.
-bool NeedsReconnect(std::string_view err) {
-  return StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+bool NeedsReconnect(const Status& st) {
+  return st.reason() == RedisErrorReason("READONLY") ||
+         st.reason() == RedisErrorReason("MASTERDOWN");
 }
 
 Result<RedisReply> Convert(const redisReply* r) {
@@ -178,6 +182,10 @@ timeval ToTimeval(int64_t ms) {
 }
 
 }  // namespace
+
+std::string RedisErrorReason(std::string_view error_code) {
+  return "redis:" + std::string(error_code);
+}
 
 std::string Sha1Hex(std::string_view data) {
   Sha1 sha;
@@ -375,8 +383,10 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
   Result<RedisReply> out = Internal("unreachable");
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
-    out = IsTransientError(err) ? Unavailable("redis " + Describe() + ": " + err)
-                                : Internal("redis " + Describe() + ": " + err);
+    std::string_view code = ErrorCode(err);
+    Code status_code = IsTransientError(code) ? Code::kUnavailable : Code::kInternal;
+    out =
+        Status(status_code, "redis " + Describe() + ": " + err).WithReason(RedisErrorReason(code));
   } else {
     out = Convert(r);
   }
@@ -412,14 +422,15 @@ Result<RedisReply> RedisConn::Command(const std::vector<std::string>& argv, bool
     }
     if (st.code() == Code::kUnavailable) {
       // A transient error reply: the command did not run, so resending is safe.
-      if (NeedsReconnect(st.message())) Close();
+      if (NeedsReconnect(st)) Close();
       last = st;
       continue;
     }
     return st;
   }
   return Unavailable(last.message() + " (after " + std::to_string(options_.max_attempts) +
-                     " attempts)");
+                     " attempts)")
+      .WithReason(last.reason());
 }
 
 Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<std::string>& keys,
@@ -434,9 +445,7 @@ Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<
   for (int round = 0; round < 2; ++round) {
     auto r = Command(argv, idempotent);
     if (r.ok()) return r;
-    const std::string& msg = r.status().message();
-    if (round == 0 && r.status().code() == Code::kInternal &&
-        msg.find(": NOSCRIPT") != std::string::npos) {
+    if (round == 0 && r.status().reason() == RedisErrorReason("NOSCRIPT")) {
       // The server lost its script cache (restart, failover, SCRIPT FLUSH): load and retry once.
       // NOSCRIPT means the script did not run, so this is safe for any script.
       auto loaded = Command({"SCRIPT", "LOAD", script.source()}, /*idempotent=*/true);
