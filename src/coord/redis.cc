@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -463,27 +462,18 @@ Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<
 
 Status RedisConn::CheckNoEviction() {
   auto r = Command({"CONFIG", "GET", "maxmemory-policy"});
-  if (!r.ok()) {
-    if (r.status().code() == Code::kInternal) {
-      // Managed services (ElastiCache, Memorystore, ...) rename or disable CONFIG.
-      spdlog::warn(
-          "redis {}: cannot read maxmemory-policy ({}); make sure it is noeviction, or "
-          "coordination keys may be evicted",
-          Describe(), r.status().message());
-      return Status::Ok();
-    }
-    return r.status();
+  if (!r.ok() && r.status().code() == Code::kUnavailable) return r.status();
+  if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() < 2) {
+    // CONFIG renamed or disabled (some managed services), or denied by an ACL. Not knowing the
+    // policy is refused like an evicting one: an evicted lease or queue key loses work silently.
+    return FailedPrecondition(
+        "redis " + Describe() + ": cannot read maxmemory-policy (" +
+        (r.ok() ? std::string("CONFIG GET returned nothing") : r.status().message()) +
+        "); gapless refuses to run on a Redis that may evict its coordination keys. Let gapless "
+        "run CONFIG GET (do not rename or disable CONFIG; with ACLs grant +config|get) and set "
+        "maxmemory-policy noeviction");
   }
-  std::string policy;
-  if (r->type == RedisReply::Type::kArray && r->elements.size() >= 2) {
-    policy = r->elements[1].str;
-  } else {
-    spdlog::warn(
-        "redis {}: CONFIG GET maxmemory-policy returned nothing; make sure it is "
-        "noeviction",
-        Describe());
-    return Status::Ok();
-  }
+  const std::string& policy = r->elements[1].str;
   if (policy != "noeviction") {
     return FailedPrecondition("redis " + Describe() + " has maxmemory-policy " + policy +
                               ", which can evict leases and queue keys; set it to noeviction "

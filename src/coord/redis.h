@@ -111,8 +111,9 @@ class RedisConn {
                           const std::vector<std::string>& args, bool idempotent = false);
 
   // FailedPrecondition unless CONFIG GET maxmemory-policy is noeviction (volatile-*/allkeys-*
-  // evict coordination keys). If CONFIG is disabled (managed Redis), returns Ok and logs a
-  // warning.
+  // evict coordination keys), also when the policy cannot be read (CONFIG renamed or disabled, as
+  // on some managed services, or denied by an ACL): gapless refuses to run on a Redis that may
+  // evict its leases (DESIGN). Unavailable when the server cannot be reached.
   Status CheckNoEviction();
 
   std::string Describe() const;  // "host:port", never the password

@@ -303,6 +303,22 @@ TEST(RedisConnItest, FlushAllRestartsTheFenceCounter) {
   EXPECT_EQ((**q.Claim("w", 60'000)).token, last + 1);
 }
 
+// CONFIG renamed away (as on some managed services): the policy cannot be checked, and gapless
+// refuses to run rather than risk evicted leases (DESIGN: refuse to run otherwise).
+TEST(RedisConnItest, CheckNoEvictionRefusesWhenConfigIsUnavailable) {
+  PrivateRedis server({"--rename-command", "CONFIG", ""});
+  ASSERT_TRUE(server.ok());
+  auto c = RedisConn::Connect(server.url());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_FALSE((*c)->Command({"CONFIG", "GET", "maxmemory-policy"}).ok()) << "CONFIG is renamed";
+  Status st = (*c)->CheckNoEviction();
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(server.port())), std::string::npos)
+      << "names the server: " << st.ToString();
+  EXPECT_NE(st.message().find("maxmemory-policy noeviction"), std::string::npos)
+      << "says what to do: " << st.ToString();
+}
+
 // Error replies carry their error code as a typed reason; the code, not the message text, decides.
 TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
   GAPLESS_REDIS_TEST_DB_OR_SKIP(db);
