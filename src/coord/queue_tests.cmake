@@ -2,7 +2,7 @@
 gapless_test(redis_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/redis_test.cc
   LIBS gapless_coord gapless_core)
 gapless_test(redis_itest SOURCES ${CMAKE_CURRENT_LIST_DIR}/redis_itest.cc
-  LIBS gapless_coord gapless_testing_redis gapless_core
+  LIBS gapless_coord gapless_testing_redis gapless_testing_proxy gapless_core
   LABEL integration FIXTURES redis)
 gapless_test(queue_itest SOURCES ${CMAKE_CURRENT_LIST_DIR}/queue_itest.cc
   LIBS gapless_coord gapless_testing_redis gapless_core

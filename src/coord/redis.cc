@@ -5,7 +5,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -124,17 +123,21 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// Error replies that mean "the command did not run; try again later" (a loading replica, a busy
+// The error code of an error reply: its first word ("READONLY You can't write ..." -> "READONLY").
+std::string_view ErrorCode(std::string_view err) { return err.substr(0, err.find(' ')); }
+
+// Error codes that mean "the command did not run; try again later" (a loading replica, a busy
 // script, a failover in progress). They are Unavailable, and safe to resend even when the
 // command is not idempotent.
-bool IsTransientError(std::string_view err) {
-  return StartsWith(err, "LOADING") || StartsWith(err, "BUSY") || StartsWith(err, "TRYAGAIN") ||
-         StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+bool IsTransientError(std::string_view code) {
+  return code == "LOADING" || code == "BUSY" || code == "TRYAGAIN" || code == "READONLY" ||
+         code == "MASTERDOWN";
 }
 
 // A failover-shaped error: the connection points at the wrong node; reconnect before resending.
-bool NeedsReconnect(std::string_view err) {
-  return StartsWith(err, "READONLY") || StartsWith(err, "MASTERDOWN");
+bool NeedsReconnect(const Status& st) {
+  return st.reason() == RedisErrorReason("READONLY") ||
+         st.reason() == RedisErrorReason("MASTERDOWN");
 }
 
 Result<RedisReply> Convert(const redisReply* r) {
@@ -179,6 +182,10 @@ timeval ToTimeval(int64_t ms) {
 }
 
 }  // namespace
+
+std::string RedisErrorReason(std::string_view error_code) {
+  return "redis:" + std::string(error_code);
+}
 
 std::string Sha1Hex(std::string_view data) {
   Sha1 sha;
@@ -377,8 +384,10 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
   Result<RedisReply> out = Internal("unreachable");
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
-    out = IsTransientError(err) ? Unavailable("redis " + Describe() + ": " + err)
-                                : Internal("redis " + Describe() + ": " + err);
+    std::string_view code = ErrorCode(err);
+    Code status_code = IsTransientError(code) ? Code::kUnavailable : Code::kInternal;
+    out =
+        Status(status_code, "redis " + Describe() + ": " + err).WithReason(RedisErrorReason(code));
   } else {
     out = Convert(r);
   }
@@ -414,14 +423,15 @@ Result<RedisReply> RedisConn::Command(const std::vector<std::string>& argv, bool
     }
     if (st.code() == Code::kUnavailable) {
       // A transient error reply: the command did not run, so resending is safe.
-      if (NeedsReconnect(st.message())) Close();
+      if (NeedsReconnect(st)) Close();
       last = st;
       continue;
     }
     return st;
   }
   return Unavailable(last.message() + " (after " + std::to_string(options_.max_attempts) +
-                     " attempts)");
+                     " attempts)")
+      .WithReason(last.reason());
 }
 
 Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<std::string>& keys,
@@ -436,9 +446,7 @@ Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<
   for (int round = 0; round < 2; ++round) {
     auto r = Command(argv, idempotent);
     if (r.ok()) return r;
-    const std::string& msg = r.status().message();
-    if (round == 0 && r.status().code() == Code::kInternal &&
-        msg.find(": NOSCRIPT") != std::string::npos) {
+    if (round == 0 && r.status().reason() == RedisErrorReason("NOSCRIPT")) {
       // The server lost its script cache (restart, failover, SCRIPT FLUSH): load and retry once.
       // NOSCRIPT means the script did not run, so this is safe for any script.
       auto loaded = Command({"SCRIPT", "LOAD", script.source()}, /*idempotent=*/true);
@@ -456,27 +464,18 @@ Result<RedisReply> RedisConn::Eval(const RedisScript& script, const std::vector<
 
 Status RedisConn::CheckNoEviction() {
   auto r = Command({"CONFIG", "GET", "maxmemory-policy"});
-  if (!r.ok()) {
-    if (r.status().code() == Code::kInternal) {
-      // Managed services (ElastiCache, Memorystore, ...) rename or disable CONFIG.
-      spdlog::warn(
-          "redis {}: cannot read maxmemory-policy ({}); make sure it is noeviction, or "
-          "coordination keys may be evicted",
-          Describe(), r.status().message());
-      return Status::Ok();
-    }
-    return r.status();
+  if (!r.ok() && r.status().code() == Code::kUnavailable) return r.status();
+  if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() < 2) {
+    // CONFIG renamed or disabled (some managed services), or denied by an ACL. Not knowing the
+    // policy is refused like an evicting one: an evicted lease or queue key loses work silently.
+    return FailedPrecondition(
+        "redis " + Describe() + ": cannot read maxmemory-policy (" +
+        (r.ok() ? std::string("CONFIG GET returned nothing") : r.status().message()) +
+        "); gapless refuses to run on a Redis that may evict its coordination keys. Let gapless "
+        "run CONFIG GET (do not rename or disable CONFIG; with ACLs grant +config|get) and set "
+        "maxmemory-policy noeviction");
   }
-  std::string policy;
-  if (r->type == RedisReply::Type::kArray && r->elements.size() >= 2) {
-    policy = r->elements[1].str;
-  } else {
-    spdlog::warn(
-        "redis {}: CONFIG GET maxmemory-policy returned nothing; make sure it is "
-        "noeviction",
-        Describe());
-    return Status::Ok();
-  }
+  const std::string& policy = r->elements[1].str;
   if (policy != "noeviction") {
     return FailedPrecondition("redis " + Describe() + " has maxmemory-policy " + policy +
                               ", which can evict leases and queue keys; set it to noeviction "

@@ -7,6 +7,13 @@
 //   any other error reply (WRONGTYPE, a Lua error, ...)                           -> Internal
 //   a bad URL or a failed AUTH                                                    ->
 //   FailedPrecondition
+// An error reply's Status also carries RedisErrorReason(<the reply's error code>) as its reason(),
+// e.g. "redis:READONLY": callers tell error replies apart by reason(), never by message text.
+//
+// Failover: READONLY (the server was demoted to a replica) and MASTERDOWN close the connection
+// before the command is resent, so the next attempt connects anew and reaches whatever server now
+// answers at the address (a Sentinel-managed VIP, a proxy, DNS). The command did not run, so this
+// holds even for non-idempotent commands.
 //
 // Retries: a command is resent after a transport failure only when the caller says it is
 // idempotent; a non-idempotent command (EVAL of a script that writes) may have run before the
@@ -76,6 +83,10 @@ const RedisScript& LoadScript(std::string_view file_name);
 // Lowercase hex SHA1 of `data` (what Redis uses to name scripts). Exposed for tests.
 std::string Sha1Hex(std::string_view data);
 
+// The Status::reason() of an error reply: "redis:" + its error code, the reply's first word
+// ("READONLY You can't write against a read only replica." -> "redis:READONLY").
+std::string RedisErrorReason(std::string_view error_code);
+
 // One connection. Not thread-safe: one per thread.
 class RedisConn {
  public:
@@ -102,8 +113,9 @@ class RedisConn {
                           const std::vector<std::string>& args, bool idempotent = false);
 
   // FailedPrecondition unless CONFIG GET maxmemory-policy is noeviction (volatile-*/allkeys-*
-  // evict coordination keys). If CONFIG is disabled (managed Redis), returns Ok and logs a
-  // warning.
+  // evict coordination keys), also when the policy cannot be read (CONFIG renamed or disabled, as
+  // on some managed services, or denied by an ACL): gapless refuses to run on a Redis that may
+  // evict its leases (DESIGN). Unavailable when the server cannot be reached.
   Status CheckNoEviction();
 
   std::string Describe() const;  // "host:port", never the password

@@ -8,11 +8,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "coord/queue.h"
 #include "coord/redis.h"
 #include "testing/redis_test_db.h"
+#include "testing/tcp_proxy.h"
 
 namespace gapless {
 namespace {
@@ -49,37 +53,92 @@ class RawSocket {
 };
 
 // A redis-server of this test's own, for changes that would disturb other tests on the shared
-// server (CONFIG SET maxmemory-policy, FLUSHALL). Stopped (by its pid) in the destructor.
+// server (CONFIG SET maxmemory-policy, FLUSHALL, REPLICAOF, a renamed command), with its own
+// directory (a replica writes the primary's snapshot there). `extra_args` are appended to the
+// command line. It retries on another port if the first one was taken meanwhile. Stopped (by its
+// pid) and its directory removed in the destructor.
 class PrivateRedis {
  public:
-  PrivateRedis() {
-    port_ = RawSocket(false).port();
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::string port = std::to_string(port_);
-      execlp("redis-server", "redis-server", "--bind", "127.0.0.1", "--port", port.c_str(),
-             "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--dir",
-             "/tmp", "--loglevel", "warning", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 100; ++i) {
-      auto c = RedisConn::Connect(url());
-      if (c.ok() && (*c)->Command({"PING"}).ok()) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+  explicit PrivateRedis(std::vector<std::string> extra_args = {}) {
+    char dir[] = "/tmp/gapless-redis-XXXXXX";
+    if (mkdtemp(dir) == nullptr) return;
+    dir_ = dir;
+    for (int attempt = 0; attempt < 3 && !ready_; ++attempt) ready_ = Start(extra_args);
   }
   ~PrivateRedis() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
+    Kill();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
+  PrivateRedis(const PrivateRedis&) = delete;
+  PrivateRedis& operator=(const PrivateRedis&) = delete;
+
+  bool ok() const { return ready_; }  // it answers PING
+  int port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
 
  private:
+  bool Start(const std::vector<std::string>& extra_args) {
+    port_ = RawSocket(false).port();
+    std::vector<std::string> args = {
+        "redis-server", "--bind", "127.0.0.1",    "--port",     std::to_string(port_),
+        "--save",       "",       "--appendonly", "no",         "--maxmemory-policy",
+        "noeviction",   "--dir",  dir_,           "--loglevel", "warning"};
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: e.g. the port was taken
+        pid_ = -1;
+        return false;
+      }
+      auto c = RedisConn::Connect(url());
+      if (c.ok() && (*c)->Command({"PING"}).ok()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    Kill();
+    return false;
+  }
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+  std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;
+  bool ready_ = false;
 };
+
+// One field of `INFO <section>`, e.g. Info(c, "replication", "role") -> "master"; "" if absent.
+std::string Info(RedisConn& c, const std::string& section, const std::string& field) {
+  auto r = c.Command({"INFO", section});
+  if (!r.ok()) return "";
+  std::string needle = field + ":";
+  size_t at = r->str.find("\n" + needle);
+  if (at == std::string::npos) return "";
+  at += 1 + needle.size();
+  size_t end = r->str.find_first_of("\r\n", at);
+  return r->str.substr(at, end - at);
+}
+
+// One counter of a command's INFO commandstats line, e.g. CommandStat(c, "rpush",
+// "rejected_calls"); -1 if absent. rejected_calls counts commands refused before they ran
+// (READONLY among them).
+int64_t CommandStat(RedisConn& c, const std::string& command, const std::string& counter) {
+  std::string line = Info(c, "commandstats", "cmdstat_" + command);
+  size_t at = line.find(counter + "=");
+  if (at == std::string::npos) return -1;
+  return std::stoll(line.substr(at + counter.size() + 1));
+}
 
 TEST(RedisConnItest, ConnectRefusedIsUnavailableNamingTheAddress) {
   RawSocket closed(false);
@@ -211,6 +270,7 @@ TEST(RedisConnItest, LuaErrorIsInternalNamingTheScript) {
 
 TEST(RedisConnItest, CheckNoEvictionRefusesAnEvictingPolicy) {
   PrivateRedis server;
+  ASSERT_TRUE(server.ok());
   auto c = RedisConn::Connect(server.url());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE((*c)->CheckNoEviction().ok());
@@ -226,6 +286,7 @@ TEST(RedisConnItest, CheckNoEvictionRefusesAnEvictingPolicy) {
 // already recorded), which is why reconciliation floors it from PostgreSQL before any claim.
 TEST(RedisConnItest, FlushAllRestartsTheFenceCounter) {
   PrivateRedis server;
+  ASSERT_TRUE(server.ok());
   auto c = RedisConn::Connect(server.url());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Queue q(c->get(), Keys(1));
@@ -240,6 +301,111 @@ TEST(RedisConnItest, FlushAllRestartsTheFenceCounter) {
   ASSERT_TRUE(q.FloorFenceCounter(last).ok());
   ASSERT_TRUE(q.Push(SplitRange(100, 199, 100)).ok());
   EXPECT_EQ((**q.Claim("w", 60'000)).token, last + 1);
+}
+
+// CONFIG renamed away (as on some managed services): the policy cannot be checked, and gapless
+// refuses to run rather than risk evicted leases (DESIGN: refuse to run otherwise).
+TEST(RedisConnItest, CheckNoEvictionRefusesWhenConfigIsUnavailable) {
+  PrivateRedis server({"--rename-command", "CONFIG", ""});
+  ASSERT_TRUE(server.ok());
+  auto c = RedisConn::Connect(server.url());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_FALSE((*c)->Command({"CONFIG", "GET", "maxmemory-policy"}).ok()) << "CONFIG is renamed";
+  Status st = (*c)->CheckNoEviction();
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("127.0.0.1:" + std::to_string(server.port())), std::string::npos)
+      << "names the server: " << st.ToString();
+  EXPECT_NE(st.message().find("maxmemory-policy noeviction"), std::string::npos)
+      << "says what to do: " << st.ToString();
+}
+
+// Error replies carry their error code as a typed reason; the code, not the message text, decides.
+TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
+  GAPLESS_REDIS_TEST_DB_OR_SKIP(db);
+  RedisConn& c = *db.conn();
+  std::string k = db.keys().prefix() + "t";
+  ASSERT_TRUE(c.Command({"SET", k, "x"}).ok());
+  auto wrong = c.Command({"LPUSH", k, "y"});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), Code::kInternal);
+  EXPECT_EQ(wrong.status().reason(), RedisErrorReason("WRONGTYPE"));
+
+  // An error that merely mentions READONLY in its text is not a failover.
+  RedisScript mentions("mentions_test.lua",
+                       "return redis.error_reply('ERR READONLY is just a word here')");
+  SimEnv env;
+  RedisOptions options;
+  options.env = &env;
+  auto fresh = db.Connect(options);
+  ASSERT_TRUE(fresh.ok());
+  auto r = (*fresh)->Eval(mentions, {k}, {}, /*idempotent=*/true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), RedisErrorReason("ERR"));
+  EXPECT_EQ(env.slept_micros(), 0) << "not retried";
+}
+
+// The issue's test: "A redis-server promoted to primary while gapless is connected to the old one
+// (REPLICAOF): gapless reconnects and writes only to the primary". Two private servers, A primary
+// and B its replica; gapless reaches A through a proxy (the stable address of the fleet's Redis).
+// The failover promotes B, demotes A to B's replica and points the address at B. gapless's open
+// connection still leads to A, which answers the next write with READONLY; that must make it
+// reconnect, through the proxy, to B, and write there.
+TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimary) {
+  // No delay before a full sync (the default waits 5 s for more replicas to join).
+  PrivateRedis a({"--repl-diskless-sync-delay", "0"}), b({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto admin_a = RedisConn::Connect(a.url());
+  auto admin_b = RedisConn::Connect(b.url());
+  ASSERT_TRUE(admin_a.ok() && admin_b.ok());
+  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}).ok());
+  for (int i = 0; i < 200 && Info(**admin_b, "replication", "master_link_status") != "up"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  ASSERT_EQ(Info(**admin_b, "replication", "master_link_status"), "up");
+
+  TcpProxy proxy("127.0.0.1", a.port());
+  SimEnv env;  // the reconnect backoff sleeps are virtual
+  RedisOptions options;
+  options.env = &env;
+  auto conn = RedisConn::Connect("redis://127.0.0.1:" + std::to_string(proxy.port()), options);
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  auto first = (*conn)->Command({"RPUSH", "writes", "before"}, /*idempotent=*/false);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto on_a = (*admin_a)->Command({"LRANGE", "writes", "0", "-1"});
+  ASSERT_TRUE(on_a.ok());
+  ASSERT_EQ(on_a->elements.size(), 1u) << "the first write went to A";
+  auto acked = (*admin_a)->Command({"WAIT", "1", "5000"});  // B has it too
+  ASSERT_TRUE(acked.ok());
+  ASSERT_EQ(acked->integer, 1);
+
+  // Fail over.
+  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "NO", "ONE"}).ok());
+  ASSERT_TRUE((*admin_a)->Command({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}).ok());
+  proxy.SetTarget("127.0.0.1", b.port());
+  ASSERT_EQ(Info(**admin_a, "replication", "role"), "slave");
+  ASSERT_EQ(Info(**admin_b, "replication", "role"), "master");
+  const int64_t rejected_before =
+      std::max<int64_t>(0, CommandStat(**admin_a, "rpush", "rejected_calls"));
+
+  // Not idempotent on purpose: a READONLY write did not run, so resending it is safe.
+  for (int i = 0; i < 5; ++i) {
+    auto r = (*conn)->Command({"RPUSH", "writes", "after-" + std::to_string(i)},
+                              /*idempotent=*/false);
+    ASSERT_TRUE(r.ok()) << "write " << i << ": " << r.status().ToString();
+    EXPECT_EQ(r->integer, i + 2) << "each write lands once, after the ones before it";
+  }
+  auto on_b = (*admin_b)->Command({"LRANGE", "writes", "0", "-1"});
+  ASSERT_TRUE(on_b.ok());
+  std::vector<std::string> got;
+  for (const auto& e : on_b->elements) got.push_back(e.str);
+  EXPECT_EQ(got, (std::vector<std::string>{"before", "after-0", "after-1", "after-2", "after-3",
+                                           "after-4"}));
+  // A saw exactly one of them, on the old connection, and refused it; the client then connected
+  // anew (a second connection through the proxy), which reached B.
+  EXPECT_EQ(CommandStat(**admin_a, "rpush", "rejected_calls") - rejected_before, 1);
+  EXPECT_EQ(proxy.connections_accepted(), 2);
+  EXPECT_EQ(proxy.open_connections(), 1) << "the connection to A was closed";
 }
 
 TEST(RedisConnItest, SharedTestServerIsNoEviction) {
