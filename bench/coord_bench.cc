@@ -207,8 +207,8 @@ int Main(int argc, char** argv) {
     Die("pushed " + std::to_string(*pushed) + " tasks, not " + std::to_string(args.tasks));
 
   // Connect every worker first and load the scripts, so that no connect and no NOSCRIPT round trip
-  // lands inside the measurement. QueueScript: the scripts as Queue sends them (with
-  // queue_lib.lua prepended), so their SHA1s are the ones Queue's EVALSHAs name.
+  // lands inside the measurement. LoadScript: the scripts as Queue sends them (with
+  // their libraries prepended), so their SHA1s are the ones Queue's EVALSHAs name.
   std::vector<std::unique_ptr<RedisConn>> conns;
   for (int w = 0; w < args.concurrency; ++w) {
     auto c = RedisConn::Connect(args.redis);
@@ -216,7 +216,7 @@ int Main(int argc, char** argv) {
     conns.push_back(std::move(*c));
   }
   for (const char* file : {"queue_claim.lua", "queue_complete.lua", "queue_complete_claim.lua"}) {
-    Check(admin.Command({"SCRIPT", "LOAD", QueueScript(file).source()}).status(), "script load");
+    Check(admin.Command({"SCRIPT", "LOAD", LoadScript(file).source()}).status(), "script load");
   }
 
   std::vector<WorkerStats> stats(static_cast<size_t>(args.concurrency));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "coord/queue.h"
+
 namespace gapless {
 namespace {
 
@@ -15,10 +17,11 @@ bool ParseBlock(const std::string& s, uint64_t* out) {
 }  // namespace
 
 Frontier::Frontier(RedisConn* conn, std::string completed_key, std::string frontier_key,
-                   uint64_t start_block)
+                   uint64_t start_block, std::string leader_epoch_key)
     : conn_(conn),
       completed_key_(std::move(completed_key)),
       frontier_key_(std::move(frontier_key)),
+      epoch_key_(leader_epoch_key.empty() ? frontier_key_ + ":epoch" : std::move(leader_epoch_key)),
       start_(start_block) {}
 
 Status Frontier::Record(uint64_t from, uint64_t to) {
@@ -32,12 +35,15 @@ Status Frontier::Record(uint64_t from, uint64_t to) {
   return Status::Ok();
 }
 
-Result<uint64_t> Frontier::Advance() {
+Result<uint64_t> Frontier::Advance(uint64_t leader_epoch) {
   // Idempotent: running the script twice gives the same frontier and the same set.
-  auto reply = conn_->Eval(LoadScript("frontier_advance.lua"), {completed_key_, frontier_key_},
-                           {std::to_string(start_)}, /*idempotent=*/true);
+  auto reply =
+      conn_->Eval(LoadScript("frontier_advance.lua"), {completed_key_, frontier_key_, epoch_key_},
+                  {std::to_string(start_), std::to_string(leader_epoch)},
+                  /*idempotent=*/true);
   if (!reply.ok()) {
     const Status& st = reply.status();
+    if (IsStaleLeaderEpoch(st)) return st.WithContext("frontier: advance");
     // The script refuses corrupt state (never skips it): an invariant is broken.
     if (st.code() == Code::kInternal &&
         st.message().find("frontier_advance:") != std::string::npos) {

@@ -30,8 +30,9 @@ class Frontier {
   // `conn` is borrowed and must outlive this object. `completed_key` is the sorted set of completed
   // ranges (Keys::completed()), `frontier_key` the frontier string (Keys::frontier()), both in one
   // hash slot. `start_block` is the first block of the indexing job (a floor for the frontier).
+  // `leader_epoch_key` (Keys::leader_epoch) fences Advance; empty: "<frontier_key>:epoch".
   Frontier(RedisConn* conn, std::string completed_key, std::string frontier_key,
-           uint64_t start_block);
+           uint64_t start_block, std::string leader_epoch_key = {});
 
   // Records that blocks [from, to] (inclusive) are committed. Idempotent. FailedPrecondition if
   // from > to; Unavailable / Internal from Redis.
@@ -40,8 +41,9 @@ class Frontier {
   // Advances the frontier as far as the recorded ranges allow and returns it (the next block not
   // yet known complete). Idempotent. Unavailable when Redis cannot be reached; DataLoss when the
   // stored state is corrupt (a malformed member, a non-numeric frontier) — the frontier then stays
-  // where it is until a human or reconciliation repairs the keys.
-  Result<uint64_t> Advance();
+  // where it is until a human or reconciliation repairs the keys. Leader-only: `leader_epoch` is
+  // the caller's (0 = unfenced); refused (IsStaleLeaderEpoch, queue.h) below the highest seen.
+  Result<uint64_t> Advance(uint64_t leader_epoch = 0);
 
   // The stored frontier without advancing it: max(stored, start_block), start_block when absent.
   Result<uint64_t> Get();
@@ -52,6 +54,7 @@ class Frontier {
   RedisConn* conn_;
   std::string completed_key_;
   std::string frontier_key_;
+  std::string epoch_key_;
   uint64_t start_;
 };
 

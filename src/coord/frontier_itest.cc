@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coord/frontier.h"
+#include "coord/queue.h"
 #include "testing/redis_test_db.h"
 
 namespace gapless {
@@ -121,6 +122,22 @@ TEST_F(FrontierTest, NeverDecreases) {
   EXPECT_EQ(*floor.Get(), 300u);
   EXPECT_EQ(MustAdvance(floor), 300u);
   EXPECT_EQ(MustAdvance(f), 300u);
+}
+
+// A deposed leader cannot move the frontier after its successor has (lua/leader_epoch_lib.lua).
+TEST_F(FrontierTest, ADeposedLeadersAdvanceIsRefused) {
+  Frontier f(conn_, completed_, frontier_key_, 100, keys().leader_epoch());
+  ASSERT_TRUE(f.Record(100, 149).ok());
+  auto current = f.Advance(/*leader_epoch=*/5);
+  ASSERT_TRUE(current.ok()) << current.status().ToString();
+  EXPECT_EQ(*current, 150u);
+  ASSERT_TRUE(f.Record(150, 199).ok());
+  auto stale = f.Advance(/*leader_epoch=*/4);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_TRUE(IsStaleLeaderEpoch(stale.status())) << stale.status().ToString();
+  EXPECT_EQ(StoredFrontier(), "150");                         // not moved
+  EXPECT_EQ(Members(), std::vector<std::string>{"150-199"});  // nothing trimmed
+  EXPECT_EQ(*f.Advance(5), 200u);
 }
 
 TEST_F(FrontierTest, CorruptStateIsRefusedWithoutAWrite) {

@@ -58,22 +58,6 @@ Result<std::vector<TaskRange>> TaskList(const RedisScript& script, const RedisRe
 
 }  // namespace
 
-const RedisScript& QueueScript(std::string_view file) {
-  // Built once (thread-safe static initialisation); std::deque keeps references stable.
-  static const std::deque<RedisScript>* composed = [] {
-    auto* all = new std::deque<RedisScript>();
-    const std::string& lib = LoadScript("queue_lib.lua").source();
-    for (const char* name : {"queue_claim.lua", "queue_complete.lua", "queue_complete_claim.lua"}) {
-      all->emplace_back(name, lib + LoadScript(name).source());
-    }
-    return all;
-  }();
-  for (const RedisScript& s : *composed) {
-    if (s.name() == file) return s;
-  }
-  return LoadScript(file);
-}
-
 std::string TaskRange::id() const { return std::to_string(from) + "-" + std::to_string(to); }
 
 Result<TaskRange> ParseTask(std::string_view id) {
@@ -98,11 +82,11 @@ std::vector<TaskRange> SplitRange(int64_t from, int64_t to, int64_t size) {
   return out;
 }
 
-Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks) {
+Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks, uint64_t leader_epoch) {
   static const RedisScript& script = LoadScript("queue_push.lua");
   int64_t added = 0;
   for (size_t i = 0; i < tasks.size(); i += kPushBatch) {
-    std::vector<std::string> args;
+    std::vector<std::string> args = {std::to_string(leader_epoch)};
     for (size_t j = i; j < std::min(tasks.size(), i + kPushBatch); ++j) {
       args.push_back(tasks[j].id());
     }
@@ -110,7 +94,7 @@ Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks) {
     GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
                              conn_->Eval(script,
                                          {keys_.pending(), keys_.queued(), keys_.completed(),
-                                          keys_.frontier(), keys_.dlq()},
+                                          keys_.frontier(), keys_.dlq(), keys_.leader_epoch()},
                                          args, /*idempotent=*/true));
     if (r.type != RedisReply::Type::kInteger) return BadReply(script, r);
     added += r.integer;
@@ -119,7 +103,7 @@ Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks) {
 }
 
 Result<std::optional<Lease>> Queue::Claim(const std::string& worker, int64_t ttl_ms) {
-  static const RedisScript& script = QueueScript("queue_claim.lua");
+  static const RedisScript& script = LoadScript("queue_claim.lua");
   GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script,
                                                      {keys_.pending(), keys_.processing(),
                                                       keys_.leases(), keys_.fence_counter()},
@@ -143,7 +127,7 @@ Result<int64_t> Queue::Renew(const TaskRange& task, const std::string& worker, i
 }
 
 Status Queue::Complete(const TaskRange& task, const std::string& worker, int64_t token) {
-  static const RedisScript& script = QueueScript("queue_complete.lua");
+  static const RedisScript& script = LoadScript("queue_complete.lua");
   GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
                            conn_->Eval(script,
                                        {keys_.processing(), keys_.leases(), keys_.queued(),
@@ -155,7 +139,7 @@ Status Queue::Complete(const TaskRange& task, const std::string& worker, int64_t
 Result<CompleteAndClaimResult> Queue::CompleteAndClaim(const TaskRange& done,
                                                        const std::string& worker, int64_t token,
                                                        int64_t ttl_ms) {
-  static const RedisScript& script = QueueScript("queue_complete_claim.lua");
+  static const RedisScript& script = LoadScript("queue_complete_claim.lua");
   GAPLESS_ASSIGN_OR_RETURN(
       RedisReply r,
       conn_->Eval(script,
@@ -193,17 +177,20 @@ Result<FailResult> Queue::Fail(const TaskRange& task, const std::string& worker,
   return out;
 }
 
-Result<std::vector<ExpiredTask>> Queue::Janitor(int64_t limit, int64_t max_expiries) {
+Result<std::vector<ExpiredTask>> Queue::Janitor(int64_t limit, int64_t max_expiries,
+                                                uint64_t leader_epoch) {
   static const RedisScript& script = LoadScript("queue_janitor.lua");
   // Idempotent: it only takes back what is expired at the time it runs, and counts an expiry as
   // the task leaves processing, so a re-sent call cannot count one twice. A lost answer loses
   // only the caller's log lines (the DLQ keeps its own record).
   GAPLESS_ASSIGN_OR_RETURN(
       RedisReply r,
-      conn_->Eval(script,
-                  {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(),
-                   keys_.attempts(), keys_.expiries(), keys_.dlq()},
-                  {std::to_string(limit), std::to_string(max_expiries)}, /*idempotent=*/true));
+      conn_->Eval(
+          script,
+          {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(), keys_.attempts(),
+           keys_.expiries(), keys_.dlq(), keys_.leader_epoch()},
+          {std::to_string(limit), std::to_string(max_expiries), std::to_string(leader_epoch)},
+          /*idempotent=*/true));
   std::vector<ExpiredTask> out;
   if (r.is_nil()) return out;  // an empty Lua table comes back as an empty array or nil
   if (r.type != RedisReply::Type::kArray || r.elements.size() % 4 != 0) {
@@ -302,6 +289,10 @@ Result<QueueDepths> Queue::Depths() {
   d.processing = q.integer;
   d.dlq = l.integer;
   return d;
+}
+
+bool IsStaleLeaderEpoch(const Status& status) {
+  return status.reason() == RedisErrorReason(kStaleLeaderEpochError);
 }
 
 }  // namespace gapless

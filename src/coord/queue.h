@@ -30,8 +30,8 @@
 // lease granted) but also leaves the first lease to the janitor.
 //
 // Scripts: queue_claim.lua, queue_complete.lua and queue_complete_claim.lua share their lease
-// logic through queue_lib.lua, which is prepended to them here (Redis scripts cannot include one
-// another); QueueScript returns a script as it is sent.
+// logic through queue_lib.lua, which LoadScript prepends to them (their "-- needs:" line; Redis
+// scripts cannot include one another).
 //
 // Thread-safety: a Queue uses one RedisConn and is not thread-safe; one per thread.
 #pragma once
@@ -117,9 +117,10 @@ struct QueueDepths {
   int64_t dlq = 0;
 };
 
-// The queue's script `file` as Queue sends it (queue_lib.lua prepended where the script uses it),
-// e.g. for a SCRIPT LOAD ahead of a benchmark. Aborts on an unknown name, like LoadScript.
-const RedisScript& QueueScript(std::string_view file);
+// The first word of a leader-only script's refusal of a deposed leader (lua/leader_epoch_lib.lua):
+// a newer leader has acted since. Queue::Push, Queue::Janitor and Frontier::Advance return it.
+inline constexpr char kStaleLeaderEpochError[] = "STALE_LEADER_EPOCH";
+bool IsStaleLeaderEpoch(const Status& status);
 
 class Queue {
  public:
@@ -128,8 +129,9 @@ class Queue {
 
   // Appends tasks not already pending, processing, completed (in the completed set or below the
   // frontier) or dead-lettered; returns how many were added. Idempotent: safe to repeat after a
-  // failure. Sent in batches of 1000 tasks (each batch atomic).
-  Result<int64_t> Push(const std::vector<TaskRange>& tasks);
+  // failure. Sent in batches of 1000 tasks (each batch atomic). Leader-only: `leader_epoch` is the
+  // caller's (0 = not a leader, unfenced); refused (IsStaleLeaderEpoch) below the highest seen.
+  Result<int64_t> Push(const std::vector<TaskRange>& tasks, uint64_t leader_epoch = 0);
 
   // Claims the head of pending for `worker` with a lease of ttl_ms; nullopt when pending is empty.
   Result<std::optional<Lease>> Claim(const std::string& worker, int64_t ttl_ms);
@@ -160,9 +162,11 @@ class Queue {
   // max_expiries sends the task to the DLQ instead (error "lease expired N times ...", attempts
   // N, worker the last holder). Returns what it did, per task, in processing order. Safe to run
   // from any number of processes at once, and to re-send (an expiry is counted as its task
-  // leaves processing, so never twice); normally the leader runs it every few seconds.
+  // leaves processing, so never twice); normally the leader runs it every few seconds, with its
+  // epoch (fenced like Push).
   Result<std::vector<ExpiredTask>> Janitor(int64_t limit = 100,
-                                           int64_t max_expiries = kDefaultMaxLeaseExpiries);
+                                           int64_t max_expiries = kDefaultMaxLeaseExpiries,
+                                           uint64_t leader_epoch = 0);
 
   // The dead letters, sorted by task.
   Result<std::vector<DeadLetter>> DlqList();

@@ -116,14 +116,36 @@ TEST_F(QueueItest, PushIsIdempotent) {
 }
 
 TEST_F(QueueItest, PushRejectsMalformedTasksBeforeWriting) {
-  auto r = conn().Eval(
-      LoadScript("queue_push.lua"),
-      {keys().pending(), keys().queued(), keys().completed(), keys().frontier(), keys().dlq()},
-      {"1-2", "9-3"});
+  auto r = conn().Eval(LoadScript("queue_push.lua"),
+                       {keys().pending(), keys().queued(), keys().completed(), keys().frontier(),
+                        keys().dlq(), keys().leader_epoch()},
+                       {"0", "1-2", "9-3"});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInternal);
   EXPECT_NE(r.status().message().find("9-3"), std::string::npos);
   EXPECT_TRUE(Pending().empty());  // "1-2" was not written either
+}
+
+// A deposed leader (paused past its lease while another was elected) cannot seed or run the
+// janitor once its successor has acted: the scripts refuse an epoch below the highest seen,
+// before writing anything.
+TEST_F(QueueItest, LeaderOnlyScriptsRefuseADeposedLeadersEpoch) {
+  ASSERT_EQ(*q().Push({kA}, /*leader_epoch=*/7), 1);  // the new leader (epoch 7) acted
+  auto stale = q().Push({kB}, /*leader_epoch=*/6);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_TRUE(IsStaleLeaderEpoch(stale.status())) << stale.status().ToString();
+  EXPECT_EQ(Pending(), std::vector<std::string>{kA.id()});  // kB was not pushed
+  auto janitor = q().Janitor(100, kDefaultMaxLeaseExpiries, /*leader_epoch=*/6);
+  ASSERT_FALSE(janitor.ok());
+  EXPECT_TRUE(IsStaleLeaderEpoch(janitor.status()));
+  // The current and later epochs act; epoch 0 (operator tools) is not fenced.
+  EXPECT_TRUE(q().Janitor(100, kDefaultMaxLeaseExpiries, 7).ok());
+  EXPECT_EQ(*q().Push({kB}, 8), 1);
+  EXPECT_FALSE(q().Push({kC}, 7).ok());
+  EXPECT_EQ(*q().Push({kC}, 0), 1);
+  auto stored = conn().Command({"GET", keys().leader_epoch()});
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->str, "8");
 }
 
 TEST_F(QueueItest, ClaimMovesToProcessingWithIncreasingTokens) {

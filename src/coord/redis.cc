@@ -196,12 +196,50 @@ std::string Sha1Hex(std::string_view data) {
 RedisScript::RedisScript(std::string name, std::string source)
     : name_(std::move(name)), source_(std::move(source)), sha1_(Sha1Hex(source_)) {}
 
+namespace {
+
+std::string_view EmbeddedSource(std::string_view file_name) {
+  for (const auto& [name, source] : lua::kFiles) {
+    if (name == file_name) return source;
+  }
+  std::fprintf(stderr, "gapless: no embedded Lua script named %.*s (build bug)\n",
+               static_cast<int>(file_name.size()), file_name.data());
+  std::abort();
+}
+
+// The libraries a script names on "-- needs: a.lua b.lua" lines, prepended in that order.
+std::string Compose(std::string_view source) {
+  std::string libs;
+  constexpr std::string_view kNeeds = "-- needs:";
+  size_t pos = 0;
+  while ((pos = source.find(kNeeds, pos)) != std::string_view::npos) {
+    if (pos > 0 && source[pos - 1] != '\n') {
+      pos += kNeeds.size();
+      continue;
+    }
+    size_t end = source.find('\n', pos);
+    std::string_view line = source.substr(pos + kNeeds.size(), end - pos - kNeeds.size());
+    size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      size_t j = line.find(' ', i);
+      if (j == std::string_view::npos) j = line.size();
+      if (j > i) libs += std::string(EmbeddedSource(line.substr(i, j - i)));
+      i = j;
+    }
+    pos = end == std::string_view::npos ? source.size() : end;
+  }
+  return libs + std::string(source);
+}
+
+}  // namespace
+
 const RedisScript& LoadScript(std::string_view file_name) {
   // Built once; std::deque keeps references stable.
   static const std::deque<RedisScript>* scripts = [] {
     auto* all = new std::deque<RedisScript>();
     for (const auto& [name, source] : lua::kFiles)
-      all->emplace_back(std::string(name), std::string(source));
+      all->emplace_back(std::string(name), Compose(source));
     return all;
   }();
   for (const RedisScript& s : *scripts) {

@@ -78,6 +78,9 @@ class RedisScript {
 
 // Looks up an embedded script by file name, e.g. LoadScript("queue_claim.lua"); aborts the
 // process if missing (a build bug). The returned reference lives for the whole process.
+// Redis scripts cannot include one another: a script that uses a library of local functions says
+// so on a line "-- needs: queue_lib.lua" (several names allowed), and the library's source is
+// prepended to it here (so a Lua runtime error's line numbers count from the library's top).
 const RedisScript& LoadScript(std::string_view file_name);
 
 // Lowercase hex SHA1 of `data` (what Redis uses to name scripts). Exposed for tests.

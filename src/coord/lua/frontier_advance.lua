@@ -8,8 +8,10 @@
 --
 -- KEYS[1]  the completed-ranges sorted set
 -- KEYS[2]  the frontier string (decimal next block)
+-- KEYS[3]  leader epoch string (Keys::leader_epoch; leader-only: leader_epoch_lib.lua)
 -- ARGV[1]  start: the first block of the indexing job (decimal integer >= 0). Also a floor: the
 --          frontier is never below it (reconciliation passes the frontier found in PostgreSQL).
+-- ARGV[2]  the caller's leader epoch (0: not fenced); STALE_LEADER_EPOCH when a newer one acted
 -- Returns  the new frontier (integer): max(stored frontier, start), advanced over every range
 --          that begins at or below it. It never decreases.
 -- Errors   "frontier_advance: ..." for a bad argument, a bad stored frontier, or a malformed
@@ -20,8 +22,13 @@
 -- ranges wholly below) are removed, so the set holds only ranges beyond a gap: it stays bounded
 -- by the out-of-order window of the workers, and it disappears when the frontier catches up.
 
+-- needs: leader_epoch_lib.lua
+
 local completed = KEYS[1]
 local frontier_key = KEYS[2]
+local epoch_key = KEYS[3]
+local refused = check_leader_epoch('frontier_advance', epoch_key, ARGV[2] or '0')
+if refused then return refused end
 
 local function decimal(s)
   if type(s) ~= 'string' or not string.match(s, '^%d+$') or #s > 15 then return nil end
@@ -75,6 +82,7 @@ end
 
 -- Write phase. Every member read has from < next_block (one with from == next_block would have
 -- moved it past), and every member with from < next_block was read.
+record_leader_epoch(epoch_key, ARGV[2] or '0')
 if offset > 0 then
   redis.call('ZREMRANGEBYSCORE', completed, '-inf', '(' .. string.format('%d', next_block))
 end

@@ -11,6 +11,7 @@
 -- ARGV[2]  lease TTL in milliseconds (integer > 0)
 -- Returns  {task, token, expires_ms}, or nil when pending is empty.
 -- Errors   "queue_claim: ..." for bad arguments, before any write.
+-- needs: queue_lib.lua
 
 local pending, processing, leases, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local worker, ttl = ARGV[1], tonumber(ARGV[2])

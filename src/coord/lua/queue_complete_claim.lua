@@ -25,6 +25,7 @@
 --          had a task: completed is 1 (reason 'ok') or 0 (reason: why it was refused). So
 --          {1, 'ok', task, token, expires_ms}, {0, reason}, etc.
 -- Errors   "queue_complete_claim: ..." for bad arguments or a corrupt lease, before any write.
+-- needs: queue_lib.lua
 
 local pending, processing, leases, queued, attempts, completed, expiries, fence =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]

@@ -27,16 +27,23 @@
 -- KEYS[5]  attempts hash
 -- KEYS[6]  expiries hash (task -> lease expiries so far)
 -- KEYS[7]  dlq hash
+-- KEYS[8]  leader epoch string (Keys::leader_epoch; leader-only: leader_epoch_lib.lua)
 -- ARGV[1]  the most tasks to look at (integer >= 1)
 -- ARGV[2]  max expiries: the expiry that reaches it dead-letters the task (integer >= 1)
+-- ARGV[3]  the caller's leader epoch (0: not fenced)
 -- Returns  a flat list, per requeued or dead-lettered task: task, 1 (requeued) or 2
 --          (dead-lettered), expiries so far (this one included), last lease holder ('' when the
 --          lease was missing or corrupt).
--- Errors   "queue_janitor: ..." for a bad argument, before any write. A corrupt lease is
+-- Errors   "queue_janitor: ..." for a bad argument, STALE_LEADER_EPOCH for a deposed leader,
+--          before any write. A corrupt lease is
 --          treated as gone; a corrupt count as 0.
 
-local pending, processing, leases, queued, attempts, expiries, dlq =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+-- needs: leader_epoch_lib.lua
+
+local pending, processing, leases, queued, attempts, expiries, dlq, epoch_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local refused = check_leader_epoch('queue_janitor', epoch_key, ARGV[3])
+if refused then return refused end
 local limit = tonumber(ARGV[1])
 if not limit or limit < 1 or limit ~= math.floor(limit) then
   return redis.error_reply('queue_janitor: bad limit ' .. tostring(ARGV[1]))
@@ -47,6 +54,7 @@ if not max_expiries or max_expiries < 1 or max_expiries ~= math.floor(max_expiri
 end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+record_leader_epoch(epoch_key, ARGV[3])
 
 local n = redis.call('LLEN', processing)
 if n > limit then n = limit end

@@ -1,7 +1,7 @@
 -- queue_lib.lua: the lease logic that claim and complete share, written once. It is not a
--- script of its own: Redis scripts cannot include one another, so Queue (queue.cc, QueueScript)
--- sends queue_claim.lua, queue_complete.lua and queue_complete_claim.lua each with this file
--- prepended. It only defines local functions; it reads no KEYS or ARGV and writes nothing. (So
+-- script of its own: Redis scripts cannot include one another, so queue_claim.lua,
+-- queue_complete.lua and queue_complete_claim.lua name it on a "-- needs:" line and LoadScript
+-- (redis.h) sends each with this file prepended. It only defines local functions; it reads no KEYS or ARGV and writes nothing. (So
 -- the line numbers in a Lua runtime error of those scripts count from the top of this file.)
 --
 -- Conventions: a check_* function returns nil when all is well, otherwise the reply the script
