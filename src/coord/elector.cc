@@ -180,7 +180,7 @@ void Elector::Follow() {
   }
   int64_t wait = options_.poll_ms + static_cast<int64_t>(env_->Uniform(static_cast<uint64_t>(
                                         std::max<int64_t>(1, options_.poll_jitter_ms))));
-  if (min_ttl != INT64_MAX) wait = std::min(wait, min_ttl + 1);
+  if (options_.wake_at_lock_expiry && min_ttl != INT64_MAX) wait = std::min(wait, min_ttl + 1);
   Wait(wait);
 }
 
@@ -274,10 +274,15 @@ void Elector::Lead() {
     QuorumOutcome out =
         entries.empty() ? election_->Renew(token) : election_->WriteHead(token, entries);
     if (out.quorum) {
-      std::lock_guard lock(mu_);
-      valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
-      if (!entries.empty()) tip_ = entries.back();
-      ++stats_.writes;
+      {
+        std::lock_guard lock(mu_);
+        valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
+        if (!entries.empty()) tip_ = entries.back();
+        ++stats_.writes;
+      }
+      if (on_write_ && !entries.empty()) on_write_(token, entries.back());
+      // Catching up (a full batch): write the next one now rather than after a heartbeat.
+      if (entries.size() == options_.max_entries_per_write) Wake();
     } else {
       {
         std::lock_guard lock(mu_);

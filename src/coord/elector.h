@@ -67,8 +67,11 @@ struct ElectorOptions {
   int64_t heartbeat_ms = 0;      // leader's write cadence; 0 = TTL / 3
   size_t max_entries_per_write = 256;
   bool subscribe = true;  // keyspace notifications (polling alone when false)
-  std::string name;       // for logs
-  Env* env = nullptr;     // randomness for jitter; nullptr = Env::Default()
+  // A follower looks again when the lock's remaining TTL (PTTL) runs out, if that comes before
+  // its next poll. Off: the seed's polling alone (the failover benchmark's baseline).
+  bool wake_at_lock_expiry = true;
+  std::string name;    // for logs
+  Env* env = nullptr;  // randomness for jitter; nullptr = Env::Default()
 };
 
 class Elector {
@@ -103,10 +106,13 @@ class Elector {
   };
   Stats stats() const;
 
-  // Called (on the elector's thread) on every role change, and after each successful write.
-  // Set before Start().
+  // Called on the elector's thread on every role change, and after each successful head-log
+  // write (with the tip written). Set before Start().
   void set_on_role_change(std::function<void(Role, uint64_t token)> f) {
     on_role_change_ = std::move(f);
+  }
+  void set_on_write(std::function<void(uint64_t token, const HeadEntry& tip)> f) {
+    on_write_ = std::move(f);
   }
 
  private:
@@ -140,6 +146,7 @@ class Elector {
   std::optional<HeadEntry> tip_;
   Stats stats_;
   std::function<void(Role, uint64_t)> on_role_change_;
+  std::function<void(uint64_t, const HeadEntry&)> on_write_;
   std::thread thread_;
   std::vector<std::thread> subscribers_;
 };
