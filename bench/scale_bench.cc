@@ -439,9 +439,9 @@ FleetResult RunFleet(const Args& args, int workers, const std::string& db_url,
   lo.to = args.first + args.blocks - 1;
   lo.range_size = args.range;
   lo.tick_ms = args.tick_ms;
-  lo.lock_ttl_ms = std::max<int64_t>(10'000, 3 * args.tick_ms);
   lo.holder_id = "scale-bench";
-  Leader leader(lo, args.redis, keys, pool->get());
+  LocalLease lease;
+  Leader leader(lo, args.redis, keys, pool->get(), &lease);
 
   std::atomic<bool> stop{false};
   std::atomic<bool> leader_done{false};

@@ -25,7 +25,6 @@ std::string Keys::heartbeat(std::string_view worker) const {
   return prefix_ + "heartbeat:" + std::string(worker);
 }
 std::string Keys::registry() const { return prefix_ + "registry"; }
-std::string Keys::leader_lock() const { return prefix_ + "leader"; }
 std::string Keys::election_lock() const { return prefix_ + "election:lock"; }
 std::string Keys::election_epoch() const { return prefix_ + "election:epoch"; }
 std::string Keys::election_meta() const { return prefix_ + "election:meta"; }
@@ -34,5 +33,6 @@ std::string Keys::head_heights() const { return prefix_ + "head:heights"; }
 std::string Keys::head_floor() const { return prefix_ + "head:floor"; }
 std::string Keys::head_incarnation() const { return prefix_ + "head:incarnation"; }
 std::string Keys::leader_epoch() const { return prefix_ + "leader:epoch"; }
+std::string Keys::leader_term() const { return prefix_ + "leader:term"; }
 
 }  // namespace gapless

@@ -20,8 +20,9 @@
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
-//   rate_limit, heartbeat, leader_lock, election_lock   carry a TTL.
-//   election_epoch, election_meta, head_floor, head_incarnation, leader_epoch   one value each.
+//   rate_limit, heartbeat, election_lock   carry a TTL.
+//   election_epoch, election_meta, head_floor, head_incarnation, leader_epoch, leader_term
+//                                 one value each.
 //   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
 //   registry                      one field per process; entries whose heartbeat is gone are
 //                                 pruned by the process that lists them.
@@ -85,9 +86,6 @@ class Keys {
   std::string heartbeat(std::string_view worker) const;
   // Hash worker -> JSON (host, pid, current range, blocks/s) for `gapless status`.
   std::string registry() const;
-  // String SET NX PX with a token: the single-Redis lock of the seeder/janitor/frontier role
-  // (replaced by the HA leader in issue 4).
-  std::string leader_lock() const;
 
   // --- HA leader (election.h). These live on every lock node (independent redis-servers), not
   // only on the coordination Redis; each node keeps its own copy and a quorum decides. ---
@@ -111,6 +109,10 @@ class Keys {
   // Integer: the highest leader epoch seen by a leader-only script (push, janitor, frontier
   // advance). Those scripts refuse a lower epoch: a deposed leader cannot act after its successor.
   std::string leader_epoch() const;
+  // String: the epoch of the leader whose term set up the current state (written after its floors
+  // are restored). A leader that finds another value (or none: Redis lost its data) starts its
+  // term again.
+  std::string leader_term() const;
 
  private:
   int64_t chain_id_;

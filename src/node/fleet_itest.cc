@@ -9,7 +9,10 @@
 //    reconciles (counter floored above every token in PostgreSQL) and completes with no gap;
 //  - an RPC that fails one range every time: dead-lettered with its error after max_attempts;
 //    DlqRetry after the RPC heals completes it;
-//  - Reconcile on an empty Redis re-seeds exactly the gaps.
+//  - Reconcile on an empty Redis re-seeds exactly the gaps;
+//  - the HA leader (an Elector over three private lock nodes, its head log fed from the devnet)
+//    drives the fleet, and a worker whose RPC backend answers a block with another hash than the
+//    head log's retries it and never commits it.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,8 +21,12 @@
 #include <map>
 #include <thread>
 
+#include "coord/election.h"
+#include "coord/elector.h"
 #include "coord/frontier.h"
+#include "coord/lock_nodes.h"
 #include "coord/queue.h"
+#include "node/head_tracker.h"
 #include "node/indexer.h"
 #include "node/leader.h"
 #include "node/range_job.h"
@@ -32,6 +39,7 @@
 #include "testing/devnet_manifest.h"
 #include "testing/http_test_server.h"
 #include "testing/pg_test_db.h"
+#include "testing/redis_server.h"
 #include "testing/redis_test_db.h"
 
 namespace gapless {
@@ -113,7 +121,6 @@ LeaderOptions FixedLeader(uint64_t from, uint64_t to, uint64_t range_size) {
   l.to = to;
   l.range_size = range_size;
   l.tick_ms = 50;
-  l.lock_ttl_ms = 3'000;
   l.max_outstanding_tasks = 4;  // small, so seeding really is incremental
   l.holder_id = "test-leader";
   return l;
@@ -132,11 +139,13 @@ FleetRun RunFleet(
     const std::string& redis_url, const Keys& keys, PgPool* pool, LeaderOptions leader_options,
     int workers, const std::string& rpc_url,
     const std::function<void(const std::vector<std::unique_ptr<Worker>>&)>& during = nullptr,
-    int deadline_s = 120, std::function<void(WorkerOptions&)> tweak = nullptr) {
+    int deadline_s = 120, std::function<void(WorkerOptions&)> tweak = nullptr,
+    LeaderLease* lease = nullptr) {
   FleetRun out;
   std::atomic<bool> stop{false};
   std::atomic<bool> leader_done{false};
-  Leader leader(leader_options, redis_url, keys, pool);
+  LocalLease local;  // by default the duties alone, always leading
+  Leader leader(leader_options, redis_url, keys, pool, lease != nullptr ? lease : &local);
   std::vector<std::unique_ptr<Worker>> fleet;
   for (int i = 0; i < workers; ++i) {
     WorkerOptions w = FastWorker("w" + std::to_string(i));
@@ -456,6 +465,86 @@ TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   auto depths = queue.Depths();
   ASSERT_TRUE(depths.ok());
   EXPECT_EQ(depths->pending, 0);
+}
+
+}  // namespace
+}  // namespace gapless
+
+namespace gapless {
+namespace {
+
+// A load-balanced RPC backend that disagrees with the one the leader read: for its first answers
+// it serves block 45 under another hash (consistently: the block's hash, its receipts' blockHash
+// and block 46's parentHash), which the decoder cannot tell from the truth. Only the head log can.
+TEST_F(FleetTest, ABackendThatDisagreesWithTheHeadLogNeverCommitsItsBlock) {
+  const uint64_t last = std::min<uint64_t>(LoadDevnet().last_block, 99);
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 3; ++i) {
+    auto s = RedisServer::Start();
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    urls.push_back((*s)->url());
+    servers.push_back(std::move(*s));
+  }
+  LockNodesOptions lo;
+  lo.node_timeout_ms = 300;
+  auto leader_nodes = LockNodes::Open(urls, lo);
+  auto worker_nodes = LockNodes::Open(urls, lo);
+  ASSERT_TRUE(leader_nodes.ok() && worker_nodes.ok());
+  Election election(leader_nodes->get(), keys(), ElectionOptions{"test-leader", 3'000, 4'096});
+  Election worker_view(worker_nodes->get(), keys(), ElectionOptions{"worker-view", 3'000, 4'096});
+  HeadTrackerOptions tracker_options;
+  tracker_options.from = 0;
+  tracker_options.to = last;
+  HeadTracker tracker(ClientsFor(kAnvilUrl)(), db_.url(), tracker_options);
+  Elector elector(&election, &tracker);
+  elector.Start();
+  ElectorLease lease(&elector);
+
+  auto truth = FetchHeaders(*ClientsFor(kAnvilUrl)(), 45, 45);
+  ASSERT_TRUE(truth.ok()) << truth.status().ToString();
+  const std::string real = truth->at(0).hash;
+  const std::string fake = "0x" + std::string(64, 'f');
+  CurlTransport upstream(kAnvilUrl);
+  std::mutex mu;
+  std::atomic<int> served_fake{0};
+  HttpTestServer backend([&](const HttpTestServer::Request& req) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto res = upstream.Post(req.body);
+    if (!res.ok()) return HttpTestServer::Response::Reset();
+    std::string body = res->body;
+    if (served_fake.load() < 3 && body.find(real) != std::string::npos) {
+      for (size_t at = 0; (at = body.find(real, at)) != std::string::npos;) {
+        body.replace(at, real.size(), fake);
+      }
+      ++served_fake;
+    }
+    return HttpTestServer::Response::Json(body, static_cast<int>(res->status));
+  });
+
+  FleetRun run = RunFleet(
+      redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 10), 2, backend.url(), nullptr, 120,
+      [&](WorkerOptions& w) {
+        w.check_blocks = [&](const std::vector<BlockData>& blocks) {
+          return HeadLogCheck(worker_view, blocks);
+        };
+      },
+      &lease);
+  elector.Stop();
+  ASSERT_TRUE(run.finished) << "the fleet did not finish";
+  EXPECT_GE(served_fake.load(), 1) << "the bad backend was never asked for block 45";
+  ExpectComplete(pool_.get(), 0, last);
+  auto conn = pool_->Acquire();
+  auto stored = conn->Query("SELECT '0x' || encode(hash, 'hex') FROM blocks WHERE number = 45");
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->Get(0, 0), real) << "block 45 was committed with the backend's hash";
+  // The head log committed every height once, with the chain's hash.
+  auto committed = worker_view.Committed(0, last);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(committed->size(), last + 1);
+  for (uint64_t h = 0; h <= last; ++h) EXPECT_TRUE(committed->count(h)) << "height " << h;
+  EXPECT_EQ(committed->at(45).hash, real);
+  EXPECT_GE(elector.stats().terms, 1u);
 }
 
 }  // namespace

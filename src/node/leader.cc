@@ -19,17 +19,21 @@ constexpr int64_t kSliceMicros = 20'000;
 
 }  // namespace
 
+std::optional<uint64_t> ElectorLease::CommittedHeight() const {
+  auto tip = elector_->committed_tip();
+  if (!tip.has_value()) return std::nullopt;
+  return tip->height;
+}
+
 Leader::Leader(LeaderOptions options, std::string redis_url, Keys keys, PgPool* pool,
-               JsonRpcClient* rpc)
+               LeaderLease* lease, JsonRpcClient* rpc)
     : options_(std::move(options)),
       redis_url_(std::move(redis_url)),
       keys_(std::move(keys)),
       pool_(pool),
+      lease_(lease),
       rpc_(rpc) {
   if (options_.env == nullptr) options_.env = Env::Default();
-  token_ =
-      fmt::format("{}:{:016x}{:016x}", options_.holder_id.empty() ? "leader" : options_.holder_id,
-                  options_.env->Uniform(UINT64_MAX), options_.env->Uniform(UINT64_MAX));
   cursor_ = options_.from;
   frontier_ = options_.from;
 }
@@ -44,13 +48,7 @@ Status Leader::Validate() const {
   if (options_.max_lease_expiries < 1) {
     return FailedPrecondition("leader: max lease expiries must be >= 1");
   }
-  if (options_.lock_ttl_ms <= 0 || options_.tick_ms <= 0 ||
-      options_.tick_ms > options_.lock_ttl_ms / 3) {
-    return FailedPrecondition(
-        fmt::format("leader: the tick ({} ms) must be at most a third of the lock TTL ({} ms), "
-                    "or the lock expires between two renewals",
-                    options_.tick_ms, options_.lock_ttl_ms));
-  }
+  if (options_.tick_ms <= 0) return FailedPrecondition("leader: the tick must be > 0 ms");
   if (options_.to.has_value() == options_.follow) {
     return FailedPrecondition("leader: give either a fixed end (to) or follow, not both");
   }
@@ -58,7 +56,10 @@ Status Leader::Validate() const {
     return FailedPrecondition(
         fmt::format("leader: from {} is above to {}", options_.from, *options_.to));
   }
-  if (options_.follow && rpc_ == nullptr) return FailedPrecondition("leader: following needs RPC");
+  if (lease_ == nullptr) return FailedPrecondition("leader: no lease");
+  if (options_.follow && rpc_ == nullptr && !lease_->has_head_log()) {
+    return FailedPrecondition("leader: following needs RPC or a head log");
+  }
   if (pool_ == nullptr) return FailedPrecondition("leader: no PostgreSQL pool");
   return Status::Ok();
 }
@@ -71,34 +72,45 @@ Status Leader::Connect() {
   return Status::Ok();
 }
 
-Result<uint64_t> Leader::Bound() {
-  if (options_.to.has_value()) return *options_.to;
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t tip, rpc_->ResolveBlockTag(options_.to_tag));
-  // Below `from` (a young chain): nothing to seed yet; callers compare with from.
-  if (tip < options_.confirmations || tip - options_.confirmations < options_.from) {
-    return options_.from == 0 ? UINT64_MAX : options_.from - 1;
+Result<std::optional<uint64_t>> Leader::Bound() {
+  std::optional<uint64_t> bound;
+  if (lease_->has_head_log()) {
+    // The head tracker already applied the tag and the confirmations (node/head_tracker.h).
+    bound = lease_->CommittedHeight();
+    if (!bound.has_value()) return bound;
+    if (options_.to.has_value()) bound = std::min(*bound, *options_.to);
+  } else if (options_.to.has_value()) {
+    bound = *options_.to;
+  } else {
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t tip, rpc_->ResolveBlockTag(options_.to_tag));
+    if (tip < options_.confirmations) return std::optional<uint64_t>();
+    bound = tip - options_.confirmations;
   }
-  return tip - options_.confirmations;
+  // Below `from` (a young chain): nothing to seed yet.
+  if (*bound < options_.from) return std::optional<uint64_t>();
+  return bound;
 }
 
-Status Leader::StartTerm(uint64_t bound) {
-  uint64_t to = (bound == UINT64_MAX || bound < options_.from) ? options_.from : bound;
+Status Leader::StartTerm(uint64_t bound, uint64_t epoch) {
+  uint64_t to = std::max(bound, options_.from);
   auto conn = pool_->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(ReconcileFloors floors,
-                           RestoreFloors(*redis_, keys_, *conn, options_.from, to));
-  frontier_ = std::max(frontier_, floors.frontier);
+                           RestoreFloors(*redis_, keys_, *conn, options_.from, to, epoch));
+  frontier_ = std::max(frontier_.load(), floors.frontier);
   // Re-seed from the frontier: whatever Redis lost between it and the old cursor is pushed again
   // (Push skips what it still knows).
   cursor_ = frontier_;
+  GAPLESS_RETURN_IF_ERROR(
+      redis_->Command({"SET", keys_.leader_term(), std::to_string(epoch)}).status());
   ++terms_;
-  spdlog::info("leader {}: term {} started: fence counter {}, frontier {}", options_.holder_id,
-               terms_, floors.fence_counter, frontier_);
+  spdlog::info("leader {}: term {} (epoch {}) started: fence counter {}, frontier {}",
+               options_.holder_id, terms_, epoch, floors.fence_counter, frontier_.load());
   return Status::Ok();
 }
 
-Status Leader::Seed(uint64_t bound) {
-  cursor_ = std::max(cursor_, frontier_);
-  if (bound == UINT64_MAX || bound < options_.from || cursor_ > bound) return Status::Ok();
+Status Leader::Seed(uint64_t bound, uint64_t epoch) {
+  cursor_ = std::max(cursor_, frontier_.load());
+  if (bound < options_.from || cursor_ > bound) return Status::Ok();
   Queue queue(redis_.get(), keys_);
   GAPLESS_ASSIGN_OR_RETURN(QueueDepths depths, queue.Depths());
   uint64_t outstanding = static_cast<uint64_t>(std::max<int64_t>(0, depths.pending)) +
@@ -122,7 +134,7 @@ Status Leader::Seed(uint64_t bound) {
     tasks.push_back(TaskRange{static_cast<int64_t>(r.from), static_cast<int64_t>(r.to)});
   }
   if (!tasks.empty()) {
-    GAPLESS_ASSIGN_OR_RETURN(int64_t pushed, queue.Push(tasks));
+    GAPLESS_ASSIGN_OR_RETURN(int64_t pushed, queue.Push(tasks, epoch));
     spdlog::debug("leader: seeded [{}, {}]: {} tasks, {} new", cursor_, window_end, tasks.size(),
                   pushed);
   }
@@ -130,22 +142,24 @@ Status Leader::Seed(uint64_t bound) {
   return Status::Ok();
 }
 
-Status Leader::AdvanceFrontier() {
+Status Leader::AdvanceFrontier(uint64_t epoch) {
   // Our last frontier is a floor: it was computed from committed ranges, and it keeps the
   // frontier where it was if Redis lost its keys since.
   Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(),
-                    std::max(options_.from, frontier_));
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t next, frontier.Advance());
-  frontier_ = std::max(frontier_, next);
-  if (frontier_ > persisted_ && frontier_ > options_.from) {
+                    std::max(options_.from, frontier_.load()), keys_.leader_epoch());
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t next, frontier.Advance(epoch));
+  uint64_t now = std::max(frontier_.load(), next);
+  frontier_ = now;
+  if (now > persisted_ && now > options_.from) {
     auto conn = pool_->Acquire();
-    GAPLESS_ASSIGN_OR_RETURN(persisted_, PersistFrontier(*conn, options_.from, frontier_));
+    GAPLESS_ASSIGN_OR_RETURN(persisted_, PersistFrontier(*conn, options_.from, now));
   }
   return Status::Ok();
 }
 
 Status Leader::CheckStuck() {
-  if (!options_.to.has_value() || frontier_ > *options_.to || cursor_ <= *options_.to) {
+  uint64_t frontier_now = frontier_.load();
+  if (!options_.to.has_value() || frontier_now > *options_.to || cursor_ <= *options_.to) {
     stuck_since_micros_ = 0;
     return Status::Ok();
   }
@@ -155,7 +169,7 @@ Status Leader::CheckStuck() {
   if (depths.pending == 0 && depths.processing == 0 && depths.dlq > 0) {
     GAPLESS_ASSIGN_OR_RETURN(auto dead, queue.DlqList());
     for (const DeadLetter& d : dead) {  // sorted by task: the first one in range blocks
-      if (d.task.to >= static_cast<int64_t>(frontier_) &&
+      if (d.task.to >= static_cast<int64_t>(frontier_now) &&
           d.task.from <= static_cast<int64_t>(*options_.to)) {
         blocking = d;
         break;
@@ -190,35 +204,36 @@ Status Leader::CheckStuck() {
 Status Leader::Tick() {
   GAPLESS_RETURN_IF_ERROR(Validate());
   GAPLESS_RETURN_IF_ERROR(Connect());
-  // Idempotent: a retried call after a lost answer sees its own token and answers "renewed",
-  // which a holder that did not know it held the lock treats as a new term anyway.
-  GAPLESS_ASSIGN_OR_RETURN(auto reply,
-                           redis_->Eval(LoadScript("leader_lock.lua"), {keys_.leader_lock()},
-                                        {token_, std::to_string(options_.lock_ttl_ms)},
-                                        /*idempotent=*/true));
-  if (reply.type != RedisReply::Type::kInteger) return Internal("leader_lock: unexpected reply");
-  if (reply.integer == 0) {
-    if (holding_) spdlog::warn("leader {}: lost the lock", options_.holder_id);
+  std::optional<uint64_t> epoch = lease_->Token();
+  if (!epoch.has_value()) {
+    if (holding_.load()) spdlog::warn("leader {}: no longer leading", options_.holder_id);
     holding_ = false;
-    term_started_ = false;
+    term_epoch_ = 0;
     // A standby still follows the frontier, so done() works wherever it is asked.
     Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from);
     GAPLESS_ASSIGN_OR_RETURN(uint64_t seen, frontier.Get());
-    frontier_ = std::max(frontier_, seen);
+    frontier_ = std::max(frontier_.load(), seen);
     return Status::Ok();
   }
-  if (reply.integer == 2 || !holding_) term_started_ = false;
   holding_ = true;
-
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t bound, Bound());
-  if (!term_started_) {
-    GAPLESS_RETURN_IF_ERROR(StartTerm(bound));
-    term_started_ = true;
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> bound, Bound());
+  // The term marker is ours while Redis keeps its data. Gone (FLUSHALL, a restart without
+  // persistence, a failover to an empty replica) or another's: start the term again, restoring
+  // the floors and re-seeding from the frontier before anything else.
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply marker, redis_->Command({"GET", keys_.leader_term()}));
+  if (term_epoch_ != 0 && marker.str != std::to_string(term_epoch_)) {
+    spdlog::warn("leader {}: the term marker in Redis is {} (ours: {}): restoring the state",
+                 options_.holder_id, marker.is_nil() ? "gone" : marker.str, term_epoch_);
+    term_epoch_ = 0;
   }
-  GAPLESS_RETURN_IF_ERROR(Seed(bound));
+  if (term_epoch_ != *epoch) {
+    GAPLESS_RETURN_IF_ERROR(StartTerm(bound.value_or(options_.from), *epoch));
+    term_epoch_ = *epoch;
+  }
+  if (bound.has_value()) GAPLESS_RETURN_IF_ERROR(Seed(*bound, *epoch));
   Queue queue(redis_.get(), keys_);
-  GAPLESS_ASSIGN_OR_RETURN(auto expired,
-                           queue.Janitor(options_.janitor_limit, options_.max_lease_expiries));
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto expired, queue.Janitor(options_.janitor_limit, options_.max_lease_expiries, *epoch));
   for (const ExpiredTask& e : expired) {
     if (e.outcome == FailOutcome::kDeadLettered) {
       spdlog::error(
@@ -233,18 +248,8 @@ Status Leader::Tick() {
           options_.max_lease_expiries);
     }
   }
-  GAPLESS_RETURN_IF_ERROR(AdvanceFrontier());
+  GAPLESS_RETURN_IF_ERROR(AdvanceFrontier(*epoch));
   return CheckStuck();
-}
-
-Status Leader::Release() {
-  if (!holding_ || redis_ == nullptr) return Status::Ok();
-  holding_ = false;
-  term_started_ = false;
-  return redis_
-      ->Eval(LoadScript("leader_release.lua"), {keys_.leader_lock()}, {token_},
-             /*idempotent=*/true)
-      .status();
 }
 
 Status Leader::Run(const std::atomic<bool>& stop) {
@@ -252,19 +257,21 @@ Status Leader::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     Status st = Tick();
     if (!st.ok()) {
-      if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) {
-        (void)Release();
-        return st;
+      if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) return st;
+      if (IsStaleLeaderEpoch(st)) {
+        // A newer leader has acted: our lease is gone too (or about to be); stand by.
+        spdlog::warn("leader {}: deposed: {}", options_.holder_id, st.message());
+        holding_ = false;
+        term_epoch_ = 0;
+      } else {
+        spdlog::warn("leader {}: tick failed: {}", options_.holder_id, st.ToString());
       }
-      spdlog::warn("leader {}: tick failed: {}", options_.holder_id, st.ToString());
     }
     if (done()) break;
     for (int64_t left = options_.tick_ms * 1000; left > 0 && !stop.load(); left -= kSliceMicros) {
       options_.env->SleepMicros(std::min(left, kSliceMicros));
     }
   }
-  Status released = Release();
-  if (!released.ok()) spdlog::warn("leader: release failed: {}", released.ToString());
   return Status::Ok();
 }
 

@@ -1,28 +1,32 @@
-// Leader: the coordination role of issue 3 — seeder, janitor and frontier — run by whichever
-// process holds a single-Redis lock (lua/leader_lock.lua, SET-if-free with a random token, PX
-// expiry, renewed and released only by its holder). Issue 4 replaces the lock with the HA leader.
+// Leader: the leader's duties on the coordination Redis — seeder, janitor, frontier — run on a
+// thread of their own while a LeaderLease says this process leads, each step fenced by the lease's
+// epoch. The lease itself is elsewhere, so nothing here (a slow RPC call, PostgreSQL) can cost it:
+//  - in the fleet (`run`, `leader`) it is the HA leader, coord/elector.h (ElectorLease): a Redlock
+//    quorum of lock nodes, renewed only by head-log writes on the elector's own thread;
+//  - in `index` (no Redis) it is a LocalLease: always held, so the same duties (and later ones,
+//    such as the event relay) have one home in both modes.
 //
-// Why a single-Redis lock is enough here: the lock buys efficiency, not safety. Everything the
-// role does is safe when two processes briefly both run it (a holder paused past its TTL):
-//  - Seeder: Queue::Push is idempotent (skips tasks pending, processing, completed, dead-lettered
-//    or below the frontier), and ranges are aligned, so two seeders push the same tasks once.
-//  - Janitor: requeues only tasks whose lease is gone or expired (Redis TIME), atomically.
-//  - Frontier: Frontier::Advance is one monotonic script over ranges recorded only after their
-//    rows committed; store::PersistFrontier never decreases and refuses (DataLoss) to run ahead of
-//    the committed rows in indexed_ranges.
+// Fencing: every leader-only script on the coordination Redis (Queue::Push, Queue::Janitor,
+// Frontier::Advance) takes the lease's epoch and refuses an epoch below the highest it has seen
+// (lua/leader_epoch_lib.lua), so a deposed leader — paused past its lease while another was
+// elected — cannot act once its successor has. The epoch is persisted on a quorum of lock nodes
+// before it is used (coord/election.h), so epochs used here increase from leader to leader.
+// Besides, every duty is idempotent (Push skips known tasks, the janitor requeues only expired
+// leases, the frontier is monotonic and never runs ahead of committed rows), so even the short
+// overlap before the successor's first step does no harm.
 //
-// Each new term (the lock taken while free — first start, after our own expiry, or after Redis
-// lost its data, which takes the lock key with it) starts with RestoreFloors (node/reconcile.h):
-// the fence counter floored at PostgreSQL's highest token, the Redis frontier raised to the
-// committed prefix; the seeder then restarts from the frontier, re-pushing whatever Redis lost.
+// Each new term (a new epoch) starts with RestoreFloors (node/reconcile.h): the fence counter
+// floored at PostgreSQL's highest token, the Redis frontier raised to the committed prefix; the
+// seeder then restarts from the frontier, re-pushing whatever Redis lost.
 //
-// Seeding is bounded: the seeder keeps at most max_outstanding_tasks tasks pending + processing,
-// pushing the aligned ranges (node/ranges.h) of a window starting at its cursor that are not
-// already committed in PostgreSQL. The bound is `to` (fixed range) or, when following, the block
-// of `to_tag` minus `confirmations`, re-read every tick, so the range grows with the chain.
+// Seeding is bounded: at most max_outstanding_tasks tasks pending + processing, pushing the
+// aligned ranges (node/ranges.h) of a window starting at the cursor that are not committed in
+// PostgreSQL. The bound is `to` (fixed range) or the block of `to_tag` minus `confirmations`
+// (following); with an HA lease it is further capped at the head log's committed height, so
+// workers only get blocks whose hashes the head log knows.
 //
-// Thread-safety: a Leader is driven by one thread (Run or Tick). It opens one RedisConn and uses
-// the pool for PostgreSQL.
+// Thread-safety: Run/Tick are driven by one thread. done(), frontier() and holding() may be read
+// from any thread.
 #pragma once
 
 #include <atomic>
@@ -31,6 +35,7 @@
 #include <optional>
 #include <string>
 
+#include "coord/elector.h"
 #include "coord/keys.h"
 #include "coord/redis.h"
 #include "core/env.h"
@@ -40,6 +45,38 @@
 
 namespace gapless {
 
+// "May this process act as leader now, and with which epoch?" Asked before every duty step.
+class LeaderLease {
+ public:
+  virtual ~LeaderLease() = default;
+  // The epoch while leading (>= 1), nullopt otherwise.
+  virtual std::optional<uint64_t> Token() const = 0;
+  // True when seeding must stop at the head log's committed height (CommittedHeight(); nullopt
+  // there = nothing committed yet, seed nothing).
+  virtual bool has_head_log() const = 0;
+  virtual std::optional<uint64_t> CommittedHeight() const = 0;
+};
+
+// The HA leader's lease (the elector is borrowed).
+class ElectorLease : public LeaderLease {
+ public:
+  explicit ElectorLease(const Elector* elector) : elector_(elector) {}
+  std::optional<uint64_t> Token() const override { return elector_->LeaderToken(); }
+  bool has_head_log() const override { return true; }
+  std::optional<uint64_t> CommittedHeight() const override;
+
+ private:
+  const Elector* elector_;
+};
+
+// A lease that is always held, for a process that is alone by construction (`index`).
+class LocalLease : public LeaderLease {
+ public:
+  std::optional<uint64_t> Token() const override { return 1; }
+  bool has_head_log() const override { return false; }
+  std::optional<uint64_t> CommittedHeight() const override { return std::nullopt; }
+};
+
 struct LeaderOptions {
   uint64_t from = 0;
   std::optional<uint64_t> to;        // a fixed end (inclusive); or follow to_tag
@@ -48,8 +85,7 @@ struct LeaderOptions {
   bool follow = false;               // requires rpc and !to
   uint64_t range_size = 50;
   uint64_t max_outstanding_tasks = 1000;  // pending + processing, the seeding look-ahead
-  int64_t lock_ttl_ms = 10'000;
-  int64_t tick_ms = 500;        // must be well below lock_ttl_ms (validated: <= lock_ttl_ms / 3)
+  int64_t tick_ms = 500;
   int64_t janitor_limit = 100;  // tasks examined per tick
   // The janitor dead-letters a task whose lease expired this many times (a range that kills
   // every worker holding it must not circulate forever). Above the failure max_attempts (5): an
@@ -60,38 +96,37 @@ struct LeaderOptions {
   // retry` after fixing the cause), so after this long stuck Run gives up with FailedPrecondition
   // naming the range and its error, instead of waiting forever. 0 = wait forever (and log).
   int64_t give_up_when_stuck_ms = 30'000;
-  std::string holder_id;  // for logs; a random suffix makes the lock token unique
+  std::string holder_id;  // for logs
   Env* env = Env::Default();
 };
 
 class Leader {
  public:
-  // `pool` is borrowed and must outlive the leader; `rpc` too (nullable unless following).
-  Leader(LeaderOptions options, std::string redis_url, Keys keys, PgPool* pool,
+  // `pool` and `lease` are borrowed and must outlive the leader; `rpc` too (nullable unless
+  // following without a head log).
+  Leader(LeaderOptions options, std::string redis_url, Keys keys, PgPool* pool, LeaderLease* lease,
          JsonRpcClient* rpc = nullptr);
   ~Leader();
   Leader(const Leader&) = delete;
   Leader& operator=(const Leader&) = delete;
 
-  // Ticks every tick_ms until `stop`, or until done() for a fixed range; releases the lock on the
-  // way out. Transient failures (Redis, PostgreSQL, RPC unreachable) are logged and retried at the
+  // Ticks every tick_ms until `stop`, or until done() for a fixed range. Transient failures
+  // (Redis, PostgreSQL, RPC unreachable, a newer leader's epoch) are logged and retried at the
   // next tick; Run returns FailedPrecondition (bad options, a bad tag, a fixed range stuck on a
   // dead-lettered range for give_up_when_stuck_ms) or DataLoss (the frontier would run ahead of
   // committed rows: an invariant is broken, stop loudly).
   Status Run(const std::atomic<bool>& stop);
 
-  // One step: take or renew the lock; while holding it, (new term: restore floors,) seed, run the
-  // janitor, advance and persist the frontier. Returns the first error of the step.
+  // One step: while the lease is held, (new term: restore floors,) seed, run the janitor, advance
+  // and persist the frontier, all with the lease's epoch; otherwise follow the frontier. Returns
+  // the first error of the step.
   Status Tick();
 
-  // Releases the lock if held (graceful hand-over).
-  Status Release();
-
-  bool holding() const { return holding_; }
+  bool holding() const { return holding_.load(); }
   // True once the fixed range is complete: the frontier is above `to`.
-  bool done() const { return options_.to.has_value() && frontier_ > *options_.to; }
+  bool done() const { return options_.to.has_value() && frontier_.load() > *options_.to; }
   // The last frontier seen (next block not known complete).
-  uint64_t frontier() const { return frontier_; }
+  uint64_t frontier() const { return frontier_.load(); }
   uint64_t terms() const { return terms_; }
   // The next block the seeder has not pushed yet.
   uint64_t seed_cursor() const { return cursor_; }
@@ -99,10 +134,10 @@ class Leader {
  private:
   Status Validate() const;
   Status Connect();
-  Result<uint64_t> Bound();
-  Status StartTerm(uint64_t bound);
-  Status Seed(uint64_t bound);
-  Status AdvanceFrontier();
+  Result<std::optional<uint64_t>> Bound();
+  Status StartTerm(uint64_t bound, uint64_t epoch);
+  Status Seed(uint64_t bound, uint64_t epoch);
+  Status AdvanceFrontier(uint64_t epoch);
   // Fixed range only: a non-ok Status once the range has been stuck on a dead letter for
   // give_up_when_stuck_ms (see LeaderOptions).
   Status CheckStuck();
@@ -111,14 +146,14 @@ class Leader {
   std::string redis_url_;
   Keys keys_;
   PgPool* pool_;
+  LeaderLease* lease_;
   JsonRpcClient* rpc_;
-  std::string token_;
   std::unique_ptr<RedisConn> redis_;
-  bool holding_ = false;
-  bool term_started_ = false;
+  std::atomic<bool> holding_{false};
+  uint64_t term_epoch_ = 0;  // the epoch whose term has started (0: none)
   uint64_t terms_ = 0;
   uint64_t cursor_ = 0;
-  uint64_t frontier_ = 0;
+  std::atomic<uint64_t> frontier_{0};
   uint64_t persisted_ = 0;
   int64_t stuck_since_micros_ = 0;  // 0: not stuck
 };

@@ -14,7 +14,7 @@
 namespace gapless {
 
 Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from,
-                                      uint64_t to) {
+                                      uint64_t to, uint64_t leader_epoch) {
   if (from > to) return FailedPrecondition(fmt::format("from {} is above to {}", from, to));
   ReconcileFloors out;
   // 1. The fence floor, before anything else (see the header).
@@ -36,8 +36,8 @@ Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn
     spdlog::warn("reconcile: PostgreSQL frontier {} is above the committed prefix {} of [{}, {}]",
                  *persisted, prefix, from, to);
   }
-  Frontier frontier(&redis, keys.completed(), keys.frontier(), prefix);
-  GAPLESS_ASSIGN_OR_RETURN(out.frontier, frontier.Advance());
+  Frontier frontier(&redis, keys.completed(), keys.frontier(), prefix, keys.leader_epoch());
+  GAPLESS_ASSIGN_OR_RETURN(out.frontier, frontier.Advance(leader_epoch));
   return out;
 }
 

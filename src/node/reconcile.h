@@ -36,10 +36,11 @@ struct ReconcileFloors {
   uint64_t frontier = 0;      // the Redis frontier after raising (next block not known done)
 };
 
-// Steps 1 and 2 above (no push). The leader runs this at the start of every lock term.
+// Steps 1 and 2 above (no push). The leader runs this at the start of every term, with its epoch
+// (the frontier step is leader-only: refused, IsStaleLeaderEpoch, if a newer leader has acted).
 // Errors from Redis or PostgreSQL, unchanged (Unavailable: retry).
 Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from,
-                                      uint64_t to);
+                                      uint64_t to, uint64_t leader_epoch = 0);
 
 // Steps 1-3: `gapless reconcile`, and the start of a run whose Redis state is missing. Pushes the
 // gaps of [from, to] as aligned tasks of range_size blocks (at most one task per gap range; the

@@ -16,7 +16,7 @@
 -- KEYS[3]  the log stream (height, hash, parent, epoch)   Keys::head_log
 -- KEYS[4]  the height index: sorted set, score height, member "height:hash:parent:epoch"
 --                                                     Keys::head_heights
--- KEYS[5]  the trim floor (integer; heights <= floor were trimmed)   Keys::head_floor
+-- KEYS[5]  the trim floor (integer; heights <= floor were trimmed; absent: none was)   Keys::head_floor
 -- KEYS[6]  the log incarnation (a random value set on the first write; a node that lost its data
 --          gets a new one, which tells readers to re-read it from the start)   Keys::head_incarnation
 -- ARGV[1]  owner id
@@ -52,7 +52,7 @@ local epoch = tonumber(redis.call('GET', epoch_key) or '0')
 if not epoch then return bad(epoch_key .. ' is not a number') end
 if token < epoch then return {'STALE_EPOCH', tostring(epoch)} end
 -- 3. Entries: well-formed, ascending, and no other hash at any of their heights.
-local floor = tonumber(redis.call('GET', floor_key) or '0') or 0
+local floor = tonumber(redis.call('GET', floor_key) or '-1') or -1
 local new_entries, existing, skipped = {}, 0, 0
 local last = -1
 local top = nil

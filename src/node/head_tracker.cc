@@ -1,0 +1,131 @@
+#include "node/head_tracker.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+
+namespace gapless {
+namespace {
+
+// The DOM parser, like the decoder (docs/decisions.md: simdjson's DOM parser, not On-Demand).
+Result<HeadEntry> ParseHeader(uint64_t height, const std::string& json) {
+  if (json == "null") return NotFound(fmt::format("block {} not found", height));
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS) {
+    return InvalidData(fmt::format("block {}: header is not JSON", height));
+  }
+  HeadEntry e;
+  std::string_view number, hash, parent;
+  if (doc["number"].get_string().get(number) != simdjson::SUCCESS ||
+      doc["hash"].get_string().get(hash) != simdjson::SUCCESS ||
+      doc["parentHash"].get_string().get(parent) != simdjson::SUCCESS) {
+    return InvalidData(
+        fmt::format("block {}: header lacks one of number, hash, parentHash", height));
+  }
+  GAPLESS_ASSIGN_OR_RETURN(e.height, ParseHexQuantity(number));
+  if (e.height != height) {
+    return InvalidData(fmt::format("block {}: the node answered block {}", height, e.height));
+  }
+  e.hash = std::string(hash);
+  e.parent = std::string(parent);
+  return e;
+}
+
+}  // namespace
+
+Result<std::vector<HeadEntry>> FetchHeaders(JsonRpcClient& rpc, uint64_t first, uint64_t last) {
+  std::vector<RpcRequest> calls;
+  for (uint64_t h = first; h <= last; ++h) {
+    calls.push_back(
+        RpcRequest{"eth_getBlockByNumber", fmt::format(R"(["{}",false])", HexQuantity(h))});
+  }
+  GAPLESS_ASSIGN_OR_RETURN(auto answers, rpc.Batch(calls));
+  std::vector<HeadEntry> out;
+  for (size_t i = 0; i < answers.size(); ++i) {
+    if (!answers[i].ok())
+      return answers[i].status().WithContext(fmt::format("block {}", first + i));
+    GAPLESS_ASSIGN_OR_RETURN(HeadEntry e, ParseHeader(first + i, *answers[i]));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+HeadTracker::HeadTracker(std::unique_ptr<JsonRpcClient> rpc, std::string pg_url,
+                         HeadTrackerOptions options)
+    : rpc_(std::move(rpc)), pg_url_(std::move(pg_url)), options_(std::move(options)) {}
+
+Result<uint64_t> HeadTracker::Bound() {
+  if (options_.to.has_value()) {
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t latest, rpc_->BlockNumber());
+    return std::min(*options_.to, latest);
+  }
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t tip, rpc_->ResolveBlockTag(options_.tag));
+  if (tip < options_.confirmations) return NotFound("the chain is shorter than the confirmations");
+  return tip - options_.confirmations;
+}
+
+Status HeadTracker::CheckDatabase() {
+  if (pg_url_.empty()) return Status::Ok();
+  if (pg_ == nullptr) {
+    PgConnectOptions options;
+    options.connect_timeout_seconds = 2;
+    GAPLESS_ASSIGN_OR_RETURN(pg_, PgConn::Connect(pg_url_, options));
+  }
+  Status st = pg_->Exec("SELECT 1");
+  if (!st.ok()) pg_.reset();  // reconnect next time
+  return st;
+}
+
+Result<std::vector<HeadEntry>> HeadTracker::Next(const std::optional<HeadEntry>& tip, size_t max) {
+  GAPLESS_RETURN_IF_ERROR(CheckDatabase().WithContext("PostgreSQL"));
+  auto bound = Bound();
+  if (!bound.ok() && bound.status().code() == Code::kNotFound) return std::vector<HeadEntry>{};
+  if (!bound.ok()) return bound.status();
+  bound_ = *bound;
+  uint64_t start = options_.from;
+  if (*bound >= options_.window && *bound - options_.window + 1 > start) {
+    start = *bound - options_.window + 1;
+  }
+  uint64_t first = tip.has_value() ? std::max(tip->height + 1, start) : start;
+  if (first > *bound || max == 0) return std::vector<HeadEntry>{};
+  uint64_t last = std::min(*bound, first + max - 1);
+  GAPLESS_ASSIGN_OR_RETURN(auto entries, FetchHeaders(*rpc_, first, last));
+  // Entries chain: a break is a re-org (or a node answering from two forks), never written.
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const std::string* want = nullptr;
+    if (i > 0) {
+      want = &entries[i - 1].hash;
+    } else if (tip.has_value() && tip->height + 1 == entries[0].height) {
+      want = &tip->hash;
+    }
+    if (want != nullptr && entries[i].parent != *want) {
+      return InvalidData(fmt::format(
+          "block {}: parent hash {} does not match {} at height {} (a re-org, or an RPC backend "
+          "answering from another fork)",
+          entries[i].height, entries[i].parent, *want, entries[i].height - 1));
+    }
+  }
+  return entries;
+}
+
+Status HeadLogCheck(const Election& election, const std::vector<BlockData>& blocks) {
+  if (blocks.empty()) return Status::Ok();
+  uint64_t from = blocks.front().block.number;
+  uint64_t to = blocks.back().block.number;
+  GAPLESS_ASSIGN_OR_RETURN(auto committed,
+                           election.Committed(std::min(from, to), std::max(from, to)));
+  for (const BlockData& b : blocks) {
+    auto it = committed.find(b.block.number);
+    if (it == committed.end() || it->second.hash == b.block.hash) continue;
+    return InvalidData(
+               fmt::format("block {}: hash {} differs from the head log's {} at this height (the "
+                           "RPC node answered from another fork or backend)",
+                           b.block.number, b.block.hash, it->second.hash))
+        .WithReason(kHeadLogMismatchReason);
+  }
+  return Status::Ok();
+}
+
+}  // namespace gapless
