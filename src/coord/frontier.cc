@@ -36,15 +36,9 @@ Result<uint64_t> Frontier::Advance() {
   // Idempotent: running the script twice gives the same frontier and the same set.
   auto reply = conn_->Eval(LoadScript("frontier_advance.lua"), {completed_key_, frontier_key_},
                            {std::to_string(start_)}, /*idempotent=*/true);
-  if (!reply.ok()) {
-    const Status& st = reply.status();
-    // The script refuses corrupt state (never skips it): an invariant is broken.
-    if (st.code() == Code::kInternal &&
-        st.message().find("frontier_advance:") != std::string::npos) {
-      return DataLoss(st.message());
-    }
-    return st.WithContext("frontier: advance");
-  }
+  // The script refuses corrupt state (never skips it) with kCorruptStateError, which RedisConn
+  // turns into DataLoss: an invariant is broken.
+  if (!reply.ok()) return reply.status().WithContext("frontier: advance");
   if (reply->type != RedisReply::Type::kInteger || reply->integer < 0) {
     return Internal("frontier: frontier_advance.lua returned a non-integer");
   }
