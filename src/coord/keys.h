@@ -21,8 +21,10 @@
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
 //   rate_limit, heartbeat, leader_lock   carry a TTL.
-//   registry                      one field per process; entries whose heartbeat is gone are
-//                                 pruned by the process that lists them.
+//   registry, registry_expiries   one field / member per process that beat within its TTL, plus
+//                                 dead ones not yet pruned: every beat prunes up to
+//                                 Registry::kMaxPrunePerBeat expired entries (registry_beat.lua),
+//                                 and List() prunes the dead ones it sees.
 //
 // Thread-safety: immutable after construction; safe to share.
 #pragma once
@@ -83,6 +85,9 @@ class Keys {
   std::string heartbeat(std::string_view worker) const;
   // Hash worker -> JSON (host, pid, current range, blocks/s) for `gapless status`.
   std::string registry() const;
+  // Sorted set worker -> expiry (Redis TIME ms) of its registry entry: how a beat finds dead
+  // entries to prune without scanning the hash.
+  std::string registry_expiries() const;
   // String SET NX PX with a token: the single-Redis lock of the seeder/janitor/frontier role
   // (replaced by the HA leader in issue 4).
   std::string leader_lock() const;
