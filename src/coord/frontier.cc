@@ -41,16 +41,9 @@ Result<uint64_t> Frontier::Advance(uint64_t leader_epoch) {
       conn_->Eval(LoadScript("frontier_advance.lua"), {completed_key_, frontier_key_, epoch_key_},
                   {std::to_string(start_), std::to_string(leader_epoch)},
                   /*idempotent=*/true);
-  if (!reply.ok()) {
-    const Status& st = reply.status();
-    if (IsStaleLeaderEpoch(st)) return st.WithContext("frontier: advance");
-    // The script refuses corrupt state (never skips it): an invariant is broken.
-    if (st.code() == Code::kInternal &&
-        st.message().find("frontier_advance:") != std::string::npos) {
-      return DataLoss(st.message());
-    }
-    return st.WithContext("frontier: advance");
-  }
+  // The script refuses corrupt state (never skips it) with kCorruptStateError, which RedisConn
+  // turns into DataLoss: an invariant is broken. A deposed leader's epoch: IsStaleLeaderEpoch.
+  if (!reply.ok()) return reply.status().WithContext("frontier: advance");
   if (reply->type != RedisReply::Type::kInteger || reply->integer < 0) {
     return Internal("frontier: frontier_advance.lua returned a non-integer");
   }

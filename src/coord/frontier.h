@@ -39,10 +39,12 @@ class Frontier {
   Status Record(uint64_t from, uint64_t to);
 
   // Advances the frontier as far as the recorded ranges allow and returns it (the next block not
-  // yet known complete). Idempotent. Unavailable when Redis cannot be reached; DataLoss when the
-  // stored state is corrupt (a malformed member, a non-numeric frontier) — the frontier then stays
-  // where it is until a human or reconciliation repairs the keys. Leader-only: `leader_epoch` is
-  // the caller's (0 = unfenced); refused (IsStaleLeaderEpoch, queue.h) below the highest seen.
+  // yet known complete). Idempotent. Unavailable when Redis cannot be reached; DataLoss (reason
+  // RedisErrorReason(kCorruptStateError)) when the stored state is corrupt (a malformed member, a
+  // non-numeric frontier) — the frontier then stays where it is until a human or reconciliation
+  // repairs the keys; Internal for a start_block the script cannot take (above 15 digits).
+  // Leader-only: `leader_epoch` is the caller's (0 = unfenced); refused (IsStaleLeaderEpoch,
+  // queue.h) below the highest seen.
   Result<uint64_t> Advance(uint64_t leader_epoch = 0);
 
   // The stored frontier without advancing it: max(stored, start_block), start_block when absent.

@@ -24,8 +24,10 @@
 //   election_epoch, election_meta, head_floor, head_incarnation, leader_epoch, leader_term
 //                                 one value each.
 //   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
-//   registry                      one field per process; entries whose heartbeat is gone are
-//                                 pruned by the process that lists them.
+//   registry, registry_expiries   one field / member per process that beat within its TTL, plus
+//                                 dead ones not yet pruned: every beat prunes up to
+//                                 Registry::kMaxPrunePerBeat expired entries (registry_beat.lua),
+//                                 and List() prunes the dead ones it sees.
 //
 // Thread-safety: immutable after construction; safe to share.
 #pragma once
@@ -86,6 +88,9 @@ class Keys {
   std::string heartbeat(std::string_view worker) const;
   // Hash worker -> JSON (host, pid, current range, blocks/s) for `gapless status`.
   std::string registry() const;
+  // Sorted set worker -> expiry (Redis TIME ms) of its registry entry: how a beat finds dead
+  // entries to prune without scanning the hash.
+  std::string registry_expiries() const;
 
   // --- HA leader (election.h). These live on every lock node (independent redis-servers), not
   // only on the coordination Redis; each node keeps its own copy and a quorum decides. ---

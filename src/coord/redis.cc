@@ -423,7 +423,9 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
     std::string_view code = ErrorCode(err);
-    Code status_code = IsTransientError(code) ? Code::kUnavailable : Code::kInternal;
+    Code status_code = IsTransientError(code)       ? Code::kUnavailable
+                       : code == kCorruptStateError ? Code::kDataLoss
+                                                    : Code::kInternal;
     out =
         Status(status_code, "redis " + Describe() + ": " + err).WithReason(RedisErrorReason(code));
   } else {

@@ -4,6 +4,7 @@
 //
 // Error mapping (the code is the retry policy, see core/status.h):
 //   connection refused, reset, timeout, LOADING/BUSY/TRYAGAIN/READONLY/MASTERDOWN  -> Unavailable
+//   CORRUPT (kCorruptStateError: a script refused corrupt stored state)           -> DataLoss
 //   any other error reply (WRONGTYPE, a Lua error, ...)                           -> Internal
 //   a bad URL or a failed AUTH                                                    ->
 //   FailedPrecondition
@@ -89,6 +90,11 @@ std::string Sha1Hex(std::string_view data);
 // The Status::reason() of an error reply: "redis:" + its error code, the reply's first word
 // ("READONLY You can't write against a read only replica." -> "redis:READONLY").
 std::string RedisErrorReason(std::string_view error_code);
+
+// The error code with which gapless's Lua scripts refuse corrupt stored state (a malformed member,
+// a counter that is not a number): redis.error_reply('CORRUPT <script>: <what is wrong>'), raised
+// before any write. RedisConn maps it to DataLoss with reason RedisErrorReason("CORRUPT").
+inline constexpr std::string_view kCorruptStateError = "CORRUPT";
 
 // One connection. Not thread-safe: one per thread.
 class RedisConn {

@@ -330,15 +330,24 @@ TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
   EXPECT_EQ(wrong.status().code(), Code::kInternal);
   EXPECT_EQ(wrong.status().reason(), RedisErrorReason("WRONGTYPE"));
 
-  // An error that merely mentions READONLY in its text is not a failover.
+  // A script's refusal of corrupt state is DataLoss, whatever the rest of its text says.
+  RedisScript corrupt("corrupt_test.lua",
+                      "return redis.error_reply('CORRUPT corrupt_test: bad member x-y')");
+  auto r = c.Eval(corrupt, {k}, {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kDataLoss) << r.status().ToString();
+  EXPECT_EQ(r.status().reason(), RedisErrorReason(kCorruptStateError));
+  EXPECT_NE(r.status().message().find("bad member x-y"), std::string::npos);
+
+  // An error that merely mentions READONLY or CORRUPT in its text is neither.
   RedisScript mentions("mentions_test.lua",
-                       "return redis.error_reply('ERR READONLY is just a word here')");
+                       "return redis.error_reply('ERR READONLY CORRUPT are just words here')");
   SimEnv env;
   RedisOptions options;
   options.env = &env;
   auto fresh = db.Connect(options);
   ASSERT_TRUE(fresh.ok());
-  auto r = (*fresh)->Eval(mentions, {k}, {}, /*idempotent=*/true);
+  r = (*fresh)->Eval(mentions, {k}, {}, /*idempotent=*/true);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInternal) << r.status().ToString();
   EXPECT_EQ(r.status().reason(), RedisErrorReason("ERR"));

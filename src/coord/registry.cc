@@ -83,15 +83,22 @@ Status Registry::Beat(const WorkerInfo& info, int64_t ttl_ms) {
     stamped.updated_ms =
         std::stoll(now.elements[0].str) * 1000 + std::stoll(now.elements[1].str) / 1000;
   }
-  GAPLESS_RETURN_IF_ERROR(
-      redis_->Command({"SET", keys_->heartbeat(info.worker), "1", "PX", std::to_string(ttl_ms)})
-          .status());
-  return redis_->Command({"HSET", keys_->registry(), info.worker, Encode(stamped)}).status();
+  // Idempotent: a beat run twice leaves the same state.
+  return redis_
+      ->Eval(
+          LoadScript("registry_beat.lua"),
+          {keys_->heartbeat(info.worker), keys_->registry(), keys_->registry_expiries()},
+          {info.worker, Encode(stamped), std::to_string(ttl_ms), std::to_string(kMaxPrunePerBeat)},
+          /*idempotent=*/true)
+      .status();
 }
 
 Status Registry::Leave(const std::string& worker) {
-  GAPLESS_RETURN_IF_ERROR(redis_->Command({"DEL", keys_->heartbeat(worker)}).status());
-  return redis_->Command({"HDEL", keys_->registry(), worker}).status();
+  return redis_
+      ->Eval(LoadScript("registry_leave.lua"),
+             {keys_->heartbeat(worker), keys_->registry(), keys_->registry_expiries()}, {worker},
+             /*idempotent=*/true)
+      .status();
 }
 
 Result<std::vector<WorkerInfo>> Registry::List() {
@@ -104,8 +111,8 @@ Result<std::vector<WorkerInfo>> Registry::List() {
     if (alive.integer == 1 && Decode(worker, all.elements[i + 1].str, &info)) {
       live.push_back(std::move(info));
     } else if (alive.integer == 0) {
-      // Dead (or never finished its first beat): prune, keeping the hash bounded.
-      GAPLESS_RETURN_IF_ERROR(redis_->Command({"HDEL", keys_->registry(), worker}).status());
+      // Dead and not yet pruned by a beat: prune it now.
+      GAPLESS_RETURN_IF_ERROR(Leave(worker));
     }
   }
   std::sort(live.begin(), live.end(),

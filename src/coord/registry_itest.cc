@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <random>
@@ -25,8 +26,9 @@ class RegistryTest : public ::testing::Test {
   }
   void TearDown() override {
     if (redis_) {
-      (void)redis_->Command(
-          {"DEL", keys_->registry(), keys_->heartbeat("a"), keys_->heartbeat("b")});
+      (void)redis_->Command({"DEL", keys_->registry(), keys_->registry_expiries(),
+                             keys_->heartbeat("a"), keys_->heartbeat("b"),
+                             keys_->heartbeat("survivor")});
     }
   }
   std::unique_ptr<RedisConn> redis_;
@@ -55,11 +57,40 @@ TEST_F(RegistryTest, LiveWorkersAreListedAndDeadOnesPruned) {
   EXPECT_EQ((*list)[0].worker, "a");
   auto fields = redis_->Command({"HLEN", keys_->registry()});
   EXPECT_EQ(fields->integer, 1) << "the dead entry must be pruned";
+  EXPECT_EQ(redis_->Command({"ZCARD", keys_->registry_expiries()})->integer, 1)
+      << "and its expiry with it";
   auto ttl = redis_->Command({"PTTL", keys_->heartbeat("a")});
   EXPECT_GT(ttl->integer, 0) << "a heartbeat always has a TTL";
 
   ASSERT_TRUE(registry.Leave("a").ok());
   EXPECT_TRUE(registry.List()->empty());
+}
+
+// Every process start adds an entry under a new worker id. Processes that start, beat and die,
+// with nobody ever listing the registry (no `gapless status`), must not grow it without bound:
+// the beats of the others prune the dead.
+TEST_F(RegistryTest, ProcessesThatDieWithoutAnyoneListingLeaveTheRegistryBounded) {
+  Registry registry(redis_.get(), keys_.get());
+  constexpr int kProcesses = 300;
+  constexpr int64_t kTtlMs = 20;
+  int64_t largest = 0;
+  for (int i = 0; i < kProcesses; ++i) {
+    std::string worker = "p" + std::to_string(i);
+    ASSERT_TRUE(registry.Beat({worker, "host", i, "", 0, 0}, kTtlMs).ok());
+    // Ten processes at a time, then they die: their heartbeats expire.
+    if (i % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTtlMs));
+    auto len = redis_->Command({"HLEN", keys_->registry()});
+    ASSERT_TRUE(len.ok());
+    largest = std::max(largest, len->integer);
+  }
+  // At most ten alive at once, plus the expired ones the next beats have not pruned yet.
+  EXPECT_LE(largest, 10 + Registry::kMaxPrunePerBeat) << "of " << kProcesses << " registrations";
+  std::this_thread::sleep_for(std::chrono::milliseconds(2 * kTtlMs));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(registry.Beat({"survivor", "host", 1, "", 0, 0}, 60'000).ok());
+  }
+  EXPECT_EQ(redis_->Command({"HLEN", keys_->registry()})->integer, 1) << "only the survivor";
+  EXPECT_EQ(redis_->Command({"ZCARD", keys_->registry_expiries()})->integer, 1);
 }
 
 TEST(RegistryEncoding, RoundTripsFreeText) {

@@ -7,7 +7,8 @@
 namespace gapless {
 
 bool IsRateLimited(const Status& status) {
-  return status.code() == Code::kUnavailable && status.message().find("429") != std::string::npos;
+  return status.code() == Code::kUnavailable &&
+         (status.reason() == HttpStatusReason(429) || status.reason() == kRpcRateLimitedReason);
 }
 
 Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,

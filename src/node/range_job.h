@@ -5,9 +5,10 @@
 // fetched and decoded whole or not at all, and a failure leaves nothing behind to clean up.
 //
 // Rate limiting: when a limiter is given, every JSON-RPC batch round trip first takes one
-// admission from the fleet-wide window (RateLimiter::Acquire, which waits rather than fails). An
-// HTTP 429 that survives the client's own retries (an Unavailable whose message mentions 429)
-// calls limiter->SlowDown() before the failure is returned, so the whole process backs off.
+// admission from the fleet-wide window (RateLimiter::Acquire, which waits rather than fails). A
+// rate limit that survives the client's own retries (IsRateLimited: an HTTP 429 or a JSON-RPC
+// rate-limit error, told by the status's typed reason) calls limiter->SlowDown() before the
+// failure is returned, so the whole process backs off.
 //
 // Thread-safety: the JsonRpcClient is used from the calling thread only (clients are not
 // thread-safe); the limiter is thread-safe and may be shared.
@@ -45,7 +46,9 @@ Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out);
 
-// True for the failure of an HTTP 429 (rate limited) answer: Unavailable mentioning 429.
+// True for a rate-limited answer: Unavailable with reason HttpStatusReason(429) or
+// kRpcRateLimitedReason (rpc/json_rpc.h). Decided on the reason, never on the message, which
+// may mention "429" for other reasons ("blocks 14290..14299").
 bool IsRateLimited(const Status& status);
 
 }  // namespace gapless

@@ -251,11 +251,23 @@ std::string IdText(const Envelope& env) {
   return "?";
 }
 
+bool IsRateLimit(int64_t code, std::string_view message) {
+  if (code == -32005 || code == 429) return true;
+  std::string m = Lower(message);
+  return m.find("rate limit") != std::string::npos ||
+         m.find("limit exceeded") != std::string::npos ||
+         m.find("too many requests") != std::string::npos;
+}
+
 Status RpcErrorStatus(const std::string& what, const Envelope& env, const std::string& endpoint) {
-  return Status(CodeForRpcError(env.error_code, env.error_message),
-                fmt::format("{}: JSON-RPC error {}: {}{}{} (from {})", what, env.error_code,
-                            env.error_message,
-                            env.error_data.empty() ? "" : " data=", env.error_data, endpoint));
+  Status st(CodeForRpcError(env.error_code, env.error_message),
+            fmt::format("{}: JSON-RPC error {}: {}{}{} (from {})", what, env.error_code,
+                        env.error_message, env.error_data.empty() ? "" : " data=", env.error_data,
+                        endpoint));
+  if (IsRateLimit(env.error_code, env.error_message)) {
+    st = st.WithReason(std::string(kRpcRateLimitedReason));
+  }
+  return st;
 }
 
 Result<std::string> ElementResult(const Envelope& env, const RpcRequest& call,
@@ -268,9 +280,9 @@ Result<std::string> ElementResult(const Envelope& env, const RpcRequest& call,
   return PaddedCopy(env.result);
 }
 
-// Interprets the HTTP status. OK means "parse the body".
-Status CheckHttpStatus(const HttpResponse& r, const std::string& what,
-                       const std::string& endpoint) {
+// The failure an HTTP status means (without the reason), OK for 2xx.
+Status HttpStatusFailure(const HttpResponse& r, const std::string& what,
+                         const std::string& endpoint) {
   long s = r.status;  // NOLINT(runtime/int)
   if (s >= 200 && s < 300) return Status::Ok();
   std::string excerpt = Snippet(r.body);
@@ -298,6 +310,12 @@ Status CheckHttpStatus(const HttpResponse& r, const std::string& what,
                     s, endpoint));
   }
   return InvalidData(fmt::format("{}: unexpected HTTP status {} from {}", what, s, endpoint));
+}
+
+// Interprets the HTTP status. OK means "parse the body"; a failure carries HttpStatusReason.
+Status CheckHttpStatus(const HttpResponse& r, const std::string& what,
+                       const std::string& endpoint) {
+  return HttpStatusFailure(r, what, endpoint).WithReason(HttpStatusReason(r.status));
 }
 
 // Parses the answer to calls[pending[k]] (sent with id base_id + k) into results.
@@ -404,14 +422,6 @@ void AppendRequest(std::string& body, const RpcRequest& call, uint64_t id) {
   body.append(R"(","params":)");
   body.append(call.params_json.empty() ? std::string_view("[]") : call.params_json);
   body.push_back('}');
-}
-
-bool IsRateLimit(int64_t code, std::string_view message) {
-  if (code == -32005 || code == 429) return true;
-  std::string m = Lower(message);
-  return m.find("rate limit") != std::string::npos ||
-         m.find("limit exceeded") != std::string::npos ||
-         m.find("too many requests") != std::string::npos;
 }
 
 // What FetchBlocks needs to know about a block's JSON.
@@ -530,6 +540,10 @@ Status CheckReceipts(od::parser& parser, std::string& json, const BlockSummary& 
 
 }  // namespace
 
+std::string HttpStatusReason(long status) {  // NOLINT(runtime/int)
+  return "http:" + std::to_string(status);
+}
+
 Code CodeForRpcError(int64_t code, std::string_view message) {
   if (code == -32601 || code == -32602) return Code::kFailedPrecondition;
   if (code <= -32000 && code >= -32099) return Code::kUnavailable;
@@ -621,7 +635,8 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
       if (failure.code() != Code::kUnavailable) return failure;
       if (last_attempt) {
         return Unavailable(
-            fmt::format("{} (gave up after {} attempts)", failure.message(), attempt + 1));
+                   fmt::format("{} (gave up after {} attempts)", failure.message(), attempt + 1))
+            .WithReason(failure.reason());
       }
       int64_t wait = 0;
       if (response.ok() && response->retry_after_micros) {
@@ -727,7 +742,7 @@ Result<uint64_t> JsonRpcClient::ResolveBlockTag(std::string_view tag_in) {
                                              : Call("eth_getBlockByNumber", params);
   if (!block.ok()) {
     std::optional<int64_t> code = RpcErrorCode(block.status());
-    if (post_merge_tag && code && !IsRateLimit(*code, block.status().message())) {
+    if (post_merge_tag && code && block.status().reason() != kRpcRateLimitedReason) {
       return FailedPrecondition(fmt::format(
           "the node at {} does not support the \"{}\" block tag (a pre-merge chain or an old "
           "client?); use \"latest\" with confirmations instead: {}",

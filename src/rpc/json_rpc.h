@@ -18,7 +18,11 @@
 //   any other JSON-RPC error                             InvalidData
 //   malformed/truncated JSON, not a JSON-RPC answer,     InvalidData (retry the unit of work a
 //     id mismatch, a missing answer in a batch           bounded number of times)
-// The JSON-RPC error code stays available through RpcErrorCode(status).
+// The JSON-RPC error code stays available through RpcErrorCode(status). Two typed reasons
+// (Status::reason()) survive the client's retries and the context callers add, so callers decide
+// on them, never on the message: HttpStatusReason(status) on every failure caused by a non-2xx
+// HTTP status ("http:429", "http:503"), and kRpcRateLimitedReason on a JSON-RPC error that means
+// rate limiting (-32005, 429, or a rate-limit message).
 //
 // Thread-safety: not thread-safe. A client owns a JSON parser and uses its transport from the
 // calling thread (CurlTransport is single-threaded too): give each worker thread its own client.
@@ -148,6 +152,11 @@ class JsonRpcClient {
 // The JSON-RPC error code a status from JsonRpcClient carries ("JSON-RPC error <code>: ..." in its
 // message), or nullopt when the failure was not a JSON-RPC error object.
 std::optional<int64_t> RpcErrorCode(const Status& status);
+
+// Status::reason() of a failure caused by the HTTP status of the answer: "http:<status>".
+std::string HttpStatusReason(long status);  // NOLINT(runtime/int): libcurl's type
+// Status::reason() of a JSON-RPC error answer that means "rate limited" (table above).
+inline constexpr std::string_view kRpcRateLimitedReason = "rpc:rate-limited";
 
 // The status code a JSON-RPC error object maps to (table above).
 Code CodeForRpcError(int64_t code, std::string_view message);

@@ -228,6 +228,31 @@ TEST(JsonRpcClientTest, Http429RetryAfterIsCapped) {
   EXPECT_EQ(env.slept_micros(), 5'000'000);
 }
 
+// The HTTP status travels as a typed reason through the retries and the caller's context.
+TEST(JsonRpcClientTest, HttpStatusIsCarriedAsReason) {
+  for (int status : {429, 503, 401}) {
+    Fixture f([status](const Request&) { return Response::Json("no", status); },
+              /*max_attempts=*/2);
+    Result<std::vector<RawBlock>> r = f.client->FetchBlocks(14290, 10);
+    ASSERT_FALSE(r.ok()) << status;
+    EXPECT_EQ(r.status().reason(), HttpStatusReason(status)) << r.status().ToString();
+  }
+}
+
+TEST(JsonRpcClientTest, JsonRpcRateLimitIsCarriedAsReason) {
+  Fixture limited(RpcHandler([](const JsonRpcCall&) { return ErrorFragment(429, "slow down"); }),
+                  /*max_attempts=*/2);
+  Result<std::string> r = limited.client->Call("eth_chainId", "[]");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), kRpcRateLimitedReason) << r.status().ToString();
+  Fixture other(
+      RpcHandler([](const JsonRpcCall&) { return ErrorFragment(-32000, "header not found"); }),
+      /*max_attempts=*/2);
+  r = other.client->Call("eth_chainId", "[]");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().reason(), "") << r.status().ToString();
+}
+
 TEST(JsonRpcClientTest, Http5xxRetriedThenSucceeds) {
   std::atomic<int> n{0};
   Fixture f([&](const Request& req) {

@@ -14,9 +14,13 @@
 -- ARGV[2]  the caller's leader epoch (0: not fenced); STALE_LEADER_EPOCH when a newer one acted
 -- Returns  the new frontier (integer): max(stored frontier, start), advanced over every range
 --          that begins at or below it. It never decreases.
--- Errors   "frontier_advance: ..." for a bad argument, a bad stored frontier, or a malformed
---          member (not "from-to", from > to, or a score that differs from `from`); raised before
---          any write, so a corrupt entry stops the frontier rather than being skipped.
+-- Errors   raised before any write, so a corrupt entry stops the frontier rather than being
+--          skipped:
+--          "CORRUPT frontier_advance: ..." for a bad stored frontier or a malformed member (not
+--          "from-to", from > to, or a score that differs from `from`). CORRUPT is the error code
+--          of corrupt stored state (kCorruptStateError in coord/redis.h): RedisConn maps it to
+--          DataLoss, so no caller parses this text.
+--          "frontier_advance: ..." for a bad argument (a caller's bug: Internal).
 --
 -- Consumed ranges (all members with from < the new frontier: contiguous ones, duplicates, and
 -- ranges wholly below) are removed, so the set holds only ranges beyond a gap: it stays bounded
@@ -46,8 +50,8 @@ local next_block = start
 if stored then
   local f = decimal(stored)
   if not f then
-    return redis.error_reply('frontier_advance: ' .. frontier_key .. ' holds ' .. stored ..
-                             ', not a block number')
+    return redis.error_reply('CORRUPT frontier_advance: ' .. frontier_key .. ' holds ' ..
+                             stored .. ', not a block number')
   end
   if f > next_block then next_block = f end
 end
@@ -68,11 +72,11 @@ while true do
     local from = decimal(from_s)
     local to = decimal(to_s)
     if not from or not to or from > to then
-      return redis.error_reply('frontier_advance: malformed range ' .. member .. ' in ' ..
-                               completed)
+      return redis.error_reply('CORRUPT frontier_advance: malformed range ' .. member ..
+                               ' in ' .. completed)
     end
     if tonumber(batch[i + 1]) ~= from then
-      return redis.error_reply('frontier_advance: range ' .. member .. ' has score ' ..
+      return redis.error_reply('CORRUPT frontier_advance: range ' .. member .. ' has score ' ..
                                batch[i + 1] .. ' in ' .. completed)
     end
     if to + 1 > next_block then next_block = to + 1 end
