@@ -260,7 +260,7 @@ int RunIndex(const CommonArgs& common, const IndexArgs& args) {
   g_running_indexer.store(nullptr);
   progress.Stop();
   spdlog::info("{}", progress.Summary());
-  if (st.code() == Code::kAborted && st.message() == "interrupted") {
+  if (IsInterrupted(st)) {
     spdlog::warn("interrupted: committed ranges are kept; rerun the same command to continue");
     return kExitInterrupted;
   }
