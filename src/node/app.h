@@ -1,0 +1,144 @@
+// app: the parts every gapless command is built from, each made here and only here: the JSON-RPC
+// client factory, the PostgreSQL pool (migrated, and checked to hold the node's chain), the
+// coordination Redis (connection, no-eviction check, the Keys namespace of this chain and
+// database), the fleet-wide rate limiter, the process identity, and the stop flag that SIGINT and
+// SIGTERM set. node/commands.h composes them into the subcommands; a new subcommand or role (the
+// HA leader, the event relay, a Kafka block source) takes what it needs from here rather than
+// opening its own connections.
+//
+// Nothing here logs, prints or exits: errors come back as Status (the code is the retry policy),
+// and the messages name the flag to fix where a flag is at fault. What is returned is owned by the
+// caller. Thread-safety: the functions may be called from any thread; SignalStop is process-wide.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "coord/keys.h"
+#include "coord/rate_limiter.h"
+#include "coord/redis.h"
+#include "core/status.h"
+#include "node/indexer.h"
+#include "node/range_job.h"
+#include "rpc/json_rpc.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// How to reach the JSON-RPC node. The defaults are the client's and transport's own.
+struct RpcOptions {
+  std::string url;
+  int max_attempts = 5;  // per request, for retriable failures (JsonRpcClientOptions)
+  int64_t request_timeout_ms = 60'000;
+  int64_t connect_timeout_ms = 5'000;
+};
+
+// Makes one client per call (clients are not thread-safe: one per thread), all with `options`.
+RpcClientFactory MakeRpcClientFactory(const RpcOptions& options);
+
+// Opens `connections` (>= 1) connections and applies the schema migrations. Errors: the
+// connection's (Unavailable naming host:port, never the password) or the migration's.
+Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections);
+
+// A block bound as given on the command line: a decimal number, or a tag the node resolves
+// (latest, safe, finalized, or a 0x-hex number; JsonRpcClient::ResolveBlockTag).
+struct BlockBound {
+  std::string text;                // as given, e.g. "17000000", "finalized"
+  std::optional<uint64_t> number;  // set when text is a decimal number
+};
+
+// What CheckChain checks the node and the database against.
+struct ChainRequest {
+  BlockBound from;
+  BlockBound to;
+  uint64_t expected_chain_id = 0;  // 0: whatever the node serves
+};
+
+// A node checked to serve the chain the database holds, and the database, ready to write.
+struct CheckedChain {
+  uint64_t chain_id = 0;
+  uint64_t from = 0;  // the bounds, resolved against the node
+  uint64_t to = 0;
+  std::unique_ptr<PgPool> pool;  // migrated; records this chain
+};
+
+// Checks the node before touching the database, so a bad --rpc writes nothing: its chain id
+// (against expected_chain_id), the bounds (resolved; --to not above its head, --from not above
+// --to) and its block 0. Then opens the database with `db_connections` connections, migrates it,
+// and checks that it holds this chain: the chain id and block 0's hash, recorded on first use
+// (another chain with the same id is told apart by its genesis hash). Errors: FailedPrecondition
+// naming the flag (wrong chain, a bound above the head, from above to, a bad tag), the node's and
+// the database's errors otherwise.
+Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
+                                const std::string& db_url, size_t db_connections);
+
+// The chain recorded in the database (EnsureChainId), or FailedPrecondition(`if_none`) before
+// the first indexing run.
+Result<uint64_t> RecordedChainId(PgConn& pg, const std::string& if_none);
+
+// The coordination Redis of one chain and database.
+struct Coordination {
+  std::unique_ptr<RedisConn> redis;
+  Keys keys;  // gapless:{chain-<id>-db-<database id>}:...
+};
+
+enum class EvictionCheck {
+  kRequireNoEviction,  // every command that writes coordination state: evicted keys lose work
+  kSkip,               // read-and-repair tools (status, dlq) work on any Redis
+};
+
+// Connects to the coordination Redis, checks its eviction policy (when asked), and derives the
+// Keys namespace from the chain and the database's id (store/state.h EnsureDatabaseId, created on
+// first use), so every process writing one database shares one queue, fence and frontier.
+// Errors: Redis's (Unavailable; FailedPrecondition for a bad URL or an evicting policy) and
+// PostgreSQL's.
+Result<Coordination> OpenCoordination(const std::string& redis_url, PgConn& pg, uint64_t chain_id,
+                                      EvictionCheck check);
+
+// The fleet-wide rate limit of one RPC endpoint, on a Redis connection of its own. Thread-safe:
+// every worker of the process shares it, so a 429 seen by one slows them all.
+struct SharedRateLimiter {
+  std::unique_ptr<RedisConn> conn;
+  std::unique_ptr<RateLimiter> limiter;  // null: no limit
+};
+
+// requests_per_s <= 0: no limit (and no connection). Otherwise a window of one second admitting
+// max(1, requests_per_s) requests to `endpoint` (JsonRpcClient::Describe) fleet-wide.
+Result<SharedRateLimiter> OpenRateLimiter(const std::string& redis_url, const Keys& keys,
+                                          const std::string& endpoint, double requests_per_s);
+
+// The progress display of index, run and worker (node/progress.h).
+enum class ProgressDisplay {
+  kAuto,   // a live bar when stderr is a terminal, plain lines otherwise
+  kTty,    // a live bar
+  kPlain,  // a log line every 10 s (index) or 30 s (run, worker)
+  kOff,
+};
+
+// True when `display` means the live bar here (kAuto: stderr is a terminal).
+bool ShowsLiveBar(ProgressDisplay display);
+
+// "host:pid": names this process in leases, the leader lock and the registry; its workers are
+// "host:pid:n".
+std::string ProcessId();
+
+// SIGINT and SIGTERM stop the command: while a SignalStop is alive, a signal sets flag() and, when
+// an indexer was given, calls its Stop(). The handlers only store atomics (async-signal-safe).
+// The handlers stay installed afterwards, so a late signal during shutdown does not kill the
+// process halfway through it. One at a time per process.
+class SignalStop {
+ public:
+  // Installs the handlers and clears the flag.
+  explicit SignalStop(Indexer* indexer = nullptr);
+  ~SignalStop();  // forgets the indexer
+  SignalStop(const SignalStop&) = delete;
+  SignalStop& operator=(const SignalStop&) = delete;
+
+  // Set by a signal. The command may set it too, to stop every role after a fatal error.
+  std::atomic<bool>& flag();
+};
+
+}  // namespace gapless
