@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include "decode/decode.h"
+#include "node/indexer.h"
 #include "rpc/curl_transport.h"
 #include "store/migrate.h"
 #include "store/state.h"

@@ -21,12 +21,13 @@
 #include "coord/rate_limiter.h"
 #include "coord/redis.h"
 #include "core/status.h"
-#include "node/indexer.h"
 #include "node/range_job.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
 
 namespace gapless {
+
+class Indexer;
 
 // How to reach the JSON-RPC node. The defaults are the client's and transport's own.
 struct RpcOptions {
