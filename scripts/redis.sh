@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # redis.sh start|stop|status|url: a redis-server of the project's own on 127.0.0.1, for tests and
 # the demo. No persistence (tests want a clean slate, and losing Redis data is a case gapless must
-# survive anyway) and maxmemory-policy noeviction, which gapless requires. Idempotent; stop signals
+# survive anyway), maxmemory-policy noeviction, which gapless requires, and keyspace notifications
+# of expired and generic events (Egx), which the HA leader's followers subscribe to so that a
+# freed lock is taken at once (without them they poll). Idempotent; stop signals
 # only the pid this script started (its pid file).
 #   GAPLESS_RUN_DIR     pid file, log and working directory (default: <repo>/.run)
 #   GAPLESS_REDIS_PORT  TCP port (default 56379)
@@ -22,7 +24,7 @@ case "${1:-}" in
     if running; then exit 0; fi
     redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --pidfile "$pid_file" \
       --logfile "$dir/redis.log" --daemonize yes --save "" --appendonly no \
-      --maxmemory-policy noeviction --protected-mode yes
+      --maxmemory-policy noeviction --notify-keyspace-events Egx --protected-mode yes
     for _ in $(seq 1 100); do
       redis-cli -p "$port" ping >/dev/null 2>&1 && exit 0
       sleep 0.05

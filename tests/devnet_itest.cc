@@ -243,6 +243,55 @@ TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {
   ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
 }
 
+// Ctrl-C (SIGINT) mid-run: `gapless index` stops cleanly, keeps the committed ranges, says so and
+// exits 130; the same command then finishes the job. A proxy slows the node down so the signal
+// lands mid-run.
+TEST_F(DevnetTest, InterruptedBySigintExits130AndTheSameCommandFinishes) {
+  const Devnet& devnet = TheDevnet();
+  std::mutex mu;
+  CurlTransport upstream(kAnvilUrl);
+  HttpTestServer slow_node([&](const HttpTestServer::Request& req) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto r = upstream.Post(req.body);
+    if (!r.ok()) return HttpTestServer::Response::Json(r.status().ToString(), 502);
+    auto response = HttpTestServer::Response::Json(std::move(r->body), static_cast<int>(r->status));
+    response.delay_ms = 100;
+    return response;
+  });
+  const std::string binary = GaplessBinary();
+  const std::string to = std::to_string(devnet.last_block());
+  std::vector<std::string> args = {binary,          "index",   "--rpc",        slow_node.url(),
+                                   "--db",          db_.url(), "--from",       "0",
+                                   "--to",          to,        "--range-size", "2",
+                                   "--concurrency", "2",       "--progress",   "off",
+                                   "--log-level",   "info"};
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_sigint.log";
+  std::remove(log.c_str());
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (CommittedRangeCount(pool_.get()) < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGINT);
+  EXPECT_EQ(WaitForExit(pid, 30), 130) << ReadFile(log);
+  EXPECT_NE(ReadFile(log).find("interrupted: committed ranges are kept"), std::string::npos)
+      << ReadFile(log);
+  int64_t total_ranges = static_cast<int64_t>(devnet.last_block() / 2 + 1);
+  int64_t kept = CommittedRangeCount(pool_.get());
+  EXPECT_GE(kept, 3);
+  EXPECT_LT(kept, total_ranges) << "the run finished before the signal";
+
+  args[3] = kAnvilUrl;  // full speed for the rest
+  ASSERT_EQ(WaitForExit(Spawn(args, log), 300), 0) << ReadFile(log);
+  EXPECT_EQ(CommittedRangeCount(pool_.get()), total_ranges);
+  EXPECT_EQ(WaitForExit(Spawn({binary, "verify", "--db", db_.url(), "--from", "0", "--to", to,
+                               "--log-level", "warn"}),
+                        60),
+            0)
+      << "gapless verify found gaps or duplicates";
+}
+
 TEST_F(DevnetTest, ARestartedDevnetWithTheSameChainIdIsRefused) {
   // The database was filled from another chain with the same chain id (e.g. before anvil
   // restarted).

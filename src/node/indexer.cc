@@ -46,7 +46,7 @@ Status Indexer::Run() {
   if (next_range_.load() < ranges_.size() || stop_.load()) {
     // Stopped from outside before every range was taken (or while some were in flight).
     bool all_done = counters_.ranges.load() == ranges_.size();
-    if (!all_done) return Aborted("interrupted");
+    if (!all_done) return Interrupted();
   }
   return Status::Ok();
 }
@@ -97,7 +97,7 @@ Status Indexer::WithRetries(const std::string& what, const std::function<Status(
   for (int attempt = 1;; ++attempt) {
     Status st = op();
     if (st.ok()) return st;
-    if (stop_.load()) return st.code() == Code::kAborted ? st : Aborted("interrupted");
+    if (stop_.load()) return st.code() == Code::kAborted ? st : Interrupted();
     if (!st.retriable() || attempt >= options_.max_attempts) {
       if (attempt > 1) {
         return Status(st.code(),

@@ -55,7 +55,7 @@ class Indexer {
   // Works out which ranges are still to do. Call before Run(); returns the number of blocks.
   Result<uint64_t> Plan();
   // Indexes the planned ranges. Returns OK when all are committed, the first fatal error
-  // otherwise, or Aborted("interrupted") after Stop().
+  // otherwise, or Interrupted() (node/range_job.h) after Stop().
   Status Run();
   void Stop();
 

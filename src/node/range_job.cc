@@ -19,7 +19,7 @@ Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,
   uint64_t per_request = std::max<uint32_t>(1, blocks_per_request);
   out->reserve(out->size() + (to - from + 1));
   for (uint64_t first = from; first <= to;) {
-    if (stop != nullptr && stop->load()) return Aborted("interrupted");
+    if (stop != nullptr && stop->load()) return Interrupted();
     uint64_t count = std::min<uint64_t>(per_request, to - first + 1);
     if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
     auto raw = rpc.FetchBlocks(first, count);

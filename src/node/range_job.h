@@ -19,6 +19,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "coord/rate_limiter.h"
@@ -27,6 +29,22 @@
 #include "rpc/json_rpc.h"
 
 namespace gapless {
+
+// Status::reason() of the Aborted returned by work that was asked to stop before it was done
+// (FetchAndDecodeRange's *stop, Indexer::Stop() after a signal). Nothing failed: the caller
+// decides whether that is the normal end of the process (`gapless index` exits 130). Callers
+// compare the reason (IsInterrupted), never the message, which is for people.
+inline constexpr std::string_view kInterruptedReason = "interrupted";
+
+// Aborted("interrupted") with reason kInterruptedReason.
+inline Status Interrupted() {
+  return Aborted("interrupted").WithReason(std::string(kInterruptedReason));
+}
+
+// True for Interrupted(), also after WithContext; false for any other Aborted.
+inline bool IsInterrupted(const Status& status) {
+  return status.code() == Code::kAborted && status.reason() == kInterruptedReason;
+}
 
 // Makes one RPC client per worker thread (clients are not thread-safe).
 using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
@@ -39,7 +57,7 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // block in the message: Unavailable (transport, 429, 5xx after the client's retries), InvalidData
 // (a malformed or inconsistent answer), NotFound (a block above the node's head),
 // FailedPrecondition (wrong chain, bad config); the limiter's Unavailable when Redis is
-// unreachable. Aborted("interrupted") when *stop (nullable) becomes true between two batches.
+// unreachable. Interrupted() when *stop (nullable) becomes true between two batches.
 // On failure *out holds a partial range: clear it before retrying.
 Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, std::optional<uint64_t> chain_id,

@@ -2,13 +2,19 @@
 // a 429 answer is a rate limit, so the fleet slows down; a 503, or any failure whose message
 // merely contains "429" (block numbers do: "blocks 14290..14299"), is not, and must not halve the
 // fleet's rate. The answers come from a real local HTTP server through CurlTransport.
+// The typed "interrupted" reason likewise: a stopped fetch is recognised by its reason, not its
+// message.
 #include "node/range_job.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "rpc/curl_transport.h"
+#include "rpc/http_transport.h"
 #include "testing/http_test_server.h"
 
 namespace gapless {
@@ -56,6 +62,45 @@ TEST(IsRateLimitedTest, MessageTextDecidesNothing) {
   EXPECT_TRUE(IsRateLimited(Unavailable("slow down").WithReason(HttpStatusReason(429))));
   EXPECT_FALSE(IsRateLimited(Aborted("stale").WithReason(HttpStatusReason(429))))
       << "only an Unavailable (a failure to retry) is a rate limit";
+}
+
+// Counts requests and answers none: FetchAndDecodeRange must not send one once stopped.
+class CountingTransport : public HttpTransport {
+ public:
+  explicit CountingTransport(int* posts) : posts_(posts) {}
+  Result<HttpResponse> Post(std::string_view) override {
+    ++*posts_;
+    return Unavailable("no network in this test");
+  }
+  std::string Describe() const override { return "counting"; }
+
+ private:
+  int* posts_;
+};
+
+TEST(InterruptedTest, RecognisedByReasonEvenWithContext) {
+  EXPECT_TRUE(IsInterrupted(Interrupted()));
+  EXPECT_TRUE(IsInterrupted(Interrupted().WithContext("blocks 0-49")));
+}
+
+TEST(InterruptedTest, OtherAbortedIsNotInterrupted) {
+  // The same words without the reason (e.g. a server's message) are not a stop.
+  EXPECT_FALSE(IsInterrupted(Aborted("interrupted")));
+  EXPECT_FALSE(IsInterrupted(Aborted("lease lost").WithReason("stale-fence-token")));
+  EXPECT_FALSE(
+      IsInterrupted(Unavailable("interrupted").WithReason(std::string(kInterruptedReason))));
+  EXPECT_FALSE(IsInterrupted(Status::Ok()));
+}
+
+TEST(InterruptedTest, StoppedFetchReturnsInterruptedWithoutARequest) {
+  int posts = 0;
+  JsonRpcClient rpc(std::make_unique<CountingTransport>(&posts));
+  std::atomic<bool> stop{true};
+  std::vector<BlockData> blocks;
+  Status st = FetchAndDecodeRange(rpc, 0, 9, 5, std::nullopt, /*limiter=*/nullptr, &stop, &blocks);
+  EXPECT_TRUE(IsInterrupted(st)) << st.ToString();
+  EXPECT_EQ(posts, 0);
+  EXPECT_TRUE(blocks.empty());
 }
 
 }  // namespace

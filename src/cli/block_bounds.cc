@@ -1,0 +1,40 @@
+#include "cli/block_bounds.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace gapless {
+namespace {
+
+std::optional<uint64_t> ParseDecimal(const std::string& text) {
+  if (text.empty() || !std::all_of(text.begin(), text.end(),
+                                   [](unsigned char c) { return std::isdigit(c) != 0; })) {
+    return std::nullopt;
+  }
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;  // overflow
+  return n;
+}
+
+}  // namespace
+
+Result<BlockBound> ParseBlockBound(const std::string& text, const std::string& flag) {
+  if (auto n = ParseDecimal(text)) return BlockBound{text, n};
+  if (text == "latest" || text == "safe" || text == "finalized" || text.rfind("0x", 0) == 0) {
+    return BlockBound{text, std::nullopt};
+  }
+  return FailedPrecondition(
+      fmt::format("{} {}: expected a block number or latest|safe|finalized", flag, text));
+}
+
+Result<std::optional<uint64_t>> ParseUpperBound(const std::string& text) {
+  if (text == "max") return std::optional<uint64_t>();
+  if (auto n = ParseDecimal(text)) return n;
+  return FailedPrecondition(fmt::format("--to {}: expected a block number", text));
+}
+
+}  // namespace gapless

@@ -1,0 +1,24 @@
+// block_bounds: the --from / --to flag values of the gapless binary, checked for their syntax
+// before anything is contacted. Tags (latest, safe, finalized, 0x-hex) are resolved later by the
+// node (node/app.h CheckChain), "max" by the database. Pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "node/app.h"
+
+namespace gapless {
+
+// --from / --to of index, run and worker: a decimal block number, or latest|safe|finalized|0x...
+// for the node to resolve. FailedPrecondition naming `flag` otherwise (also for a number above
+// 2^64 - 1).
+Result<BlockBound> ParseBlockBound(const std::string& text, const std::string& flag);
+
+// --to of verify and export: a decimal block number, or "max" (nullopt: the highest indexed
+// block). FailedPrecondition naming --to otherwise.
+Result<std::optional<uint64_t>> ParseUpperBound(const std::string& text);
+
+}  // namespace gapless

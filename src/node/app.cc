@@ -1,0 +1,173 @@
+#include "node/app.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "decode/decode.h"
+#include "node/indexer.h"
+#include "rpc/curl_transport.h"
+#include "store/migrate.h"
+#include "store/state.h"
+#include "store/writer.h"
+
+namespace gapless {
+
+RpcClientFactory MakeRpcClientFactory(const RpcOptions& options) {
+  JsonRpcClientOptions rpc_options;
+  rpc_options.max_attempts = options.max_attempts;
+  CurlTransportOptions curl_options;
+  curl_options.connect_timeout_ms = options.connect_timeout_ms;
+  curl_options.request_timeout_ms = options.request_timeout_ms;
+  return [url = options.url, rpc_options, curl_options]() {
+    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, curl_options),
+                                           rpc_options);
+  };
+}
+
+Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections) {
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, PgPool::Open(url, connections));
+  {
+    auto conn = pool->Acquire();
+    GAPLESS_RETURN_IF_ERROR(Migrate(*conn));
+  }
+  return pool;
+}
+
+namespace {
+
+Result<uint64_t> Resolve(JsonRpcClient& rpc, const BlockBound& bound) {
+  if (bound.number.has_value()) return *bound.number;
+  return rpc.ResolveBlockTag(bound.text);
+}
+
+}  // namespace
+
+Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
+                                const std::string& db_url, size_t db_connections) {
+  CheckedChain out;
+  // The node first, so a bad --rpc writes nothing. Its errors name the endpoint, redacted.
+  GAPLESS_ASSIGN_OR_RETURN(out.chain_id, rpc.ChainId());
+  if (request.expected_chain_id != 0 && out.chain_id != request.expected_chain_id) {
+    return FailedPrecondition(fmt::format("--chain-id {}: the node at {} serves chain {}",
+                                          request.expected_chain_id, rpc.Describe(), out.chain_id));
+  }
+  GAPLESS_ASSIGN_OR_RETURN(out.from, Resolve(rpc, request.from));
+  GAPLESS_ASSIGN_OR_RETURN(out.to, Resolve(rpc, request.to));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t head, rpc.BlockNumber());
+  if (out.to > head) {
+    return FailedPrecondition(
+        fmt::format("--to {}: above the node's head block {}; use --to latest to stop at the head",
+                    out.to, head));
+  }
+  if (out.from > out.to) {
+    return FailedPrecondition(fmt::format("--from {} is above --to {}", out.from, out.to));
+  }
+
+  // Block 0's hash tells this chain apart from another one with the same chain id.
+  GAPLESS_ASSIGN_OR_RETURN(std::string genesis_json,
+                           rpc.Call("eth_getBlockByNumber", R"(["0x0",false])"));
+  GAPLESS_ASSIGN_OR_RETURN(Block genesis, DecodeBlockHeader(genesis_json, 0));
+
+  GAPLESS_ASSIGN_OR_RETURN(out.pool, OpenDatabase(db_url, db_connections));
+  auto conn = out.pool->Acquire();
+  GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, out.chain_id));
+  GAPLESS_RETURN_IF_ERROR(EnsureGenesisHash(*conn, genesis.hash));
+  return out;
+}
+
+Result<uint64_t> RecordedChainId(PgConn& pg, const std::string& if_none) {
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> recorded, LoadChainId(pg));
+  if (!recorded.has_value()) return FailedPrecondition(if_none);
+  return *recorded;
+}
+
+Result<Coordination> OpenCoordination(const std::string& redis_url, PgConn& pg, uint64_t chain_id,
+                                      EvictionCheck check) {
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<RedisConn> redis, RedisConn::Connect(redis_url));
+  if (check == EvictionCheck::kRequireNoEviction) GAPLESS_RETURN_IF_ERROR(redis->CheckNoEviction());
+  GAPLESS_ASSIGN_OR_RETURN(std::string database_id, EnsureDatabaseId(pg));
+  return Coordination{std::move(redis), Keys(static_cast<int64_t>(chain_id), database_id)};
+}
+
+Result<SharedRateLimiter> OpenRateLimiter(const std::string& redis_url, const Keys& keys,
+                                          const std::string& endpoint, double requests_per_s) {
+  SharedRateLimiter out;
+  if (requests_per_s <= 0) return out;
+  GAPLESS_ASSIGN_OR_RETURN(out.conn, RedisConn::Connect(redis_url));
+  RateLimiterOptions options;
+  options.limit = std::max<int64_t>(1, static_cast<int64_t>(requests_per_s));
+  options.window_ms = 1000;
+  out.limiter = std::make_unique<RateLimiter>(out.conn.get(), keys.rate_limit(endpoint), options);
+  return out;
+}
+
+bool ShowsLiveBar(ProgressDisplay display) {
+  return display == ProgressDisplay::kTty ||
+         (display == ProgressDisplay::kAuto && isatty(STDERR_FILENO));
+}
+
+std::string ProcessId() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) return fmt::format("localhost:{}", getpid());
+  return fmt::format("{}:{}", host, getpid());
+}
+
+Result<std::unique_ptr<LockNodes>> OpenLockNodes(const LeaderElectionOptions& options,
+                                                 const std::string& coordination_url,
+                                                 EvictionCheck check) {
+  std::vector<std::string> urls = options.lock_nodes;
+  if (urls.empty()) urls.push_back(coordination_url);
+  LockNodesOptions node_options;
+  node_options.node_timeout_ms = options.node_timeout_ms;
+  auto nodes = LockNodes::Open(urls, node_options);
+  if (!nodes.ok()) return nodes.status().WithContext("--lock-nodes");
+  if (check == EvictionCheck::kRequireNoEviction) {
+    for (const std::string& url : urls) {
+      auto conn = RedisConn::Connect(url);
+      Status st = conn.ok() ? (*conn)->CheckNoEviction() : conn.status();
+      // Down at start: the quorum decides later (and the elector's logs name the node).
+      if (st.code() == Code::kUnavailable) continue;
+      GAPLESS_RETURN_IF_ERROR(st.WithContext("--lock-nodes"));
+    }
+  }
+  return std::move(*nodes);
+}
+
+std::unique_ptr<Election> MakeElection(LockNodes* nodes, const Keys& keys,
+                                       const LeaderElectionOptions& options) {
+  static std::atomic<uint64_t> sequence{0};
+  ElectionOptions election;
+  election.owner = fmt::format("{}:{:08x}{}", ProcessId(), Env::Default()->Uniform(UINT32_MAX),
+                               sequence.fetch_add(1));
+  election.ttl_ms = options.ttl_ms;
+  election.window = options.head_log_window;
+  return std::make_unique<Election>(nodes, keys, election);
+}
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::atomic<Indexer*> g_indexer{nullptr};
+
+void OnStopSignal(int) {
+  if (Indexer* indexer = g_indexer.load()) indexer->Stop();
+  g_stop.store(true);
+}
+
+}  // namespace
+
+SignalStop::SignalStop(Indexer* indexer) {
+  g_indexer.store(indexer);
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  g_stop.store(false);
+}
+
+SignalStop::~SignalStop() { g_indexer.store(nullptr); }
+
+std::atomic<bool>& SignalStop::flag() { return g_stop; }
+
+}  // namespace gapless

@@ -1,0 +1,171 @@
+// app: the parts every gapless command is built from, each made here and only here: the JSON-RPC
+// client factory, the PostgreSQL pool (migrated, and checked to hold the node's chain), the
+// coordination Redis (connection, no-eviction check, the Keys namespace of this chain and
+// database), the fleet-wide rate limiter, the process identity, and the stop flag that SIGINT and
+// SIGTERM set. node/commands.h composes them into the subcommands; a new subcommand or role (the
+// HA leader, the event relay, a Kafka block source) takes what it needs from here rather than
+// opening its own connections.
+//
+// Nothing here logs, prints or exits: errors come back as Status (the code is the retry policy),
+// and the messages name the flag to fix where a flag is at fault. What is returned is owned by the
+// caller. Thread-safety: the functions may be called from any thread; SignalStop is process-wide.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coord/election.h"
+#include "coord/keys.h"
+#include "coord/lock_nodes.h"
+#include "coord/rate_limiter.h"
+#include "coord/redis.h"
+#include "core/status.h"
+#include "node/range_job.h"
+#include "rpc/json_rpc.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+class Indexer;
+
+// How to reach the JSON-RPC node. The defaults are the client's and transport's own.
+struct RpcOptions {
+  std::string url;
+  int max_attempts = 5;  // per request, for retriable failures (JsonRpcClientOptions)
+  int64_t request_timeout_ms = 60'000;
+  int64_t connect_timeout_ms = 5'000;
+};
+
+// Makes one client per call (clients are not thread-safe: one per thread), all with `options`.
+RpcClientFactory MakeRpcClientFactory(const RpcOptions& options);
+
+// Opens `connections` (>= 1) connections and applies the schema migrations. Errors: the
+// connection's (Unavailable naming host:port, never the password) or the migration's.
+Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections);
+
+// A block bound as given on the command line: a decimal number, or a tag the node resolves
+// (latest, safe, finalized, or a 0x-hex number; JsonRpcClient::ResolveBlockTag).
+struct BlockBound {
+  std::string text;                // as given, e.g. "17000000", "finalized"
+  std::optional<uint64_t> number;  // set when text is a decimal number
+};
+
+// What CheckChain checks the node and the database against.
+struct ChainRequest {
+  BlockBound from;
+  BlockBound to;
+  uint64_t expected_chain_id = 0;  // 0: whatever the node serves
+};
+
+// A node checked to serve the chain the database holds, and the database, ready to write.
+struct CheckedChain {
+  uint64_t chain_id = 0;
+  uint64_t from = 0;  // the bounds, resolved against the node
+  uint64_t to = 0;
+  std::unique_ptr<PgPool> pool;  // migrated; records this chain
+};
+
+// Checks the node before touching the database, so a bad --rpc writes nothing: its chain id
+// (against expected_chain_id), the bounds (resolved; --to not above its head, --from not above
+// --to) and its block 0. Then opens the database with `db_connections` connections, migrates it,
+// and checks that it holds this chain: the chain id and block 0's hash, recorded on first use
+// (another chain with the same id is told apart by its genesis hash). Errors: FailedPrecondition
+// naming the flag (wrong chain, a bound above the head, from above to, a bad tag), the node's and
+// the database's errors otherwise.
+Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
+                                const std::string& db_url, size_t db_connections);
+
+// The chain recorded in the database (EnsureChainId), or FailedPrecondition(`if_none`) before
+// the first indexing run.
+Result<uint64_t> RecordedChainId(PgConn& pg, const std::string& if_none);
+
+// The coordination Redis of one chain and database.
+struct Coordination {
+  std::unique_ptr<RedisConn> redis;
+  Keys keys;  // gapless:{chain-<id>-db-<database id>}:...
+};
+
+enum class EvictionCheck {
+  kRequireNoEviction,  // every command that writes coordination state: evicted keys lose work
+  kSkip,               // read-and-repair tools (status, dlq) work on any Redis
+};
+
+// Connects to the coordination Redis, checks its eviction policy (when asked), and derives the
+// Keys namespace from the chain and the database's id (store/state.h EnsureDatabaseId, created on
+// first use), so every process writing one database shares one queue, fence and frontier.
+// Errors: Redis's (Unavailable; FailedPrecondition for a bad URL or an evicting policy) and
+// PostgreSQL's.
+Result<Coordination> OpenCoordination(const std::string& redis_url, PgConn& pg, uint64_t chain_id,
+                                      EvictionCheck check);
+
+// The fleet-wide rate limit of one RPC endpoint, on a Redis connection of its own. Thread-safe:
+// every worker of the process shares it, so a 429 seen by one slows them all.
+struct SharedRateLimiter {
+  std::unique_ptr<RedisConn> conn;
+  std::unique_ptr<RateLimiter> limiter;  // null: no limit
+};
+
+// requests_per_s <= 0: no limit (and no connection). Otherwise a window of one second admitting
+// max(1, requests_per_s) requests to `endpoint` (JsonRpcClient::Describe) fleet-wide.
+Result<SharedRateLimiter> OpenRateLimiter(const std::string& redis_url, const Keys& keys,
+                                          const std::string& endpoint, double requests_per_s);
+
+// The progress display of index, run and worker (node/progress.h).
+enum class ProgressDisplay {
+  kAuto,   // a live bar when stderr is a terminal, plain lines otherwise
+  kTty,    // a live bar
+  kPlain,  // a log line every 10 s (index) or 30 s (run, worker)
+  kOff,
+};
+
+// True when `display` means the live bar here (kAuto: stderr is a terminal).
+bool ShowsLiveBar(ProgressDisplay display);
+
+// "host:pid": names this process in leases, the leader lock and the registry; its workers are
+// "host:pid:n".
+std::string ProcessId();
+
+// The HA leader's lock nodes and lease (coord/election.h, coord/elector.h).
+struct LeaderElectionOptions {
+  // redis:// URLs of the lock nodes (1, 3 or 5 independent servers); empty: the coordination
+  // Redis alone (one node: no tolerance of its loss, but the same protocol).
+  std::vector<std::string> lock_nodes;
+  int64_t ttl_ms = 3'000;            // the leader's lease
+  int64_t node_timeout_ms = 100;     // per node and operation
+  uint64_t head_log_window = 4'096;  // head-log heights kept on each node
+};
+
+// The lock nodes (`coordination_url` alone when none are given), each checked for the eviction
+// policy when `check` asks (a node that evicts could drop the lock or the head log). A node that
+// is down at start is not an error (the quorum decides later); a bad URL, an even count or a
+// duplicate is FailedPrecondition naming --lock-nodes.
+Result<std::unique_ptr<LockNodes>> OpenLockNodes(const LeaderElectionOptions& options,
+                                                 const std::string& coordination_url,
+                                                 EvictionCheck check);
+
+// An Election over `nodes` in `keys`' namespace, owned by this process (ProcessId() and a random
+// suffix, unique per call).
+std::unique_ptr<Election> MakeElection(LockNodes* nodes, const Keys& keys,
+                                       const LeaderElectionOptions& options);
+
+// SIGINT and SIGTERM stop the command: while a SignalStop is alive, a signal sets flag() and, when
+// an indexer was given, calls its Stop(). The handlers only store atomics (async-signal-safe).
+// The handlers stay installed afterwards, so a late signal during shutdown does not kill the
+// process halfway through it. One at a time per process.
+class SignalStop {
+ public:
+  // Installs the handlers and clears the flag.
+  explicit SignalStop(Indexer* indexer = nullptr);
+  ~SignalStop();  // forgets the indexer
+  SignalStop(const SignalStop&) = delete;
+  SignalStop& operator=(const SignalStop&) = delete;
+
+  // Set by a signal. The command may set it too, to stop every role after a fatal error.
+  std::atomic<bool>& flag();
+};
+
+}  // namespace gapless

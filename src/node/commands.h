@@ -1,0 +1,150 @@
+// commands: the gapless subcommands, wired. This is the composition root: each entry function
+// takes one options struct (the flags, already parsed by cli/, which owns flag names, help text,
+// layered configuration, logging set-up and exit codes), builds what the command needs from the
+// parts in node/app.h, runs it, and says how it ended.
+//
+//   index      RunIndex       the single-process Indexer
+//   run        RunFleet       a leader candidate (Elector + Leader duties) + N Workers
+//   leader     RunFleet       a leader candidate alone (workers = 0)
+//   worker     RunFleet       N Workers (!with_leader): never leads
+//   reconcile  RunReconcile   rebuild the coordination Redis from PostgreSQL
+//   verify     RunVerify      gaps, duplicates, parent hashes in PostgreSQL
+//   export     RunExport      CSV in ethereum-etl's format
+//   status     RunStatus      the fleet at a glance
+//   dlq        RunDlq         list or re-queue dead-lettered ranges
+//
+// Where new things plug in: a new subcommand (`gapless leader`) gets an options struct and an entry
+// function here, built from the parts in node/app.h; a new role of the fleet process (the HA leader
+// candidate in place of the single-Redis Leader, the event relay) is built in RunFleet
+// (fleet_command.cc) and started there as one more RoleThreads role; a shared option (the lock
+// nodes) is a field of FleetCommand or IndexingOptions; another block source (Kafka) is made in
+// node/app.h beside MakeRpcClientFactory and handed to the workers RunFleet builds.
+//
+// Errors: a non-ok Status, already carrying the message the operator sees (naming the flag to
+// fix where a flag is at fault); FailedPrecondition means a human must fix something. Progress and
+// outcomes are logged (spdlog); a command's own output (status, dlq, verify, export to stdout) goes
+// to `out`. Each entry function is called once per process: the long-running ones install the
+// SIGINT/SIGTERM handlers (SignalStop).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "core/status.h"
+#include "node/app.h"
+#include "store/export.h"
+#include "store/writer.h"
+
+namespace gapless {
+
+// How a command that did not fail ended.
+enum class Outcome {
+  kDone,           // the work asked for is done
+  kStopped,        // SIGINT/SIGTERM stopped it first (the normal end of worker and run --follow)
+  kProblemsFound,  // verify: the range has problems, listed on the output
+};
+
+// The data path's options, shared by index, run and worker.
+struct IndexingOptions {
+  std::string db;  // PostgreSQL URL
+  RpcOptions rpc;
+  BlockBound from{"0", 0};
+  BlockBound to{"finalized", std::nullopt};
+  uint64_t chain_id = 0;  // expected; 0: the node's
+  uint64_t range_size = 50;
+  uint32_t batch = 10;  // blocks per JSON-RPC batch request
+  uint32_t db_connections = 2;
+  WriteMode write_mode = WriteMode::kStagingUpsert;
+  ProgressDisplay progress = ProgressDisplay::kAuto;
+};
+
+struct IndexCommand {
+  IndexingOptions indexing;
+  uint32_t concurrency = 4;  // fetch threads
+};
+
+// Indexes from..to. kStopped after a signal (committed ranges are kept; the same command
+// continues). Errors: the node's, the database's, and the first range that failed for good.
+Result<Outcome> RunIndex(const IndexCommand& command);
+
+struct FleetCommand {
+  IndexingOptions indexing;
+  // run and leader: a candidate for the HA leader (elected on the lock nodes; while leading it
+  // writes the head log and runs the seeder/janitor/frontier duties) beside the workers (none for
+  // leader); worker: only workers, which never lead.
+  bool with_leader = true;
+  LeaderElectionOptions election;
+  std::string redis;     // coordination Redis URL
+  uint32_t workers = 4;  // worker threads; 0 only with_leader
+  int64_t lease_ttl_ms = 30'000;
+  double rate_limit = 0;  // fleet-wide requests per second to the endpoint; 0: none
+  // with_leader: keep seeding as `to` (a tag) moves, staying `confirmations` blocks behind it.
+  bool follow = false;
+  uint64_t confirmations = 0;
+  int64_t max_lease_expiries = 10;
+};
+
+// Runs the fleet process until the fixed range is done (kDone; with_leader only), a signal
+// (kStopped), or the first fatal error of any role, which stops the others.
+Result<Outcome> RunFleet(const FleetCommand& command);
+
+struct ReconcileCommand {
+  std::string db;
+  std::string redis;
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint64_t range_size = 50;
+};
+
+// node/reconcile.h Reconcile for the chain recorded in the database.
+Result<Outcome> RunReconcile(const ReconcileCommand& command);
+
+struct VerifyCommand {
+  std::string db;
+  uint64_t from = 0;
+  std::optional<uint64_t> to;  // nullopt: the highest indexed block
+};
+
+// Writes the report to `out`; kProblemsFound when it lists problems.
+Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out);
+
+struct ExportCommand {
+  std::string db;
+  ExportTable table = ExportTable::kBlocks;
+  uint64_t from = 0;
+  std::optional<uint64_t> to;  // nullopt: the highest indexed block
+  ExportOptions options;
+  std::string output = "-";  // a file, or "-" for `out`
+};
+
+Result<Outcome> RunExport(const ExportCommand& command, std::ostream& out);
+
+// The coordination state of the chain recorded in the database, or of chain_id.
+struct FleetStateOptions {
+  std::string db;
+  std::string redis;
+  uint64_t chain_id = 0;           // 0: the chain recorded in the database
+  LeaderElectionOptions election;  // status: the lock nodes to show
+};
+
+struct StatusCommand {
+  FleetStateOptions fleet;
+  std::string rpc;  // optional: the chain head, for the lag
+};
+
+// The leader (host, pid, epoch, since), each lock node's view (holder, epoch, log length,
+// reachable), the head log's committed height, frontier (Redis and PostgreSQL), queue depths,
+// leases, dead letters, live workers, lag.
+Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out);
+
+struct DlqCommand {
+  FleetStateOptions fleet;
+  bool retry = false;  // false: list
+  std::string task;    // retry: "from-to" or "all"
+};
+
+Result<Outcome> RunDlq(const DlqCommand& command, std::ostream& out);
+
+}  // namespace gapless
