@@ -124,26 +124,29 @@ struct FleetFlags {
   std::string lease_ttl_ms = "3000";
   std::string rpc_timeout_ms = "1000";
   std::string log_level = "error";
+  std::vector<std::string> extra;  // more flags, e.g. {"--lock-nodes", "redis://..."}
 };
 
-// `gapless run|worker` indexing blocks 0..to of the devnet into db_url, coordinated through
+// `gapless run|leader|worker` indexing blocks 0..to of the devnet into db_url, coordinated through
 // redis_url, without a progress display.
 inline std::vector<std::string> FleetCommand(const std::string& role, const Devnet& devnet,
                                              const std::string& db_url,
                                              const std::string& redis_url, uint64_t to,
                                              const FleetFlags& flags = {}) {
-  return {GaplessBinary(), role,
-          "--rpc",         devnet.url,
-          "--db",          db_url,
-          "--redis",       redis_url,
-          "--from",        "0",
-          "--to",          std::to_string(to),
-          "--range-size",  flags.range_size,
-          "--workers",     flags.workers,
-          "--lease-ttl",   flags.lease_ttl_ms,
-          "--rpc-timeout", flags.rpc_timeout_ms,
-          "--progress",    "off",
-          "--log-level",   flags.log_level};
+  std::vector<std::string> args = {GaplessBinary(), role,
+                                   "--rpc",         devnet.url,
+                                   "--db",          db_url,
+                                   "--redis",       redis_url,
+                                   "--from",        "0",
+                                   "--to",          std::to_string(to),
+                                   "--range-size",  flags.range_size,
+                                   "--workers",     flags.workers,
+                                   "--lease-ttl",   flags.lease_ttl_ms,
+                                   "--rpc-timeout", flags.rpc_timeout_ms,
+                                   "--progress",    "off",
+                                   "--log-level",   flags.log_level};
+  args.insert(args.end(), flags.extra.begin(), flags.extra.end());
+  return args;
 }
 
 // Runs a program (normally GaplessBinary()); returns its pid. With `log`, its stderr is appended to

@@ -131,6 +131,22 @@ TEST_F(ElectionTest, OneLeaderAtATimeAndTokensIncrease) {
   EXPECT_TRUE(renew.deposed()) << renew.Summary();
 }
 
+// The workers of one process share one LockNodes: their reads queue per node, none is turned away.
+TEST_F(ElectionTest, ConcurrentCallersOfOneProcessAllGetAnswers) {
+  Election e = Candidate("reader");
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        if (!e.Committed(0, 100).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
 TEST_F(ElectionTest, ThreeCandidatesRacingForAFreeLockExactlyOneWins) {
   std::vector<Election> candidates = {Candidate("c0"), Candidate("c1"), Candidate("c2")};
   for (int round = 0; round < 20; ++round) {

@@ -35,6 +35,7 @@ struct LockNodes::Node {
   std::condition_variable cv;
   std::deque<Job> jobs;
   bool busy = false;
+  std::chrono::steady_clock::time_point busy_since;
   bool stop = false;
   std::thread thread;
 
@@ -48,6 +49,7 @@ struct LockNodes::Node {
         job = std::move(jobs.front());
         jobs.pop_front();
         busy = true;
+        busy_since = std::chrono::steady_clock::now();
       }
       Result<RedisReply> r = job.op(*conn);
       {
@@ -144,8 +146,10 @@ std::vector<Result<RedisReply>> LockNodes::Each(const std::function<Op(size_t)>&
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Node& node = *nodes_[i];
     std::lock_guard lock(node.mu);
-    if (node.busy || !node.jobs.empty()) {
-      // Still on an earlier operation that outlived its timeout: do not queue behind it.
+    if (node.busy && std::chrono::steady_clock::now() - node.busy_since >
+                         std::chrono::milliseconds(options_.node_timeout_ms)) {
+      // Stuck on an earlier operation that outlived its timeout: do not queue behind it. (Other
+      // callers' operations in progress are queued behind: each takes microseconds.)
       std::lock_guard block(batch->mu);
       batch->results[i] =
           Unavailable("lock node " + node.describe + ": busy with an earlier operation");

@@ -7,8 +7,8 @@
 // dead node costs the caller at most the node timeout and never delays the answers of the others.
 // The connection's socket timeouts are the node timeout too, and it makes one attempt per
 // operation (no retries or backoff inside: the next operation reconnects), so a node thread is
-// never stuck for long. A node that still works on an earlier operation when a new one arrives
-// answers the new one Unavailable at once rather than queueing it behind.
+// never stuck for long. Operations of several callers queue per node; a node stuck on one for
+// longer than the node timeout answers the next Unavailable at once rather than queueing it.
 //
 // Thread-safety: All/Each may be called from several threads at once (each call waits for its own
 // answers); the class is safe to share.

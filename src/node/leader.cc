@@ -148,6 +148,24 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
   Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(),
                     std::max(options_.from, frontier_.load()), keys_.leader_epoch());
   GAPLESS_ASSIGN_OR_RETURN(uint64_t next, frontier.Advance(epoch));
+  if (next <= frontier_.load()) {
+    // Stalled. A completion can be lost while its rows are committed: a worker whose lease
+    // vanished with Redis's data commits, and its completion is refused. PostgreSQL is the
+    // truth: if ranges at the frontier are committed there, move over them.
+    std::vector<std::pair<uint64_t, uint64_t>> committed;
+    {
+      auto conn = pool_->Acquire();
+      GAPLESS_ASSIGN_OR_RETURN(committed,
+                               CommittedRanges(*conn, next, next + options_.range_size * 64 - 1));
+    }
+    if (!committed.empty() && committed.front().first == next) {
+      Frontier from_pg(redis_.get(), keys_.completed(), keys_.frontier(),
+                       committed.front().second + 1, keys_.leader_epoch());
+      GAPLESS_ASSIGN_OR_RETURN(next, from_pg.Advance(epoch));
+      spdlog::info("leader {}: frontier moved to {} over ranges committed in PostgreSQL",
+                   options_.holder_id, next);
+    }
+  }
   uint64_t now = std::max(frontier_.load(), next);
   frontier_ = now;
   if (now > persisted_ && now > options_.from) {
