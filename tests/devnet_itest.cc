@@ -285,6 +285,11 @@ TEST_F(DevnetTest, InterruptedBySigintExits130AndTheSameCommandFinishes) {
   args[3] = kAnvilUrl;  // full speed for the rest
   ASSERT_EQ(WaitForExit(Spawn(args, log), 300), 0) << ReadFile(log);
   EXPECT_EQ(CommittedRangeCount(pool_.get()), total_ranges);
+  // index runs the leader's duties in process (node/duties.h): the frontier is persisted too.
+  {
+    auto conn = pool_->Acquire();
+    EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(devnet.last_block() + 1));
+  }
   EXPECT_EQ(WaitForExit(Spawn({binary, "verify", "--db", db_.url(), "--from", "0", "--to", to,
                                "--log-level", "warn"}),
                         60),

@@ -124,7 +124,7 @@ struct FleetFlags {
   std::string lease_ttl_ms = "3000";
   std::string rpc_timeout_ms = "1000";
   std::string log_level = "error";
-  std::vector<std::string> extra;  // more flags, e.g. {"--lock-nodes", "redis://..."}
+  std::vector<std::string> extra{};  // more flags, e.g. {"--lock-nodes", "redis://..."}
 };
 
 // `gapless run|leader|worker` indexing blocks 0..to of the devnet into db_url, coordinated through

@@ -9,9 +9,11 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "coord/queue.h"
 #include "coord/registry.h"
+#include "node/duties.h"
 #include "node/indexer.h"
 #include "node/progress.h"
 #include "node/reconcile.h"
@@ -45,11 +47,23 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
 
   Progress progress(&indexer.counters(), planned, ShowsLiveBar(args.progress), Env::Default());
   if (args.progress != ProgressDisplay::kOff) progress.Start();
+  // The leader's duties, in process under a local lease (node/duties.h): the frontier.
+  LocalLease lease;
+  FrontierDuty frontier(chain.pool.get(), chain.from, chain.to);
+  DutyHost duties(&lease, /*tick_ms=*/500, "index");
+  duties.Add(&frontier);
+  std::atomic<bool> indexing_over{false};
+  Status duties_status;
+  std::thread duties_thread([&] { duties_status = duties.Run(indexing_over); });
   Status st;
   {
     SignalStop signals(&indexer);
     st = indexer.Run();
   }
+  indexing_over = true;
+  duties_thread.join();
+  // A last step: the frontier over everything committed.
+  if (duties_status.ok()) duties_status = duties.Tick();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
   if (IsInterrupted(st)) {
@@ -57,7 +71,9 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
     return Outcome::kStopped;
   }
   GAPLESS_RETURN_IF_ERROR(st);
-  spdlog::info("done: blocks {}..{} are committed", chain.from, chain.to);
+  GAPLESS_RETURN_IF_ERROR(duties_status);
+  spdlog::info("done: blocks {}..{} are committed (frontier {})", chain.from, chain.to,
+               frontier.frontier());
   return Outcome::kDone;
 }
 

@@ -13,18 +13,6 @@
 #include "store/state.h"
 
 namespace gapless {
-namespace {
-
-constexpr int64_t kSliceMicros = 20'000;
-
-}  // namespace
-
-std::optional<uint64_t> ElectorLease::CommittedHeight() const {
-  auto tip = elector_->committed_tip();
-  if (!tip.has_value()) return std::nullopt;
-  return tip->height;
-}
-
 Leader::Leader(LeaderOptions options, std::string redis_url, Keys keys, PgPool* pool,
                LeaderLease* lease, JsonRpcClient* rpc)
     : options_(std::move(options)),
@@ -220,19 +208,26 @@ Status Leader::CheckStuck() {
 }
 
 Status Leader::Tick() {
+  std::optional<uint64_t> epoch = lease_ != nullptr ? lease_->Token() : std::nullopt;
+  return epoch.has_value() ? Step(*epoch) : Standby();
+}
+
+Status Leader::Standby() {
   GAPLESS_RETURN_IF_ERROR(Validate());
   GAPLESS_RETURN_IF_ERROR(Connect());
-  std::optional<uint64_t> epoch = lease_->Token();
-  if (!epoch.has_value()) {
-    if (holding_.load()) spdlog::warn("leader {}: no longer leading", options_.holder_id);
-    holding_ = false;
-    term_epoch_ = 0;
-    // A standby still follows the frontier, so done() works wherever it is asked.
-    Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from);
-    GAPLESS_ASSIGN_OR_RETURN(uint64_t seen, frontier.Get());
-    frontier_ = std::max(frontier_.load(), seen);
-    return Status::Ok();
-  }
+  if (holding_.load()) spdlog::warn("leader {}: no longer leading", options_.holder_id);
+  holding_ = false;
+  term_epoch_ = 0;
+  // A standby still follows the frontier, so done() works wherever it is asked.
+  Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from);
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t seen, frontier.Get());
+  frontier_ = std::max(frontier_.load(), seen);
+  return Status::Ok();
+}
+
+Status Leader::Step(uint64_t epoch) {
+  GAPLESS_RETURN_IF_ERROR(Validate());
+  GAPLESS_RETURN_IF_ERROR(Connect());
   holding_ = true;
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> bound, Bound());
   // The term marker is ours while Redis keeps its data. Gone (FLUSHALL, a restart without
@@ -244,14 +239,14 @@ Status Leader::Tick() {
                  options_.holder_id, marker.is_nil() ? "gone" : marker.str, term_epoch_);
     term_epoch_ = 0;
   }
-  if (term_epoch_ != *epoch) {
-    GAPLESS_RETURN_IF_ERROR(StartTerm(bound.value_or(options_.from), *epoch));
-    term_epoch_ = *epoch;
+  if (term_epoch_ != epoch) {
+    GAPLESS_RETURN_IF_ERROR(StartTerm(bound.value_or(options_.from), epoch));
+    term_epoch_ = epoch;
   }
-  if (bound.has_value()) GAPLESS_RETURN_IF_ERROR(Seed(*bound, *epoch));
+  if (bound.has_value()) GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
   Queue queue(redis_.get(), keys_);
   GAPLESS_ASSIGN_OR_RETURN(
-      auto expired, queue.Janitor(options_.janitor_limit, options_.max_lease_expiries, *epoch));
+      auto expired, queue.Janitor(options_.janitor_limit, options_.max_lease_expiries, epoch));
   for (const ExpiredTask& e : expired) {
     if (e.outcome == FailOutcome::kDeadLettered) {
       spdlog::error(
@@ -266,31 +261,15 @@ Status Leader::Tick() {
           options_.max_lease_expiries);
     }
   }
-  GAPLESS_RETURN_IF_ERROR(AdvanceFrontier(*epoch));
+  GAPLESS_RETURN_IF_ERROR(AdvanceFrontier(epoch));
   return CheckStuck();
 }
 
 Status Leader::Run(const std::atomic<bool>& stop) {
   GAPLESS_RETURN_IF_ERROR(Validate());
-  while (!stop.load()) {
-    Status st = Tick();
-    if (!st.ok()) {
-      if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) return st;
-      if (IsStaleLeaderEpoch(st)) {
-        // A newer leader has acted: our lease is gone too (or about to be); stand by.
-        spdlog::warn("leader {}: deposed: {}", options_.holder_id, st.message());
-        holding_ = false;
-        term_epoch_ = 0;
-      } else {
-        spdlog::warn("leader {}: tick failed: {}", options_.holder_id, st.ToString());
-      }
-    }
-    if (done()) break;
-    for (int64_t left = options_.tick_ms * 1000; left > 0 && !stop.load(); left -= kSliceMicros) {
-      options_.env->SleepMicros(std::min(left, kSliceMicros));
-    }
-  }
-  return Status::Ok();
+  DutyHost host(lease_, options_.tick_ms, "leader " + options_.holder_id, options_.env);
+  host.Add(this);
+  return host.Run(stop);
 }
 
 }  // namespace gapless

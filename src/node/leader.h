@@ -35,47 +35,15 @@
 #include <optional>
 #include <string>
 
-#include "coord/elector.h"
 #include "coord/keys.h"
 #include "coord/redis.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "node/duties.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
 
 namespace gapless {
-
-// "May this process act as leader now, and with which epoch?" Asked before every duty step.
-class LeaderLease {
- public:
-  virtual ~LeaderLease() = default;
-  // The epoch while leading (>= 1), nullopt otherwise.
-  virtual std::optional<uint64_t> Token() const = 0;
-  // True when seeding must stop at the head log's committed height (CommittedHeight(); nullopt
-  // there = nothing committed yet, seed nothing).
-  virtual bool has_head_log() const = 0;
-  virtual std::optional<uint64_t> CommittedHeight() const = 0;
-};
-
-// The HA leader's lease (the elector is borrowed).
-class ElectorLease : public LeaderLease {
- public:
-  explicit ElectorLease(const Elector* elector) : elector_(elector) {}
-  std::optional<uint64_t> Token() const override { return elector_->LeaderToken(); }
-  bool has_head_log() const override { return true; }
-  std::optional<uint64_t> CommittedHeight() const override;
-
- private:
-  const Elector* elector_;
-};
-
-// A lease that is always held, for a process that is alone by construction (`index`).
-class LocalLease : public LeaderLease {
- public:
-  std::optional<uint64_t> Token() const override { return 1; }
-  bool has_head_log() const override { return false; }
-  std::optional<uint64_t> CommittedHeight() const override { return std::nullopt; }
-};
 
 struct LeaderOptions {
   uint64_t from = 0;
@@ -100,7 +68,7 @@ struct LeaderOptions {
   Env* env = Env::Default();
 };
 
-class Leader {
+class Leader : public Duty {
  public:
   // `pool` and `lease` are borrowed and must outlive the leader; `rpc` too (nullable unless
   // following without a head log).
@@ -117,14 +85,18 @@ class Leader {
   // committed rows: an invariant is broken, stop loudly).
   Status Run(const std::atomic<bool>& stop);
 
-  // One step: while the lease is held, (new term: restore floors,) seed, run the janitor, advance
-  // and persist the frontier, all with the lease's epoch; otherwise follow the frontier. Returns
-  // the first error of the step.
+  // One step as the lease says: Step with its epoch, or Standby. Returns the first error.
   Status Tick();
+
+  // Duty: while leading with `epoch`, (new term: restore floors,) seed, run the janitor, advance
+  // and persist the frontier, all fenced by the epoch. Standby: follow the frontier.
+  const char* name() const override { return "seeder/janitor/frontier"; }
+  Status Step(uint64_t epoch) override;
+  Status Standby() override;
 
   bool holding() const { return holding_.load(); }
   // True once the fixed range is complete: the frontier is above `to`.
-  bool done() const { return options_.to.has_value() && frontier_.load() > *options_.to; }
+  bool done() const override { return options_.to.has_value() && frontier_.load() > *options_.to; }
   // The last frontier seen (next block not known complete).
   uint64_t frontier() const { return frontier_.load(); }
   uint64_t terms() const { return terms_; }

@@ -1,0 +1,71 @@
+#include "node/duties.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "coord/queue.h"
+#include "store/queries.h"
+#include "store/state.h"
+
+namespace gapless {
+namespace {
+
+constexpr int64_t kSliceMicros = 20'000;
+
+}  // namespace
+
+std::optional<uint64_t> ElectorLease::CommittedHeight() const {
+  auto tip = elector_->committed_tip();
+  if (!tip.has_value()) return std::nullopt;
+  return tip->height;
+}
+
+DutyHost::DutyHost(LeaderLease* lease, int64_t tick_ms, std::string name, Env* env)
+    : lease_(lease), tick_ms_(tick_ms), name_(std::move(name)), env_(env) {}
+
+Status DutyHost::Tick() {
+  std::optional<uint64_t> epoch = lease_->Token();
+  for (Duty* duty : duties_) {
+    Status st = epoch.has_value() ? duty->Step(*epoch) : duty->Standby();
+    if (st.ok()) continue;
+    if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) return st;
+    if (IsStaleLeaderEpoch(st)) {
+      // A newer leader has acted: our lease is gone too (or about to be); stand by.
+      spdlog::warn("{}: {} deposed: {}", name_, duty->name(), st.message());
+      Status standby = duty->Standby();
+      if (!standby.ok()) spdlog::warn("{}: {}: {}", name_, duty->name(), standby.ToString());
+      continue;
+    }
+    spdlog::warn("{}: {} failed: {}", name_, duty->name(), st.ToString());
+  }
+  return Status::Ok();
+}
+
+Status DutyHost::Run(const std::atomic<bool>& stop) {
+  auto all_done = [&] {
+    return !duties_.empty() &&
+           std::all_of(duties_.begin(), duties_.end(), [](const Duty* d) { return d->done(); });
+  };
+  while (!stop.load()) {
+    GAPLESS_RETURN_IF_ERROR(Tick());
+    if (all_done()) break;
+    for (int64_t left = tick_ms_ * 1000; left > 0 && !stop.load(); left -= kSliceMicros) {
+      env_->SleepMicros(std::min(left, kSliceMicros));
+    }
+  }
+  return Status::Ok();
+}
+
+Status FrontierDuty::Step(uint64_t) {
+  auto conn = pool_->Acquire();
+  GAPLESS_ASSIGN_OR_RETURN(auto committed, CommittedRanges(*conn, from_, to_));
+  uint64_t prefix = from_;
+  if (!committed.empty() && committed.front().first == from_) prefix = committed.front().second + 1;
+  if (prefix <= std::max(from_, frontier_.load())) return Status::Ok();
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t recorded, PersistFrontier(*conn, from_, prefix));
+  frontier_ = recorded;
+  return Status::Ok();
+}
+
+}  // namespace gapless
