@@ -164,9 +164,9 @@ void Elector::Follow() {
   int64_t min_ttl = INT64_MAX;
   for (const auto& r : replies) {
     if (!r.ok()) continue;
-    if (r->integer < 0) {
-      ++free;  // -2: no lock (-1, a lock without TTL, cannot be made by our scripts)
-    } else {
+    if (r->integer == -2) {
+      ++free;  // no lock
+    } else if (r->integer >= 0) {
       min_ttl = std::min(min_ttl, r->integer);
     }
   }

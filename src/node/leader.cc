@@ -144,7 +144,7 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
     {
       auto conn = pool_->Acquire();
       GAPLESS_ASSIGN_OR_RETURN(committed,
-                               CommittedRanges(*conn, next, next + options_.range_size * 64 - 1));
+                               CommittedRanges(*conn, next, next + options_.range_size * 1024 - 1));
     }
     if (!committed.empty() && committed.front().first == next) {
       Frontier from_pg(redis_.get(), keys_.completed(), keys_.frontier(),
@@ -240,7 +240,9 @@ Status Leader::Step(uint64_t epoch) {
     term_epoch_ = 0;
   }
   if (term_epoch_ != epoch) {
-    GAPLESS_RETURN_IF_ERROR(StartTerm(bound.value_or(options_.from), epoch));
+    // The floors over the whole job when it has an end; else up to what the head log knows.
+    GAPLESS_RETURN_IF_ERROR(
+        StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
     term_epoch_ = epoch;
   }
   if (bound.has_value()) GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
