@@ -4,18 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 
 #include "coord/redis.h"
+#include "core/env.h"
 
 namespace gapless {
 namespace {
 
-int64_t SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t SteadyMicros() { return Env::Default()->NowMicros(); }
 
 uint64_t ToU64(std::string_view s) {
   uint64_t v = 0;

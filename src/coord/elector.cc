@@ -20,12 +20,6 @@ const char* RoleName(Role role) {
   return "?";
 }
 
-int64_t Elector::SteadyMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 Elector::Elector(const Election* election, HeadSource* source, ElectorOptions options)
     : election_(election),
       source_(source),
@@ -75,7 +69,8 @@ Role Elector::role() const {
 
 std::optional<uint64_t> Elector::LeaderToken() const {
   std::lock_guard lock(mu_);
-  if (role_ != Role::kLeader || stop_.load() || SteadyMicros() >= valid_until_) return std::nullopt;
+  if (role_ != Role::kLeader || stop_.load() || env_->NowMicros() >= valid_until_)
+    return std::nullopt;
   return token_;
 }
 
@@ -126,9 +121,9 @@ void Elector::SetRole(Role role, uint64_t token) {
 void Elector::Loop() {
   while (!stop_.load()) {
     if (role() == Role::kLeader) {
-      int64_t started = SteadyMicros();
+      int64_t started = env_->NowMicros();
       Lead();
-      int64_t spent_ms = (SteadyMicros() - started) / 1000;
+      int64_t spent_ms = (env_->NowMicros() - started) / 1000;
       if (role() == Role::kLeader) Wait(options_.heartbeat_ms - spent_ms);
     } else {
       Follow();
@@ -186,7 +181,7 @@ void Elector::Follow() {
 
 void Elector::TryPromote() {
   SetRole(Role::kPromoting, 0);
-  int64_t started = SteadyMicros();
+  int64_t started = env_->NowMicros();
   QuorumOutcome promoted = election_->Promote();
   if (!promoted.quorum) {
     {
@@ -224,7 +219,7 @@ void Elector::TryPromote() {
   std::vector<HeadEntry> orphans = reader_.SubQuorum();
   for (size_t i = 0; i < orphans.size(); i += options_.max_entries_per_write) {
     size_t n = std::min(options_.max_entries_per_write, orphans.size() - i);
-    int64_t write_started = SteadyMicros();
+    int64_t write_started = env_->NowMicros();
     QuorumOutcome repaired =
         election_->WriteHead(token, std::span<const HeadEntry>(orphans.data() + i, n));
     if (!repaired.quorum) {
@@ -260,7 +255,7 @@ void Elector::Lead() {
     token = token_;
     tip = tip_;
   }
-  int64_t started = SteadyMicros();
+  int64_t started = env_->NowMicros();
   auto next = source_->Next(tip, options_.max_entries_per_write);
   std::vector<HeadEntry> entries;
   if (!next.ok()) {
@@ -300,7 +295,7 @@ void Elector::Lead() {
   bool expired;
   {
     std::lock_guard lock(mu_);
-    expired = SteadyMicros() >= valid_until_;
+    expired = env_->NowMicros() >= valid_until_;
   }
   if (expired) StepDown("the lease ran out without a successful head-log write", true);
 }

@@ -126,7 +126,6 @@ class Elector {
   void Wait(int64_t ms);
   void Wake();
   void Subscribe(size_t node);
-  static int64_t SteadyMicros();
 
   const Election* election_;
   HeadSource* source_;
