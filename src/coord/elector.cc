@@ -156,13 +156,13 @@ void Elector::Follow() {
     return ttl;
   });
   size_t free = 0;
-  int64_t min_ttl = INT64_MAX;
+  std::vector<int64_t> ttls;
   for (const auto& r : replies) {
     if (!r.ok()) continue;
     if (r->integer == -2) {
       ++free;  // no lock
     } else if (r->integer >= 0) {
-      min_ttl = std::min(min_ttl, r->integer);
+      ttls.push_back(r->integer);
     }
   }
   if (free >= election_->nodes().quorum()) {
@@ -175,7 +175,12 @@ void Elector::Follow() {
   }
   int64_t wait = options_.poll_ms + static_cast<int64_t>(env_->Uniform(static_cast<uint64_t>(
                                         std::max<int64_t>(1, options_.poll_jitter_ms))));
-  if (options_.wake_at_lock_expiry && min_ttl != INT64_MAX) wait = std::min(wait, min_ttl + 1);
+  // The lock is free on a quorum when the (quorum - free)-th shortest of the held TTLs runs out.
+  size_t missing = election_->nodes().quorum() - free;
+  if (options_.wake_at_lock_expiry && missing >= 1 && ttls.size() >= missing) {
+    std::nth_element(ttls.begin(), ttls.begin() + static_cast<ptrdiff_t>(missing - 1), ttls.end());
+    wait = std::min(wait, ttls[missing - 1] + 1);
+  }
   Wait(wait);
 }
 
