@@ -330,6 +330,10 @@ Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
     if (!more) break;
   }
   Prune();
+  reachable_mask_ = 0;
+  for (size_t i = 0; i < answered.size(); ++i) {
+    if (answered[i]) reachable_mask_ |= uint64_t{1} << i;
+  }
   size_t ok = static_cast<size_t>(std::count(answered.begin(), answered.end(), true));
   if (ok < election_->nodes().quorum()) {
     return Unavailable(fmt::format("head log: {} of {} lock nodes answered, {} needed", ok,
@@ -366,8 +370,13 @@ std::optional<HeadEntry> HeadLogReader::CommittedTip() const {
 
 std::vector<HeadEntry> HeadLogReader::SubQuorum() const {
   std::vector<HeadEntry> out;
+  const size_t quorum = election_->nodes().quorum();
   for (const auto& [height, cands] : by_height_) {
-    if (CommittedAt(height).has_value()) continue;
+    // On a quorum of the nodes that answered the last Sync: durable where it can be seen.
+    bool held = std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) {
+      return static_cast<size_t>(__builtin_popcountll(c.node_mask & reachable_mask_)) >= quorum;
+    });
+    if (held) continue;
     const Candidate* best = nullptr;
     for (const Candidate& c : cands) {
       if (c.node_mask == 0) continue;

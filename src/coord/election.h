@@ -14,8 +14,10 @@
 //  - write-head (lua/election_write_head.lua) checks owner, then epoch, then that no other hash
 //    is stored at the entry's height, before writing anything; an entry is committed on a quorum.
 //    Two quorums share a node, and that node refuses the second hash: no height ever has two
-//    committed hashes. A paused leader's write fails the owner check on every node a newer leader
-//    was promoted through, so it cannot reach a quorum.
+//    committed hashes. A paused leader's write fails on every node a newer leader was promoted
+//    through: the owner check while the newer leader's lock is there, the epoch check after (a
+//    free lock is retaken only where no newer promotion moved the epoch), so it cannot reach a
+//    quorum.
 // Lock TTLs and the validity window (TTL - elapsed - drift, drift = TTL/100 + 2 ms) give
 // liveness only; no safety argument above uses a clock.
 //
@@ -139,8 +141,9 @@ class HeadLogReader {
 
   // The highest height committed, with its entry (nullopt while nothing is).
   std::optional<HeadEntry> CommittedTip() const;
-  // Entries seen on fewer than a quorum of nodes, at heights above the tip minus the window,
-  // each the highest-epoch candidate of its height (seed 001 §4.4: the entry to re-propose).
+  // Heights whose entries are on fewer than a quorum of the nodes that answered the last Sync
+  // (committed once, but a node lost its data or is down), each as its highest-epoch candidate
+  // (seed 001 §4.4: the entry to re-propose). Within the window.
   std::vector<HeadEntry> SubQuorum() const;
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;
@@ -156,6 +159,7 @@ class HeadLogReader {
   const Election* election_;
   std::vector<std::string> cursors_;       // per node: last stream id read, "-" = none
   std::vector<std::string> incarnations_;  // per node
+  uint64_t reachable_mask_ = 0;            // nodes that answered the last Sync
   std::map<uint64_t, std::vector<Candidate>> by_height_;
 };
 

@@ -226,6 +226,44 @@ TEST_F(ElectionTest, ADeposedLeaderCannotWriteAndNoHeightGetsTwoHashes) {
   }
 }
 
+// A promotion that raced the previous holder's release on one node leads on a bare quorum; its
+// next write retakes the freed lock, so losing one node later does not stop it. A free node whose
+// epoch a newer promotion moved is not retaken (and is not mistaken for a deposition).
+TEST_F(ElectionTest, ALeaderRetakesAFreedLockButNotOneANewerPromotionMoved) {
+  Election x = Candidate("x");
+  Election l = Candidate("l");
+  // x holds node 2 only (the old leader's lock not yet released there).
+  auto conn2 = RedisConn::Connect(servers_[2]->url());
+  ASSERT_TRUE(conn2.ok());
+  ASSERT_TRUE((*conn2)->Command({"SET", keys_.election_lock(), "x", "PX", "10000"}).ok());
+  QuorumOutcome p = l.Promote();
+  ASSERT_TRUE(p.quorum) << p.Summary();
+  ASSERT_EQ(p.accepted, 2u);
+  ASSERT_TRUE(l.Renew(p.max_epoch).quorum);
+  // Still held by x: not taken.
+  QuorumOutcome w1 = l.WriteHead(p.max_epoch, std::vector<HeadEntry>{Block(1)});
+  ASSERT_TRUE(w1.quorum);
+  EXPECT_EQ(w1.accepted, 2u);
+  // x releases: the next write takes node 2 too, which then holds the entries.
+  ASSERT_TRUE(x.Release().accepted >= 1);
+  QuorumOutcome w2 = l.WriteHead(p.max_epoch, std::vector<HeadEntry>{Block(1), Block(2)});
+  ASSERT_TRUE(w2.quorum);
+  EXPECT_EQ(w2.accepted, 3u) << w2.Summary();
+  EXPECT_EQ(On(2, {"GET", keys_.election_lock()}).str, "l");
+  EXPECT_EQ(On(2, {"ZCARD", keys_.head_heights()}).integer, 2);
+  servers_[0]->Kill();  // one node down: the leader still has a quorum
+  EXPECT_TRUE(l.WriteHead(p.max_epoch, std::vector<HeadEntry>{Block(3)}).quorum);
+
+  // A newer (failed) promotion moved node 1's epoch while its lock was free: not retaken.
+  ASSERT_TRUE(On(1, {"DEL", keys_.election_lock()}).integer == 1);
+  ASSERT_TRUE(On(1, {"SET", keys_.election_epoch(), std::to_string(p.max_epoch + 5)}).str == "OK");
+  QuorumOutcome w3 = l.WriteHead(p.max_epoch, std::vector<HeadEntry>{Block(4)});
+  EXPECT_FALSE(w3.quorum);
+  EXPECT_EQ(w3.verdicts[1], NodeVerdict::kNotOwner);
+  EXPECT_FALSE(w3.deposed()) << w3.Summary();
+  EXPECT_TRUE(On(1, {"GET", keys_.election_lock()}).is_nil());
+}
+
 TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
   Election a = Candidate("a", /*ttl_ms=*/400);
   QuorumOutcome pa = a.Promote();

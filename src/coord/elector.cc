@@ -216,11 +216,24 @@ void Elector::TryPromote() {
     valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
   }
   // Repair: re-propose every sub-quorum entry (highest epoch first per height), then lead.
-  auto synced = reader_.Sync();
-  if (!synced.ok()) {
-    StepDown("cannot read the head log after promotion: " + synced.status().message(), true);
+  Status repaired = Repair(token);
+  if (!repaired.ok()) {
+    StepDown(repaired.message(), true);
     return;
   }
+  {
+    std::lock_guard lock(mu_);
+    tip_ = reader_.CommittedTip();
+  }
+  spdlog::info("elector {}: leader with epoch {} (promotion {}; head log tip {})", options_.name,
+               token, promoted.Summary(),
+               tip_.has_value() ? std::to_string(tip_->height) : std::string("empty"));
+  SetRole(Role::kLeader, token);
+}
+
+Status Elector::Repair(uint64_t token) {
+  auto synced = reader_.Sync();
+  if (!synced.ok()) return synced.status().WithContext("cannot read the head log");
   std::vector<HeadEntry> orphans = reader_.SubQuorum();
   for (size_t i = 0; i < orphans.size(); i += options_.max_entries_per_write) {
     size_t n = std::min(options_.max_entries_per_write, orphans.size() - i);
@@ -228,10 +241,9 @@ void Elector::TryPromote() {
     QuorumOutcome repaired =
         election_->WriteHead(token, std::span<const HeadEntry>(orphans.data() + i, n));
     if (!repaired.quorum) {
-      StepDown(fmt::format("repair of heights {}..{} short of a quorum: {}", orphans[i].height,
-                           orphans[i + n - 1].height, repaired.Summary()),
-               true);
-      return;
+      return Unavailable(fmt::format("repair of heights {}..{} short of a quorum: {}",
+                                     orphans[i].height, orphans[i + n - 1].height,
+                                     repaired.Summary()));
     }
     std::lock_guard lock(mu_);
     stats_.repaired += n;
@@ -242,14 +254,7 @@ void Elector::TryPromote() {
                  options_.name, orphans.size(), orphans.front().height, orphans.back().height);
     (void)reader_.Sync();
   }
-  {
-    std::lock_guard lock(mu_);
-    tip_ = reader_.CommittedTip();
-  }
-  spdlog::info("elector {}: leader with epoch {} (promotion {}; head log tip {})", options_.name,
-               token, promoted.Summary(),
-               tip_.has_value() ? std::to_string(tip_->height) : std::string("empty"));
-  SetRole(Role::kLeader, token);
+  return Status::Ok();
 }
 
 void Elector::Lead() {
@@ -281,6 +286,10 @@ void Elector::Lead() {
         ++stats_.writes;
       }
       if (on_write_ && !entries.empty()) on_write_(token, entries.back());
+      // Entries below a quorum while leading: a node came back empty (its lock retaken by the
+      // write above) or a write reached too few nodes. Incremental: reads what is new.
+      Status repaired = Repair(token);
+      if (!repaired.ok()) spdlog::warn("elector {}: {}", options_.name, repaired.message());
       // Catching up (a full batch): write the next one now rather than after a heartbeat.
       if (entries.size() == options_.max_entries_per_write) Wake();
     } else {

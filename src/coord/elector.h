@@ -17,11 +17,13 @@
 //
 // LEADER: heartbeat through work. Every heartbeat_ms it asks the HeadSource for the entries after
 // the log's committed tip and writes them with write-head, which renews the lease on every node
-// that accepts; an idle chain re-writes the tip. A source that fails (RPC or PostgreSQL down) means
-// no write and no renewal: the lease runs out and another candidate takes over. The lease's
-// validity ends at (start of the last successful quorum write) + TTL - drift; past it, or when a
-// node reports a newer leader, the elector steps down. LeaderToken() is how the rest of the process
-// (node/leader.h's duties) asks "may I act as leader now, and with which epoch?".
+// that accepts (and retakes a free lock where no newer promotion came through); an idle chain
+// re-writes the tip. After each write it repairs what sits below a quorum (a node back empty). A
+// source that fails (RPC or PostgreSQL down) means no write and no renewal: the lease runs out and
+// another candidate takes over. The lease's validity ends at (start of the last successful quorum
+// write) + TTL - drift; past it, or when a node reports a newer leader, the elector steps down.
+// LeaderToken() is how the rest of the process (node/leader.h's duties) asks "may I act as leader
+// now, and with which epoch?".
 //
 // Stop() is the graceful stepdown: no more writes, release on every node (bounded by the node
 // timeout), so a follower takes over without waiting for the TTL.
@@ -120,6 +122,8 @@ class Elector {
   void Follow();
   void TryPromote();
   void Lead();
+  // Re-proposes the head log's sub-quorum entries (the highest epoch of each height) under token.
+  Status Repair(uint64_t token);
   void StepDown(const std::string& why, bool release);
   void SetRole(Role role, uint64_t token);
   // Sleeps up to `ms`, or until woken (a notification, Stop()).

@@ -1,6 +1,8 @@
 -- election_write_head.lua: appends head entries (height, hash, parent hash) to one lock node's
 -- head log, fenced by the lock owner and the epoch, and renews the lease: the lease is renewed only
--- by this work (an idle chain re-writes its top entry, which answers EXISTS and still renews).
+-- by this work (an idle chain re-writes its top entry, which answers EXISTS and still renews). A
+-- leader also retakes this node's lock when it is free and no newer promotion came through it, so
+-- a leader promoted on a bare quorum (or a node back from a restart) gets all its nodes back.
 --
 -- Safety (DESIGN "Leader election and the fenced head log"): an entry is committed when a quorum
 -- of nodes holds it. Two quorums share a node, so the height check below keeps two different
@@ -26,7 +28,7 @@
 -- ARGV[5..] entries, three arguments each: height (decimal), hash, parent hash; heights ascending
 -- Returns  {'OK', written, existing, skipped}   written new, already present with the same hash,
 --                                              skipped at or below the floor
---          {'NOT_OWNER', holder or ''}
+--          {'NOT_OWNER', holder or ''}   held by another; or free but a newer epoch is here ('')
 --          {'STALE_EPOCH', epoch}
 --          {'CONFLICT', height, member}         another hash is stored at height (member as in
 --                                              KEYS[4]); nothing was written
@@ -44,13 +46,22 @@ if not window or window <= 0 or window ~= math.floor(window) then
 end
 if (#ARGV - 4) % 3 ~= 0 then return bad('entries come in threes (height, hash, parent)') end
 
--- 1. Owner: the lock on this node is ours (it expired, or belongs to a newer leader, otherwise).
+-- 1. Owner: the lock on this node is ours, or free and retakable (below). Held by another: refuse.
 local holder = redis.call('GET', lock)
-if holder ~= owner then return {'NOT_OWNER', holder or ''} end
+if holder and holder ~= owner then return {'NOT_OWNER', holder} end
 -- 2. Epoch: no newer leader has been promoted through this node.
 local epoch = tonumber(redis.call('GET', epoch_key) or '0')
 if not epoch then return bad(epoch_key .. ' is not a number') end
-if token < epoch then return {'STALE_EPOCH', tostring(epoch)} end
+if not holder then
+  -- A free lock (a promotion that raced the previous leader's release here, a node that restarted
+  -- empty) is retaken only if no promotion has moved this node's epoch past ours: every node a
+  -- newer leader was promoted through carries its higher epoch, so a deposed leader can never
+  -- gather a quorum this way. A newer epoch on a free node is not a deposition (a promotion that
+  -- failed elsewhere moves it too): the node is just not ours.
+  if token < epoch then return {'NOT_OWNER', ''} end
+elseif token < epoch then
+  return {'STALE_EPOCH', tostring(epoch)}
+end
 -- 3. Entries: well-formed, ascending, and no other hash at any of their heights.
 local floor = tonumber(redis.call('GET', floor_key) or '-1') or -1
 local new_entries, existing, skipped = {}, 0, 0
@@ -80,7 +91,7 @@ for i = 5, #ARGV, 3 do
   top = h
 end
 
--- Checks done; the writes. 4. Heal this node's epoch up to the leader's token.
+-- Checks done; the writes. 4. Retake a free lock; heal this node's epoch up to the token.
 if token > epoch then redis.call('SET', epoch_key, ARGV[2]) end
 if #new_entries > 0 and redis.call('EXISTS', incarnation) == 0 then
   local t = redis.call('TIME')
@@ -97,6 +108,6 @@ if #new_entries > 0 and top ~= nil and top - window > floor then
   redis.call('SET', floor_key, tostring(top - window))
 end
 if #new_entries > 0 then redis.call('XTRIM', log, 'MAXLEN', '~', window) end
--- 7. The lease, renewed by the work.
-redis.call('PEXPIRE', lock, ttl)
+-- 7. The lease, renewed (or retaken) by the work.
+if holder then redis.call('PEXPIRE', lock, ttl) else redis.call('SET', lock, owner, 'PX', ttl) end
 return {'OK', #new_entries, existing, skipped}
