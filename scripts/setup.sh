@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # setup.sh: installs everything gapless needs to build and test, idempotently and without prompts.
 #
-# 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, curl, node + npm if
-#    missing). dpkg-query decides what is missing; only then does it run apt-get update and
-#    apt-get install, so a second run is fast and needs no network.
+# 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, curl, spin for the
+#    protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
+#    then does it run apt-get update and apt-get install, so a second run is fast and needs no
+#    network.
 # 2. npm packages of package.json into <repo>/node_modules: anvil (@foundry-rs/anvil-linux-amd64,
 #    which ships the binary itself) and solc-js. Skipped when node_modules matches the lock file.
 # 3. Checks that anvil runs and that solc-js is there.
@@ -19,6 +20,7 @@ packages=(
   libcurl4-openssl-dev libsimdjson-dev libpq-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 redis-server libhiredis-dev
+  spin
 )
 # shellcheck disable=SC2206
 packages+=(${GAPLESS_APT_EXTRA:-})
