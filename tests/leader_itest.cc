@@ -21,6 +21,7 @@
 #include "store/queries.h"
 #include "store/state.h"
 #include "testing/redis_server.h"
+#include "testing/wait_for.h"
 
 namespace gapless::e2e {
 namespace {
@@ -29,21 +30,8 @@ const std::string kAnvilUrl = GAPLESS_TEST_ANVIL_URL;
 const std::string kManifest = GAPLESS_TEST_DEVNET_MANIFEST;
 constexpr int64_t kTtlMs = 1'500;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-template <typename Pred>
-bool WaitFor(Pred pred, int64_t ms) {
-  int64_t end = NowMs() + ms;
-  while (NowMs() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
+using testing_util::NowMs;
+using testing_util::WaitFor;
 
 class LeaderTest : public DbRedisTest {
  protected:

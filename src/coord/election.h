@@ -147,7 +147,6 @@ class HeadLogReader {
   std::vector<HeadEntry> SubQuorum() const;
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;
-  size_t heights() const { return by_height_.size(); }
 
  private:
   struct Candidate {

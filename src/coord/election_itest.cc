@@ -16,28 +16,15 @@
 #include "coord/elector.h"
 #include "coord/lock_nodes.h"
 #include "testing/redis_server.h"
+#include "testing/wait_for.h"
 
 namespace gapless {
 namespace {
 
 using namespace std::chrono_literals;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Waits up to `ms` for pred().
-template <typename Pred>
-bool WaitFor(Pred pred, int64_t ms) {
-  int64_t end = NowMs() + ms;
-  while (NowMs() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return pred();
-}
+using testing_util::NowMs;
+using testing_util::WaitFor;
 
 ElectorOptions Opts(const std::string& name, int64_t poll_ms = 500) {
   ElectorOptions o;

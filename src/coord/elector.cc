@@ -106,16 +106,9 @@ void Elector::SetRole(Role role, uint64_t token) {
     changed = role_ != role || token_ != token;
     role_ = role;
     token_ = token;
-    if (role == Role::kLeader && changed) {
-      ++stats_.terms;
-      stats_.leader_since_micros = env_->NowMicros();
-    }
-    if (role != Role::kLeader) {
-      valid_until_ = 0;
-      stats_.leader_since_micros = 0;
-    }
+    if (role == Role::kLeader && changed) ++stats_.terms;
+    if (role != Role::kLeader) valid_until_ = 0;
   }
-  if (changed && on_role_change_) on_role_change_(role, token);
 }
 
 void Elector::Loop() {
@@ -189,10 +182,6 @@ void Elector::TryPromote() {
   int64_t started = env_->NowMicros();
   QuorumOutcome promoted = election_->Promote();
   if (!promoted.quorum) {
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.failed_promotions;
-    }
     spdlog::debug("elector {}: promotion failed: {}", options_.name, promoted.Summary());
     SetRole(Role::kFollower, 0);
     return;
@@ -201,10 +190,6 @@ void Elector::TryPromote() {
   // Persist the token on a quorum before it is used anywhere else (election.h).
   QuorumOutcome persisted = election_->Renew(token);
   if (!persisted.quorum) {
-    {
-      std::lock_guard lock(mu_);
-      ++stats_.failed_promotions;
-    }
     spdlog::warn("elector {}: promoted with epoch {} but could not persist it: {}", options_.name,
                  token, persisted.Summary());
     (void)election_->Release();
@@ -283,7 +268,6 @@ void Elector::Lead() {
         std::lock_guard lock(mu_);
         valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
         if (!entries.empty()) tip_ = entries.back();
-        ++stats_.writes;
       }
       if (on_write_ && !entries.empty()) on_write_(token, entries.back());
       // Entries below a quorum while leading: a node came back empty (its lock retaken by the
@@ -293,10 +277,6 @@ void Elector::Lead() {
       // Catching up (a full batch): write the next one now rather than after a heartbeat.
       if (entries.size() == options_.max_entries_per_write) Wake();
     } else {
-      {
-        std::lock_guard lock(mu_);
-        ++stats_.failed_writes;
-      }
       if (out.deposed()) {
         StepDown("deposed: " + out.Summary(), /*release=*/true);
         return;

@@ -98,21 +98,14 @@ class Elector {
   std::optional<HeadEntry> committed_tip() const;
 
   struct Stats {
-    uint64_t terms = 0;               // times it became leader
-    uint64_t failed_promotions = 0;   // promotions short of a quorum (or of the persist step)
-    uint64_t writes = 0;              // successful head-log writes
-    uint64_t failed_writes = 0;       // writes short of a quorum
-    uint64_t repaired = 0;            // sub-quorum entries re-proposed on promotion
-    uint64_t notifications = 0;       // keyspace events received
-    int64_t leader_since_micros = 0;  // Env::NowMicros() when the current term began (0: none)
+    uint64_t terms = 0;          // times it became leader
+    uint64_t repaired = 0;       // sub-quorum entries re-proposed
+    uint64_t notifications = 0;  // keyspace events received
   };
   Stats stats() const;
 
-  // Called on the elector's thread on every role change, and after each successful head-log
-  // write (with the tip written). Set before Start().
-  void set_on_role_change(std::function<void(Role, uint64_t token)> f) {
-    on_role_change_ = std::move(f);
-  }
+  // Called on the elector's thread after each successful head-log write, with the tip written.
+  // Set before Start().
   void set_on_write(std::function<void(uint64_t token, const HeadEntry& tip)> f) {
     on_write_ = std::move(f);
   }
@@ -148,7 +141,6 @@ class Elector {
   int64_t valid_until_ = 0;  // steady micros
   std::optional<HeadEntry> tip_;
   Stats stats_;
-  std::function<void(Role, uint64_t)> on_role_change_;
   std::function<void(uint64_t, const HeadEntry&)> on_write_;
   std::thread thread_;
   std::vector<std::thread> subscribers_;

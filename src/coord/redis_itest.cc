@@ -2,19 +2,17 @@
 // private redis-server for server-wide changes, and raw TCP sockets that refuse or never answer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "coord/queue.h"
 #include "coord/redis.h"
+#include "testing/redis_server.h"
 #include "testing/redis_test_db.h"
 #include "testing/tcp_proxy.h"
 
@@ -50,72 +48,6 @@ class RawSocket {
  private:
   int fd_ = -1;
   int port_ = 0;
-};
-
-// A redis-server of this test's own, for changes that would disturb other tests on the shared
-// server (CONFIG SET maxmemory-policy, FLUSHALL, REPLICAOF, a renamed command), with its own
-// directory (a replica writes the primary's snapshot there). `extra_args` are appended to the
-// command line. It retries on another port if the first one was taken meanwhile. Stopped (by its
-// pid) and its directory removed in the destructor.
-class PrivateRedis {
- public:
-  explicit PrivateRedis(std::vector<std::string> extra_args = {}) {
-    char dir[] = "/tmp/gapless-redis-XXXXXX";
-    if (mkdtemp(dir) == nullptr) return;
-    dir_ = dir;
-    for (int attempt = 0; attempt < 3 && !ready_; ++attempt) ready_ = Start(extra_args);
-  }
-  ~PrivateRedis() {
-    Kill();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-  }
-  PrivateRedis(const PrivateRedis&) = delete;
-  PrivateRedis& operator=(const PrivateRedis&) = delete;
-
-  bool ok() const { return ready_; }  // it answers PING
-  int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  bool Start(const std::vector<std::string>& extra_args) {
-    port_ = RawSocket(false).port();
-    std::vector<std::string> args = {
-        "redis-server", "--bind", "127.0.0.1",    "--port",     std::to_string(port_),
-        "--save",       "",       "--appendonly", "no",         "--maxmemory-policy",
-        "noeviction",   "--dir",  dir_,           "--loglevel", "warning"};
-    args.insert(args.end(), extra_args.begin(), extra_args.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execvp("redis-server", argv.data());
-      _exit(127);
-    }
-    for (int i = 0; i < 100; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {  // exited: e.g. the port was taken
-        pid_ = -1;
-        return false;
-      }
-      auto c = RedisConn::Connect(url());
-      if (c.ok() && (*c)->Command({"PING"}).ok()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    Kill();
-    return false;
-  }
-  void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-  bool ready_ = false;
 };
 
 // One field of `INFO <section>`, e.g. Info(c, "replication", "role") -> "master"; "" if absent.
@@ -269,8 +201,9 @@ TEST(RedisConnItest, LuaErrorIsInternalNamingTheScript) {
 }
 
 TEST(RedisConnItest, CheckNoEvictionRefusesAnEvictingPolicy) {
-  PrivateRedis server;
-  ASSERT_TRUE(server.ok());
+  auto started_server = RedisServer::Start();
+  ASSERT_TRUE(started_server.ok()) << started_server.status().ToString();
+  RedisServer& server = **started_server;
   auto c = RedisConn::Connect(server.url());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE((*c)->CheckNoEviction().ok());
@@ -285,8 +218,9 @@ TEST(RedisConnItest, CheckNoEvictionRefusesAnEvictingPolicy) {
 // FLUSHALL on a private server: the fencing counter restarts at 1 (below tokens PostgreSQL
 // already recorded), which is why reconciliation floors it from PostgreSQL before any claim.
 TEST(RedisConnItest, FlushAllRestartsTheFenceCounter) {
-  PrivateRedis server;
-  ASSERT_TRUE(server.ok());
+  auto started_server = RedisServer::Start();
+  ASSERT_TRUE(started_server.ok()) << started_server.status().ToString();
+  RedisServer& server = **started_server;
   auto c = RedisConn::Connect(server.url());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   Queue q(c->get(), Keys(1));
@@ -306,8 +240,9 @@ TEST(RedisConnItest, FlushAllRestartsTheFenceCounter) {
 // CONFIG renamed away (as on some managed services): the policy cannot be checked, and gapless
 // refuses to run rather than risk evicted leases (DESIGN: refuse to run otherwise).
 TEST(RedisConnItest, CheckNoEvictionRefusesWhenConfigIsUnavailable) {
-  PrivateRedis server({"--rename-command", "CONFIG", ""});
-  ASSERT_TRUE(server.ok());
+  auto started_server = RedisServer::Start({"--rename-command", "CONFIG", ""});
+  ASSERT_TRUE(started_server.ok()) << started_server.status().ToString();
+  RedisServer& server = **started_server;
   auto c = RedisConn::Connect(server.url());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   ASSERT_FALSE((*c)->Command({"CONFIG", "GET", "maxmemory-policy"}).ok()) << "CONFIG is renamed";
@@ -362,8 +297,12 @@ TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
 // reconnect, through the proxy, to B, and write there.
 TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimary) {
   // No delay before a full sync (the default waits 5 s for more replicas to join).
-  PrivateRedis a({"--repl-diskless-sync-delay", "0"}), b({"--repl-diskless-sync-delay", "0"});
-  ASSERT_TRUE(a.ok() && b.ok());
+  auto started_a = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(started_a.ok()) << started_a.status().ToString();
+  RedisServer& a = **started_a;
+  auto started_b = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(started_b.ok()) << started_b.status().ToString();
+  RedisServer& b = **started_b;
   auto admin_a = RedisConn::Connect(a.url());
   auto admin_b = RedisConn::Connect(b.url());
   ASSERT_TRUE(admin_a.ok() && admin_b.ok());

@@ -83,7 +83,6 @@ Result<std::vector<HeadEntry>> HeadTracker::Next(const std::optional<HeadEntry>&
   auto bound = Bound();
   if (!bound.ok() && bound.status().code() == Code::kNotFound) return std::vector<HeadEntry>{};
   if (!bound.ok()) return bound.status();
-  bound_ = *bound;
   uint64_t start = options_.from;
   if (*bound >= options_.window && *bound - options_.window + 1 > start) {
     start = *bound - options_.window + 1;

@@ -52,9 +52,6 @@ class HeadTracker : public HeadSource {
 
   Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) override;
 
-  // The bound as last resolved (nullopt before the first successful call).
-  std::optional<uint64_t> bound() const { return bound_; }
-
  private:
   Result<uint64_t> Bound();
   Status CheckDatabase();
@@ -63,7 +60,6 @@ class HeadTracker : public HeadSource {
   std::string pg_url_;
   std::unique_ptr<PgConn> pg_;
   HeadTrackerOptions options_;
-  std::optional<uint64_t> bound_;
 };
 
 // Fetches headers [first, last] with one eth_getBlockByNumber(n, false) batch.

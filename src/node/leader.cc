@@ -207,11 +207,6 @@ Status Leader::CheckStuck() {
   return Status::Ok();
 }
 
-Status Leader::Tick() {
-  std::optional<uint64_t> epoch = lease_ != nullptr ? lease_->Token() : std::nullopt;
-  return epoch.has_value() ? Step(*epoch) : Standby();
-}
-
 Status Leader::Standby() {
   GAPLESS_RETURN_IF_ERROR(Validate());
   GAPLESS_RETURN_IF_ERROR(Connect());

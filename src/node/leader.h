@@ -25,8 +25,8 @@
 // (following); with an HA lease it is further capped at the head log's committed height, so
 // workers only get blocks whose hashes the head log knows.
 //
-// Thread-safety: Run/Tick are driven by one thread. done(), frontier() and holding() may be read
-// from any thread.
+// Thread-safety: Run (or a DutyHost calling Step/Standby) is driven by one thread. done(),
+// frontier() and holding() may be read from any thread.
 #pragma once
 
 #include <atomic>
@@ -84,9 +84,6 @@ class Leader : public Duty {
   // dead-lettered range for give_up_when_stuck_ms) or DataLoss (the frontier would run ahead of
   // committed rows: an invariant is broken, stop loudly).
   Status Run(const std::atomic<bool>& stop);
-
-  // One step as the lease says: Step with its epoch, or Standby. Returns the first error.
-  Status Tick();
 
   // Duty: while leading with `epoch`, (new term: restore floors,) seed, run the janitor, advance
   // and persist the frontier, all fenced by the epoch. Standby: follow the frontier.
