@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # setup.sh: installs everything gapless needs to build and test, idempotently and without prompts.
 #
-# 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, curl, spin for the
+# 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, RabbitMQ, librdkafka,
+#    rabbitmq-c, curl, spin for the
 #    protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
 #    then does it run apt-get update and apt-get install, so a second run is fast and needs no
 #    network.
@@ -19,7 +20,8 @@ packages=(
   clang-14 libclang-rt-14-dev clang-format
   libcurl4-openssl-dev libsimdjson-dev libpq-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  postgresql-15 redis-server libhiredis-dev
+  postgresql-15 redis-server libhiredis-dev libssl-dev
+  librdkafka-dev librabbitmq-dev rabbitmq-server
   spin
 )
 # shellcheck disable=SC2206

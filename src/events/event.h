@@ -1,0 +1,111 @@
+// event: the envelope every gapless event travels in (seed 004), its deterministic id, and the
+// events a committed block gives.
+//
+// Envelope (compact JSON, keys in this order):
+//   {"event_type":"block.new","event_id":"<uuid>","timestamp":"2024-01-01T00:00:00Z",
+//    "chain_id":1,"payload":{...},"metadata":{"producer":"gapless","version":"1.0"}}
+//
+// event_id is a name-based UUID (RFC 4122 version 5, SHA-1) in gapless's own namespace
+// (kEventNamespace) of "{chain_id}/{event_type}/{identity}", so publishing the same object again
+// (a retried publish, a crashed relay, `gapless events replay`) carries the same id:
+//   block.new              identity = block hash
+//   transaction.confirmed  identity = block hash "/" tx hash
+//   token.transfer         identity = block hash "/" log index "/" batch index
+// The block hash is in every identity so that the same transaction in another fork's block (a
+// re-org) is another event. For block-derived events the envelope's timestamp is the block's
+// time, so a re-published envelope is byte for byte the one sent before.
+//
+// Payloads carry what a consumer needs without a query: hashes and addresses as lower-case
+// 0x-hex, 256-bit amounts as decimal strings, 64-bit numbers as JSON numbers.
+//   block.new:              chain_id, block_number, hash, parent_hash, timestamp (ISO 8601 UTC),
+//                           transaction_count, miner, gas_used, gas_limit, base_fee_per_gas
+//   transaction.confirmed:  chain_id, hash, block_number, block_hash, transaction_index,
+//                           from_address, to_address (null: creation), contract_address, value,
+//                           status ("success" | "failed" | null before Byzantium), gas_used,
+//                           effective_gas_price
+//   token.transfer:         chain_id, token_address, token_standard ("erc20" | "erc721" |
+//                           "erc1155"), from_address, to_address, amount, token_id (null for
+//                           ERC-20), operator_address, transaction_hash, log_index, batch_index,
+//                           block_number, block_hash
+//   transaction.pending:    chain_id, hash (the mempool watcher, events/mempool.h)
+//   contract.verified:      chain_id, address, verification_status, verified_at (published by
+//                           other producers through PublishOne)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+#include "events/bus.h"
+
+namespace gapless {
+
+inline constexpr std::string_view kBlockNew = "block.new";
+inline constexpr std::string_view kTransactionConfirmed = "transaction.confirmed";
+inline constexpr std::string_view kTokenTransfer = "token.transfer";
+inline constexpr std::string_view kTransactionPending = "transaction.pending";
+inline constexpr std::string_view kContractVerified = "contract.verified";
+// Every type gapless knows, in the order above.
+const std::vector<std::string_view>& EventTypes();
+
+inline constexpr std::string_view kEventProducer = "gapless";
+inline constexpr std::string_view kEventVersion = "1.0";
+
+// "{event_type}.{chain_id}": the Kafka topic, AMQP routing key and Redis stream of the type.
+std::string EventTopic(std::string_view event_type, uint64_t chain_id);
+
+// RFC 4122 version-5 UUID of `name` in `namespace_uuid` (both canonical text, lower case).
+std::string NameBasedUuid(std::string_view namespace_uuid, std::string_view name);
+// gapless's namespace for event ids.
+inline constexpr std::string_view kEventNamespace = "5b6f0c1e-6a3d-4f0e-9d57-3c8e2f4a9b10";
+// NameBasedUuid(kEventNamespace, "{chain_id}/{event_type}/{identity}").
+std::string EventId(uint64_t chain_id, std::string_view event_type, std::string_view identity);
+
+// Unix seconds as "2024-01-01T00:00:00Z".
+std::string IsoTime(uint64_t unix_seconds);
+
+// Builds the envelope around `payload_json` (a JSON object) and the OutgoingEvent that carries it.
+OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
+                        std::string_view timestamp, std::string_view payload_json);
+
+// The events of one committed block, in order: block.new, then transaction.confirmed by
+// transaction index, then token.transfer by (log index, batch index).
+std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data);
+
+// A received envelope, parsed. payload_json is the payload object's JSON text.
+struct Envelope {
+  std::string event_type;
+  std::string event_id;
+  std::string timestamp;
+  uint64_t chain_id = 0;
+  std::string payload_json;
+  std::string producer;
+  std::string version;
+};
+// InvalidData naming the missing or malformed field.
+Result<Envelope> ParseEnvelope(std::string_view json);
+
+// A token.transfer payload, parsed (the balances consumer's input).
+struct TransferEvent {
+  std::string token_address;
+  std::string token_standard;  // "erc20" | "erc721" | "erc1155"
+  std::string from_address;
+  std::string to_address;
+  std::string amount;                   // decimal
+  std::optional<std::string> token_id;  // decimal
+  std::string transaction_hash;
+  uint64_t log_index = 0;
+  uint64_t batch_index = 0;
+  uint64_t block_number = 0;
+  std::string block_hash;
+};
+Result<TransferEvent> ParseTransferPayload(std::string_view payload_json);
+
+// Appends `s` as a JSON string literal (quotes and escapes included).
+void AppendJsonString(std::string& out, std::string_view s);
+
+}  // namespace gapless
