@@ -79,9 +79,9 @@ struct SubscribeOptions {
 // One message as the bus delivered it.
 struct Delivery {
   std::string topic;
-  int32_t partition = 0;  // Kafka partition; 0 on the other buses
-  std::string position;   // Kafka offset, AMQP delivery tag, stream entry id (for logs)
-  std::string body;       // the envelope JSON
+  int32_t partition = 0;     // Kafka partition; 0 on the other buses
+  std::string position;      // Kafka offset, AMQP delivery tag, stream entry id (for logs)
+  std::string body;          // the envelope JSON
   bool redelivered = false;  // the bus knows it delivered this before (AMQP, Redis pending list)
   uint64_t handle = 0;       // the subscriber's own reference, for Ack
 };

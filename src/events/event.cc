@@ -1,0 +1,352 @@
+#include "events/event.h"
+
+#include <openssl/evp.h>
+#include <simdjson.h>
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+
+#include "fmt/format.h"
+
+namespace gapless {
+namespace {
+
+namespace dom = simdjson::dom;
+
+bool ParseUuid(std::string_view text, std::array<unsigned char, 16>& out) {
+  size_t n = 0;
+  int high = -1;
+  for (char c : text) {
+    if (c == '-') continue;
+    int v = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
+    if (v < 0 || n >= 16) return false;
+    if (high < 0) {
+      high = v;
+    } else {
+      out[n++] = static_cast<unsigned char>(high << 4 | v);
+      high = -1;
+    }
+  }
+  return n == 16 && high < 0;
+}
+
+std::string FormatUuid(const unsigned char* b) {
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:"
+      "02x}{:02x}",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
+}
+
+void AppendOptionalString(std::string& out, const std::optional<std::string>& s) {
+  if (s) {
+    AppendJsonString(out, *s);
+  } else {
+    out += "null";
+  }
+}
+
+// A small writer of one JSON object's members, in order.
+class ObjectWriter {
+ public:
+  explicit ObjectWriter(std::string& out) : out_(out) { out_ += '{'; }
+  void Key(std::string_view key) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    AppendJsonString(out_, key);
+    out_ += ':';
+  }
+  void String(std::string_view key, std::string_view value) {
+    Key(key);
+    AppendJsonString(out_, value);
+  }
+  void OptionalString(std::string_view key, const std::optional<std::string>& value) {
+    Key(key);
+    AppendOptionalString(out_, value);
+  }
+  void Number(std::string_view key, uint64_t value) {
+    Key(key);
+    out_ += std::to_string(value);
+  }
+  void Raw(std::string_view key, std::string_view json) {
+    Key(key);
+    out_ += json;
+  }
+  void End() { out_ += '}'; }
+
+ private:
+  std::string& out_;
+  bool first_ = true;
+};
+
+std::string BlockPayload(uint64_t chain_id, const Block& b) {
+  std::string out;
+  ObjectWriter w(out);
+  w.Number("chain_id", chain_id);
+  w.Number("block_number", b.number);
+  w.String("hash", b.hash);
+  w.String("parent_hash", b.parent_hash);
+  w.String("timestamp", IsoTime(b.timestamp));
+  w.Number("transaction_count", b.transaction_count);
+  w.String("miner", b.miner);
+  w.Number("gas_used", b.gas_used);
+  w.Number("gas_limit", b.gas_limit);
+  w.OptionalString("base_fee_per_gas", b.base_fee_per_gas
+                                           ? std::optional(b.base_fee_per_gas->ToDecimal())
+                                           : std::nullopt);
+  w.End();
+  return out;
+}
+
+std::string TransactionPayload(uint64_t chain_id, const Transaction& t) {
+  std::string out;
+  ObjectWriter w(out);
+  w.Number("chain_id", chain_id);
+  w.String("hash", t.hash);
+  w.Number("block_number", t.block_number);
+  w.String("block_hash", t.block_hash);
+  w.Number("transaction_index", t.transaction_index);
+  w.String("from_address", t.from_address);
+  w.OptionalString("to_address", t.to_address);
+  w.OptionalString("contract_address", t.contract_address);
+  w.String("value", t.value.ToDecimal());
+  w.OptionalString("status", t.status
+                                 ? std::optional<std::string>(*t.status == 1 ? "success" : "failed")
+                                 : std::nullopt);
+  w.Number("gas_used", t.gas_used);
+  w.OptionalString("effective_gas_price", t.effective_gas_price
+                                              ? std::optional(t.effective_gas_price->ToDecimal())
+                                              : std::nullopt);
+  w.End();
+  return out;
+}
+
+std::string TransferPayload(uint64_t chain_id, const Block& b, const TokenTransfer& t) {
+  std::string out;
+  ObjectWriter w(out);
+  w.Number("chain_id", chain_id);
+  w.String("token_address", t.token_address);
+  w.String("token_standard", TokenStandardName(t.standard));
+  w.String("from_address", t.from_address);
+  w.String("to_address", t.to_address);
+  w.String("amount", t.value.ToDecimal());
+  w.OptionalString("token_id", t.token_id ? std::optional(t.token_id->ToDecimal()) : std::nullopt);
+  w.OptionalString("operator_address", t.operator_address);
+  w.String("transaction_hash", t.transaction_hash);
+  w.Number("log_index", t.log_index);
+  w.Number("batch_index", t.batch_index);
+  w.Number("block_number", b.number);
+  w.String("block_hash", b.hash);
+  w.End();
+  return out;
+}
+
+Status FieldError(std::string_view what, std::string_view field) {
+  return InvalidData(fmt::format("{}: field \"{}\" is missing or malformed", what, field));
+}
+
+// Reads a string field; InvalidData naming it when absent or not a string.
+Status GetString(dom::object o, std::string_view what, std::string_view field, std::string& out) {
+  std::string_view v;
+  if (o[field].get_string().get(v) != simdjson::SUCCESS) return FieldError(what, field);
+  out.assign(v);
+  return Status::Ok();
+}
+
+Status GetNumber(dom::object o, std::string_view what, std::string_view field, uint64_t& out) {
+  if (o[field].get_uint64().get(out) != simdjson::SUCCESS) return FieldError(what, field);
+  return Status::Ok();
+}
+
+Status GetOptionalString(dom::object o, std::string_view what, std::string_view field,
+                         std::optional<std::string>& out) {
+  dom::element e;
+  if (o[field].get(e) != simdjson::SUCCESS || e.is_null()) {
+    out.reset();
+    return Status::Ok();
+  }
+  std::string_view v;
+  if (e.get_string().get(v) != simdjson::SUCCESS) return FieldError(what, field);
+  out = std::string(v);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& EventTypes() {
+  static const std::vector<std::string_view> types = {
+      kBlockNew, kTransactionConfirmed, kTokenTransfer, kTransactionPending, kContractVerified};
+  return types;
+}
+
+std::string EventTopic(std::string_view event_type, uint64_t chain_id) {
+  return fmt::format("{}.{}", event_type, chain_id);
+}
+
+std::string NameBasedUuid(std::string_view namespace_uuid, std::string_view name) {
+  std::array<unsigned char, 16> ns{};
+  if (!ParseUuid(namespace_uuid, ns)) return {};
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha1(), nullptr);
+  EVP_DigestUpdate(ctx, ns.data(), ns.size());
+  EVP_DigestUpdate(ctx, name.data(), name.size());
+  EVP_DigestFinal_ex(ctx, digest, &len);
+  EVP_MD_CTX_free(ctx);
+  digest[6] = static_cast<unsigned char>((digest[6] & 0x0f) | 0x50);  // version 5
+  digest[8] = static_cast<unsigned char>((digest[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  return FormatUuid(digest);
+}
+
+std::string EventId(uint64_t chain_id, std::string_view event_type, std::string_view identity) {
+  return NameBasedUuid(kEventNamespace, fmt::format("{}/{}/{}", chain_id, event_type, identity));
+}
+
+std::string IsoTime(uint64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
+                        std::string_view timestamp, std::string_view payload_json) {
+  OutgoingEvent e;
+  e.topic = EventTopic(event_type, chain_id);
+  e.key = std::to_string(chain_id);
+  e.event_type = std::string(event_type);
+  e.event_id = std::move(event_id);
+  ObjectWriter w(e.body);
+  w.String("event_type", event_type);
+  w.String("event_id", e.event_id);
+  w.String("timestamp", timestamp);
+  w.Number("chain_id", chain_id);
+  w.Raw("payload", payload_json);
+  w.Raw("metadata",
+        fmt::format(R"({{"producer":"{}","version":"{}"}})", kEventProducer, kEventVersion));
+  w.End();
+  return e;
+}
+
+std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data) {
+  const Block& b = data.block;
+  std::vector<OutgoingEvent> out;
+  out.reserve(1 + data.transactions.size() + data.token_transfers.size());
+  const std::string time = IsoTime(b.timestamp);
+  out.push_back(MakeEvent(chain_id, kBlockNew, EventId(chain_id, kBlockNew, b.hash), time,
+                          BlockPayload(chain_id, b)));
+  for (const Transaction& t : data.transactions) {
+    out.push_back(MakeEvent(chain_id, kTransactionConfirmed,
+                            EventId(chain_id, kTransactionConfirmed, b.hash + "/" + t.hash), time,
+                            TransactionPayload(chain_id, t)));
+  }
+  for (const TokenTransfer& t : data.token_transfers) {
+    out.push_back(MakeEvent(chain_id, kTokenTransfer,
+                            EventId(chain_id, kTokenTransfer,
+                                    fmt::format("{}/{}/{}", b.hash, t.log_index, t.batch_index)),
+                            time, TransferPayload(chain_id, b, t)));
+  }
+  return out;
+}
+
+Result<Envelope> ParseEnvelope(std::string_view json) {
+  dom::parser parser;
+  dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS) {
+    return InvalidData("event envelope: not valid JSON");
+  }
+  dom::object o;
+  if (doc.get_object().get(o) != simdjson::SUCCESS) {
+    return InvalidData("event envelope: not a JSON object");
+  }
+  Envelope e;
+  constexpr std::string_view kWhat = "event envelope";
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "event_type", e.event_type));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "event_id", e.event_id));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "timestamp", e.timestamp));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "chain_id", e.chain_id));
+  dom::object payload;
+  if (o["payload"].get_object().get(payload) != simdjson::SUCCESS) {
+    return FieldError(kWhat, "payload");
+  }
+  e.payload_json = simdjson::minify(payload);
+  dom::object metadata;
+  if (o["metadata"].get_object().get(metadata) != simdjson::SUCCESS) {
+    return FieldError(kWhat, "metadata");
+  }
+  GAPLESS_RETURN_IF_ERROR(GetString(metadata, kWhat, "producer", e.producer));
+  GAPLESS_RETURN_IF_ERROR(GetString(metadata, kWhat, "version", e.version));
+  return e;
+}
+
+Result<TransferEvent> ParseTransferPayload(std::string_view payload_json) {
+  dom::parser parser;
+  dom::element doc;
+  dom::object o;
+  if (parser.parse(payload_json.data(), payload_json.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(o) != simdjson::SUCCESS) {
+    return InvalidData("token.transfer payload: not a JSON object");
+  }
+  constexpr std::string_view kWhat = "token.transfer payload";
+  TransferEvent t;
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "token_address", t.token_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "token_standard", t.token_standard));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "from_address", t.from_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "to_address", t.to_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "amount", t.amount));
+  GAPLESS_RETURN_IF_ERROR(GetOptionalString(o, kWhat, "token_id", t.token_id));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "transaction_hash", t.transaction_hash));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "log_index", t.log_index));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "batch_index", t.batch_index));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "block_number", t.block_number));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "block_hash", t.block_hash));
+  auto decimal = [](std::string_view v) {
+    return !v.empty() && v.size() <= 78 && v.find_first_not_of("0123456789") == v.npos;
+  };
+  if (!decimal(t.amount)) return FieldError(kWhat, "amount");
+  if (t.token_id && !decimal(*t.token_id)) return FieldError(kWhat, "token_id");
+  if (t.token_standard != "erc20" && t.token_standard != "erc721" &&
+      t.token_standard != "erc1155") {
+    return FieldError(kWhat, "token_standard");
+  }
+  return t;
+}
+
+}  // namespace gapless
