@@ -4,6 +4,7 @@
 #include <string>
 
 #include "store/copy_rows.h"
+#include "store/outbox.h"
 
 namespace gapless {
 namespace {
@@ -44,6 +45,11 @@ Status ValidateRange(const RangeWrite& w) {
                                   "out of place: expected block " +
                                       std::to_string(w.from_block + i) + " at position " +
                                       std::to_string(i)));
+    // The hash is also spliced into the outbox insert's SQL text (OutboxInsert).
+    GAPLESS_RETURN_IF_ERROR(Check(d.block.hash.size() > 2 && d.block.hash.starts_with("0x") &&
+                                      d.block.hash.find_first_not_of("0123456789abcdef", 2) ==
+                                          std::string::npos,
+                                  n, "block hash \"" + d.block.hash + "\" is not lower-case 0x-hex"));
     for (size_t j = 0; j < d.transactions.size(); ++j) {
       const Transaction& t = d.transactions[j];
       GAPLESS_RETURN_IF_ERROR(Check(t.block_number == n, n,
@@ -163,6 +169,23 @@ Status CopyTable(PgConn& conn, DataTable table, const std::string& target, const
   return copy.Finish();
 }
 
+// The event outbox rows of the range (store/outbox.h), one per block, inserted only once events
+// are enabled in the database: one statement, sent with the last batch of the write. Hashes were
+// checked to be 0x-hex by ValidateRange.
+std::string OutboxInsert(const RangeWrite& w) {
+  std::string sql =
+      "INSERT INTO event_outbox (block_number, block_hash, event_count)"
+      " SELECT v.n, decode(v.h, 'hex'), v.c FROM (VALUES ";
+  for (const BlockData& d : w.blocks) {
+    if (&d != &w.blocks.front()) sql += ',';
+    sql += "(" + std::to_string(d.block.number) + "::bigint,'" + d.block.hash.substr(2) + "'," +
+           std::to_string(1 + d.transactions.size() + d.token_transfers.size()) + ")";
+  }
+  sql += ") AS v(n, h, c) WHERE EXISTS (SELECT 1 FROM indexer_state WHERE key = '" +
+         std::string(kEventsFromKey) + "') ON CONFLICT (block_number) DO NOTHING;\n";
+  return sql;
+}
+
 Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& options) {
   GAPLESS_RETURN_IF_ERROR(ValidateRange(w));
   bool staging = options.mode == WriteMode::kStagingUpsert;
@@ -206,15 +229,16 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     GAPLESS_RETURN_IF_ERROR(CopyTable(conn, t, target, w, options, &buffer));
   }
 
+  std::string sql;
   if (staging) {
-    std::string sql;
     for (DataTable t : kDataTables) {
       const DataTableInfo& info = TableInfo(t);
       sql += std::string("INSERT INTO ") + info.name + " (" + info.columns + ") SELECT " +
              info.columns + " FROM " + StagingName(t) + " ON CONFLICT DO NOTHING;\n";
     }
-    GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
   }
+  sql += OutboxInsert(w);
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
   return txn.Commit();
 }
 

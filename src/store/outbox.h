@@ -1,0 +1,74 @@
+// outbox: the PostgreSQL side of the event relay (migrations/002_events.sql): enabling events in a
+// database, the outbox rows that range writes add, and each bus's cursor.
+//
+// The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from', every
+// range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
+// NOTHING), so an outbox row exists if and only if its block's data is committed, in both write
+// modes.
+//
+// The relay (node/relay.h) per bus: read the cursor, take the outbox rows in [cursor, frontier),
+// publish their events in chain order, and only after the broker confirmed, AdvanceCursor, fenced
+// by the leader's epoch: an epoch below the one recorded for the bus is refused (Aborted, reason
+// kStaleRelayEpochReason) and nothing changes, so a deposed leader's relay cannot move the cursor
+// back or forth. Blocks below every configured bus's cursor are pruned from the outbox.
+//
+// Functions take a connection; they are as thread-safe as the connection (not).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// indexer_state key: the first block whose events are published (present = events are enabled).
+inline constexpr std::string_view kEventsFromKey = "events_from";
+inline constexpr std::string_view kStaleRelayEpochReason = "stale-relay-epoch";
+
+// Records that events are enabled from `from_block` on, if they are not yet; returns the block
+// recorded (the earlier one when events were already enabled).
+Result<uint64_t> EnableEvents(PgConn& conn, uint64_t from_block);
+// nullopt while events are not enabled.
+Result<std::optional<uint64_t>> EventsFrom(PgConn& conn);
+
+struct OutboxRow {
+  uint64_t block_number = 0;
+  std::string block_hash;  // 0x-hex
+  uint64_t event_count = 0;
+};
+// The outbox rows in [from, to), ascending, at most `limit`.
+Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
+
+struct EventCursor {
+  std::string bus;
+  uint64_t next_block = 0;
+  uint64_t leader_epoch = 0;
+  uint64_t events_sent = 0;
+  std::string published_at;  // as PostgreSQL prints it
+};
+// The bus's cursor, nullopt before its first publish.
+Result<std::optional<EventCursor>> LoadCursor(PgConn& conn, std::string_view bus);
+Result<std::vector<EventCursor>> LoadCursors(PgConn& conn);
+
+// Moves the bus's cursor from `expected_next` to `next_block` (creating it when absent and
+// expected_next is its start), adding `events` to its count, and prunes the outbox below the
+// lowest cursor among `buses` (the buses this relay serves), in one transaction. Aborted with
+// reason kStaleRelayEpochReason when a higher leader epoch is recorded for the bus; Aborted
+// (another reason) when the cursor is not at expected_next (another relay moved it).
+Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
+                     uint64_t next_block, uint64_t events, uint64_t leader_epoch,
+                     const std::vector<std::string>& buses);
+
+struct OutboxStats {
+  uint64_t rows = 0;     // outbox rows not yet pruned
+  uint64_t events = 0;   // events they give
+  std::optional<uint64_t> lowest, highest;
+};
+Result<OutboxStats> LoadOutboxStats(PgConn& conn);
+
+}  // namespace gapless
