@@ -74,6 +74,10 @@ struct SubscribeOptions {
   bool from_beginning = true;
   // Redis: the consumer's name within its group; Kafka: client.id. Empty: host-pid.
   std::string consumer_name;
+  // A throw-away subscription (`gapless events tail`): nothing of it outlives the subscriber.
+  // RabbitMQ: an exclusive auto-delete queue; Redis: the groups are destroyed on close; Kafka:
+  // offsets are never committed.
+  bool transient = false;
 };
 
 // One message as the bus delivered it.

@@ -65,6 +65,13 @@ class RedisSubscriber : public Subscriber {
     if (options_.consumer_name.empty()) options_.consumer_name = DefaultConsumerName();
   }
 
+  ~RedisSubscriber() override {
+    if (!options_.transient || !groups_created_) return;
+    for (const std::string& topic : options_.topics) {
+      static_cast<void>(conn_->Command({"XGROUP", "DESTROY", topic, options_.group}));
+    }
+  }
+
   std::string name() const override { return "redis://" + conn_->Describe(); }
 
   Status CreateGroups() {

@@ -28,7 +28,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain, CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db,
-                                     args.db_connections));
+                                     args.db_connections + command.events.buses.size()));
 
   IndexerOptions options;
   options.from = chain.from;
@@ -52,6 +52,11 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   FrontierDuty frontier(chain.pool.get(), chain.from, chain.to);
   DutyHost duties(&lease, /*tick_ms=*/500, "index");
   duties.Add(&frontier);
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<EventRelays> relays,
+                           EventRelays::Open(command.events, chain.pool.get(), chain.chain_id,
+                                             chain.from, chain.to, &lease));
+  std::atomic<bool> relays_stop{false};
+  relays->Start(relays_stop);
   std::atomic<bool> indexing_over{false};
   Status duties_status;
   std::thread duties_thread([&] { duties_status = duties.Run(indexing_over); });
@@ -64,6 +69,15 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   duties_thread.join();
   // A last step: the frontier over everything committed.
   if (duties_status.ok()) duties_status = duties.Tick();
+  if (st.ok() && duties_status.ok() && relays->size() > 0 && !relays->done()) {
+    spdlog::info("waiting for the event buses to confirm the range's events");
+    SignalStop drain;
+    while (!relays->done() && !drain.flag().load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  relays_stop = true;
+  Status relays_status = relays->Join();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
   if (IsInterrupted(st)) {
@@ -72,8 +86,16 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   }
   GAPLESS_RETURN_IF_ERROR(st);
   GAPLESS_RETURN_IF_ERROR(duties_status);
-  spdlog::info("done: blocks {}..{} are committed (frontier {})", chain.from, chain.to,
-               frontier.frontier());
+  GAPLESS_RETURN_IF_ERROR(relays_status);
+  if (relays->size() > 0 && !relays->done()) {
+    spdlog::warn("stopped before every event was published: the relay continues where it left off");
+    return Outcome::kStopped;
+  }
+  spdlog::info("done: blocks {}..{} are committed (frontier {}){}", chain.from, chain.to,
+               frontier.frontier(),
+               relays->size() > 0
+                   ? fmt::format(", {} events published", relays->events_published())
+                   : "");
   return Outcome::kDone;
 }
 

@@ -34,6 +34,7 @@
 
 #include "core/status.h"
 #include "node/app.h"
+#include "node/relay.h"
 #include "store/export.h"
 #include "store/writer.h"
 
@@ -63,10 +64,11 @@ struct IndexingOptions {
 struct IndexCommand {
   IndexingOptions indexing;
   uint32_t concurrency = 4;  // fetch threads
+  EventsOptions events;      // the relay, in process (node/relay.h)
 };
 
-// Indexes from..to. kStopped after a signal (committed ranges are kept; the same command
-// continues). Errors: the node's, the database's, and the first range that failed for good.
+// Indexes from..to, then (with events) waits until every bus confirmed the range's events.
+// kStopped after a signal (committed ranges are kept; the same command continues). Errors: the node's, the database's, and the first range that failed for good.
 Result<Outcome> RunIndex(const IndexCommand& command);
 
 struct FleetCommand {
@@ -84,6 +86,8 @@ struct FleetCommand {
   bool follow = false;
   uint64_t confirmations = 0;
   int64_t max_lease_expiries = 10;
+  // with_leader: the event relay, a leader duty (node/relay.h).
+  EventsOptions events;
 };
 
 // Runs the fleet process until the fixed range is done (kDone; with_leader only), a signal

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "coord/queue.h"
+#include "store/outbox.h"
 #include "store/queries.h"
 #include "store/state.h"
 
@@ -30,7 +31,7 @@ Status DutyHost::Tick() {
     Status st = epoch.has_value() ? duty->Step(*epoch) : duty->Standby();
     if (st.ok()) continue;
     if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) return st;
-    if (IsStaleLeaderEpoch(st)) {
+    if (IsStaleLeaderEpoch(st) || st.reason() == kStaleRelayEpochReason) {
       // A newer leader has acted: our lease is gone too (or about to be); stand by.
       spdlog::warn("{}: {} deposed: {}", name_, duty->name(), st.message());
       Status standby = duty->Standby();

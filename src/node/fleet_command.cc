@@ -212,7 +212,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain, CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db,
-                                     std::max<size_t>(args.db_connections, command.workers + 1)));
+                                     std::max<size_t>(args.db_connections, command.workers + 1) +
+                                         command.events.buses.size()));
   auto open_coordination = [&] {
     auto conn = chain.pool->Acquire();
     return OpenCoordination(command.redis, *conn, chain.chain_id,
@@ -248,6 +249,13 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     lease = std::make_unique<ElectorLease>(elector.get());
     leader = MakeLeader(command, chain, coord.keys, process_id, lease.get(), rpc.get());
   }
+  std::unique_ptr<EventRelays> relays;
+  if (command.with_leader) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        relays, EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
+                                  command.follow ? std::nullopt : std::optional(chain.to),
+                                  lease.get()));
+  }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
                   leader.get(), head_log.get());
@@ -272,14 +280,24 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     // The lease: from now until a signal (graceful stepdown: stop producing, release on every
     // lock node at once, not after the workers' last writes) or until the fixed range is done.
     elector->Start();
-    roles.Start([e = elector.get(), l = leader.get()](const std::atomic<bool>& stop) {
-      while (!stop.load() && !l->done()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    roles.Start([e = elector.get(), l = leader.get(),
+                 r = relays.get()](const std::atomic<bool>& stop) {
+      while (!stop.load() && !(l->done() && r->done())) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
       e->Stop();
       return Status::Ok();
     });
     // The duties return when a fixed range is done (the workers see done() and return by
     // themselves too), on a signal, or on an error, which stops every role.
     roles.Start([l = leader.get()](const std::atomic<bool>& stop) { return l->Run(stop); });
+    if (relays->size() > 0) {
+      // The relays: a thread per bus; they return once the fixed range is published.
+      roles.Start([r = relays.get()](const std::atomic<bool>& stop) {
+        r->Start(stop);
+        return r->Join();
+      });
+    }
   }
   if (args.progress != ProgressDisplay::kOff) progress.Start();
   WatchFleet(roles, workers, live_bar, &totals);

@@ -1,0 +1,80 @@
+#include "events/open_bus.h"
+
+#include "events/redis_bus.h"
+#if GAPLESS_HAVE_KAFKA
+#include "events/kafka_bus.h"
+#endif
+#if GAPLESS_HAVE_AMQP
+#include "events/amqp_bus.h"
+#endif
+
+namespace gapless {
+namespace {
+
+enum class Scheme { kKafka, kAmqp, kRedis, kUnknown };
+
+Scheme SchemeOf(std::string_view url) {
+  if (url.starts_with("kafka://")) return Scheme::kKafka;
+  if (url.starts_with("amqp://")) return Scheme::kAmqp;
+  if (url.starts_with("redis://")) return Scheme::kRedis;
+  return Scheme::kUnknown;
+}
+
+Status UnknownScheme(std::string_view url) {
+  return FailedPrecondition("event bus URL \"" + BusName(url) +
+                            "\": the scheme must be kafka://, amqp:// or redis://");
+}
+
+}  // namespace
+
+std::string BusName(std::string_view url) {
+  std::string out(url);
+  size_t scheme = out.find("://");
+  size_t start = scheme == std::string::npos ? 0 : scheme + 3;
+  size_t at = out.find('@', start);
+  size_t slash = out.find('/', start);
+  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+    out.erase(start, at + 1 - start);
+  }
+  size_t query = out.find('?');
+  if (query != std::string::npos) out.erase(query);
+  return out;
+}
+
+Result<std::unique_ptr<Publisher>> OpenPublisher(std::string_view url,
+                                                 const PublisherOptions& options) {
+  switch (SchemeOf(url)) {
+    case Scheme::kRedis:
+      return OpenRedisPublisher(url, options);
+#if GAPLESS_HAVE_KAFKA
+    case Scheme::kKafka:
+      return OpenKafkaPublisher(url, options);
+#endif
+#if GAPLESS_HAVE_AMQP
+    case Scheme::kAmqp:
+      return OpenAmqpPublisher(url, options);
+#endif
+    default:
+      return UnknownScheme(url);
+  }
+}
+
+Result<std::unique_ptr<Subscriber>> OpenSubscriber(std::string_view url,
+                                                   const SubscribeOptions& options) {
+  switch (SchemeOf(url)) {
+    case Scheme::kRedis:
+      return OpenRedisSubscriber(url, options);
+#if GAPLESS_HAVE_KAFKA
+    case Scheme::kKafka:
+      return OpenKafkaSubscriber(url, options);
+#endif
+#if GAPLESS_HAVE_AMQP
+    case Scheme::kAmqp:
+      return OpenAmqpSubscriber(url, options);
+#endif
+    default:
+      return UnknownScheme(url);
+  }
+}
+
+}  // namespace gapless

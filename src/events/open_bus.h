@@ -1,0 +1,21 @@
+// open_bus: a Publisher or Subscriber for a bus URL, chosen by its scheme (events/bus.h):
+// kafka://, amqp:// (also amqps:// is refused: TLS is not built in), redis://.
+// FailedPrecondition naming the URL for an unknown scheme or a malformed URL.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "events/bus.h"
+
+namespace gapless {
+
+Result<std::unique_ptr<Publisher>> OpenPublisher(std::string_view url,
+                                                 const PublisherOptions& options = {});
+Result<std::unique_ptr<Subscriber>> OpenSubscriber(std::string_view url,
+                                                   const SubscribeOptions& options);
+
+// The bus's name without credentials, for logs and cursors ("kafka://h:9092").
+std::string BusName(std::string_view url);
+
+}  // namespace gapless

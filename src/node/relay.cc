@@ -1,0 +1,176 @@
+#include "node/relay.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "core/failpoint.h"
+#include "events/event.h"
+#include "events/open_bus.h"
+#include "fmt/ranges.h"
+#include "store/outbox.h"
+#include "store/reader.h"
+#include "store/state.h"
+
+namespace gapless {
+
+RelayDuty::RelayDuty(PgPool* pool, Publisher* publisher, RelayOptions options)
+    : pool_(pool),
+      publisher_(publisher),
+      options_(std::move(options)),
+      bus_(publisher->name()),
+      name_("relay " + bus_) {}
+
+Status RelayDuty::Step(uint64_t epoch) {
+  auto conn = pool_->Acquire();
+  const auto start = std::chrono::steady_clock::now();
+  const auto budget = std::chrono::milliseconds(options_.step_budget_ms);
+  while (std::chrono::steady_clock::now() - start < budget) {
+    bool idle = false;
+    GAPLESS_RETURN_IF_ERROR(PublishBatch(*conn, epoch, &idle));
+    if (idle) break;
+  }
+  return Status::Ok();
+}
+
+Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
+  *idle = true;
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> events_from, EventsFrom(conn));
+  if (!events_from.has_value()) {
+    return FailedPrecondition("events are not enabled in this database (no events_from)");
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<EventCursor> cursor, LoadCursor(conn, bus_));
+  const uint64_t next = cursor.has_value() ? cursor->next_block : *events_from;
+  cursor_ = next;
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(conn));
+  if (options_.to.has_value() && frontier.has_value() && next > *options_.to &&
+      *frontier > *options_.to) {
+    done_ = true;
+  }
+  if (!frontier.has_value() || *frontier <= next) return Status::Ok();
+
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<OutboxRow> rows,
+                           ReadOutbox(conn, next, *frontier, options_.max_blocks));
+  // The batch: whole blocks, up to max_events (at least one block).
+  size_t take = 0;
+  uint64_t events = 0;
+  while (take < rows.size() &&
+         (take == 0 || events + rows[take].event_count <= options_.max_events)) {
+    events += rows[take].event_count;
+    ++take;
+  }
+  rows.resize(take);
+  // Past the batch's last block; with no row below the frontier (blocks committed before events
+  // were enabled), to the frontier.
+  uint64_t target = rows.empty() ? *frontier : rows.back().block_number + 1;
+  std::vector<OutgoingEvent> batch;
+  if (!rows.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks,
+                             ReadBlocks(conn, rows.front().block_number, rows.back().block_number));
+    size_t b = 0;
+    batch.reserve(events);
+    for (const OutboxRow& row : rows) {
+      while (b < blocks.size() && blocks[b].block.number < row.block_number) ++b;
+      if (b == blocks.size() || blocks[b].block.number != row.block_number ||
+          blocks[b].block.hash != row.block_hash) {
+        return DataLoss("event outbox: block " + std::to_string(row.block_number) + " (" +
+                        row.block_hash +
+                        ") has an outbox row but its committed data is missing or has another "
+                        "hash");
+      }
+      for (OutgoingEvent& e : BlockEvents(options_.chain_id, blocks[b])) {
+        batch.push_back(std::move(e));
+      }
+    }
+    Status published = publisher_->Publish(batch);
+    if (!published.ok()) {
+      return published.WithContext("relay: publishing blocks " +
+                                   std::to_string(rows.front().block_number) + ".." +
+                                   std::to_string(rows.back().block_number) + " to " + bus_);
+    }
+    if (FailpointFiresOnce("relay-crash-after-publish")) {
+      spdlog::warn("failpoint relay-crash-after-publish: killing the process");
+      raise(SIGKILL);
+    }
+  }
+  GAPLESS_RETURN_IF_ERROR(
+      AdvanceCursor(conn, bus_, next, target, batch.size(), epoch, options_.buses));
+  events_published_ += batch.size();
+  cursor_ = target;
+  if (options_.to.has_value() && target > *options_.to) done_ = true;
+  if (!batch.empty()) {
+    spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1,
+                  batch.size());
+  }
+  *idle = false;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& options, PgPool* pool,
+                                                        uint64_t chain_id, uint64_t from,
+                                                        std::optional<uint64_t> to,
+                                                        LeaderLease* lease) {
+  std::unique_ptr<EventRelays> out(new EventRelays());
+  if (options.buses.empty()) return out;
+  RelayOptions relay;
+  relay.chain_id = chain_id;
+  relay.max_blocks = options.batch_blocks;
+  relay.max_events = options.batch_events;
+  relay.to = to;
+  for (const std::string& url : options.buses) {
+    Result<std::unique_ptr<Publisher>> publisher = OpenPublisher(url, options.publisher);
+    if (!publisher.ok()) return publisher.status().WithContext("--events");
+    relay.buses.push_back((*publisher)->name());
+    out->publishers_.push_back(std::move(publisher).value());
+  }
+  {
+    auto conn = pool->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(*conn));
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t events_from,
+                             EnableEvents(*conn, frontier.value_or(from)));
+    spdlog::info("events: publishing blocks from {} on to {}", events_from,
+                 fmt::join(relay.buses, ", "));
+  }
+  for (auto& publisher : out->publishers_) {
+    auto duty = std::make_unique<RelayDuty>(pool, publisher.get(), relay);
+    auto host = std::make_unique<DutyHost>(lease, options.tick_ms, duty->name());
+    host->Add(duty.get());
+    out->relays_.push_back(std::move(duty));
+    out->hosts_.push_back(std::move(host));
+  }
+  return out;
+}
+
+EventRelays::~EventRelays() { static_cast<void>(Join()); }
+
+void EventRelays::Start(const std::atomic<bool>& stop) {
+  results_.assign(hosts_.size(), Status::Ok());
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    threads_.emplace_back([this, i, &stop] { results_[i] = hosts_[i]->Run(stop); });
+  }
+}
+
+Status EventRelays::Join() {
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+  for (const Status& st : results_) GAPLESS_RETURN_IF_ERROR(st);
+  return Status::Ok();
+}
+
+bool EventRelays::done() const {
+  for (const auto& r : relays_) {
+    if (!r->done()) return false;
+  }
+  return true;
+}
+
+uint64_t EventRelays::events_published() const {
+  uint64_t n = 0;
+  for (const auto& r : relays_) n += r->events_published();
+  return n;
+}
+
+}  // namespace gapless

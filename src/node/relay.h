@@ -1,0 +1,120 @@
+// relay: the leader duty that publishes the event outbox (store/outbox.h) to one bus.
+//
+// One RelayDuty per bus, each on its own DutyHost thread under the leader's lease (node/duties.h),
+// so a slow or absent broker delays neither the seeder/janitor/frontier duties nor the lease
+// (which the elector renews on a thread of its own), nor the other buses. A step, per batch:
+//
+//   1. read the bus's cursor (or, before its first publish, events_from) and the frontier
+//      persisted in PostgreSQL (the next block not known to be committed);
+//   2. take the outbox rows in [cursor, frontier), at most max_blocks blocks / about max_events
+//      events, ascending: only committed blocks, and only below the frontier, so consumers see
+//      blocks in chain order although workers commit out of order;
+//   3. build the blocks' events from the committed rows (store/reader.h, events/event.h): the
+//      same ids and bytes whenever they are built;
+//   4. publish the batch and wait for the broker's confirmation (Publisher::Publish);
+//   5. only then AdvanceCursor, fenced by the leader's epoch, which also prunes the outbox.
+//
+// The order is the safety argument: a crash between 4 and 5 (failpoint relay-crash-after-publish)
+// publishes the batch again after the restart, with the same event ids (at least once, never
+// lost); a cursor never moves past events the broker has not confirmed. Backpressure: one batch
+// in flight per bus; the next is read only after the broker confirmed the last. A publish that
+// fails (broker down, timeout) is retried at the next tick; the backlog stays in the outbox.
+//
+// A deposed leader's relay may still publish a batch the new leader publishes too (duplicates,
+// same ids); it cannot move the cursor (Aborted, kStaleRelayEpochReason), and stands by.
+//
+// Thread-safety: Step/Standby on the host's thread; the counters are atomics for other threads.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "events/bus.h"
+#include "node/duties.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+struct RelayOptions {
+  uint64_t chain_id = 0;
+  size_t max_blocks = 200;    // blocks per batch
+  size_t max_events = 5'000;  // a batch stops growing at the block that reaches this
+  // A step publishes batches until caught up or until this much time has passed.
+  int64_t step_budget_ms = 1'000;
+  // The fixed range's last block: done() once it is published. nullopt: follow forever.
+  std::optional<uint64_t> to;
+  // Every bus this process publishes to (cursor names): the outbox is pruned below the slowest.
+  std::vector<std::string> buses;
+};
+
+class RelayDuty : public Duty {
+ public:
+  // `pool` and `publisher` are borrowed.
+  RelayDuty(PgPool* pool, Publisher* publisher, RelayOptions options);
+  const char* name() const override { return name_.c_str(); }
+  Status Step(uint64_t epoch) override;
+  bool done() const override { return done_.load(); }
+
+  uint64_t events_published() const { return events_published_.load(); }
+  // The next block to publish, 0 before the first step.
+  uint64_t cursor() const { return cursor_.load(); }
+
+ private:
+  // One batch; *idle is set when there was nothing to publish.
+  Status PublishBatch(PgConn& conn, uint64_t epoch, bool* idle);
+
+  PgPool* pool_;
+  Publisher* publisher_;
+  RelayOptions options_;
+  std::string bus_;
+  std::string name_;
+  std::atomic<bool> done_{false};
+  std::atomic<uint64_t> events_published_{0};
+  std::atomic<uint64_t> cursor_{0};
+};
+
+// The event buses of a leader (`run`, `leader`, `index`): one publisher and RelayDuty per bus,
+// each on a DutyHost thread of its own under `lease`. Open enables events in the database
+// (EnableEvents: from the persisted frontier, or `from` in a database without one), so from then
+// on every range write adds outbox rows.
+struct EventsOptions {
+  std::vector<std::string> buses;  // --events URLs; empty: no relay
+  PublisherOptions publisher;
+  size_t batch_blocks = 200;
+  size_t batch_events = 5'000;
+  int64_t tick_ms = 200;
+};
+
+class EventRelays {
+ public:
+  // FailedPrecondition naming the URL for a bad bus URL; the bus need not be reachable yet (the
+  // relay retries).
+  static Result<std::unique_ptr<EventRelays>> Open(const EventsOptions& options, PgPool* pool,
+                                                   uint64_t chain_id, uint64_t from,
+                                                   std::optional<uint64_t> to,
+                                                   LeaderLease* lease);
+  ~EventRelays();
+  // Starts one thread per bus; each runs until `stop` or until its relay is done (a fixed range
+  // published to its end).
+  void Start(const std::atomic<bool>& stop);
+  // Joins the threads; the first error that stopped a relay (FailedPrecondition, DataLoss).
+  Status Join();
+  bool done() const;
+  uint64_t events_published() const;
+  size_t size() const { return relays_.size(); }
+
+ private:
+  EventRelays() = default;
+  std::vector<std::unique_ptr<Publisher>> publishers_;
+  std::vector<std::unique_ptr<RelayDuty>> relays_;
+  std::vector<std::unique_ptr<DutyHost>> hosts_;
+  std::vector<std::thread> threads_;
+  std::vector<Status> results_;
+};
+
+}  // namespace gapless
