@@ -97,8 +97,21 @@ struct FleetArgs {  // status, dlq
   std::string dlq_task;
 };
 
+struct EventsArgs {
+  std::string events;  // index, run, leader: comma-separated bus URLs
+  int64_t confirm_timeout_ms = 10'000;
+  std::string bus;  // tail, replay (replay: comma-separated)
+  uint64_t chain_id = 0;
+  std::vector<std::string> types;
+  bool from_beginning = false;
+  uint64_t count = 0;
+  uint64_t from = 0;
+  uint64_t to = 0;
+};
+
 struct Args {
   CommonArgs common;
+  EventsArgs events;
   IndexArgs index;
   RunArgs run;
   ElectionArgs election;
@@ -118,9 +131,14 @@ struct Subcommands {
   CLI::App* exp;
   CLI::App* status;
   CLI::App* dlq;
+  CLI::App* events;  // a group: its subcommands are tail and replay
+  CLI::App* events_tail;
+  CLI::App* events_replay;
 
+  // Every subcommand that takes options (a group such as events is not one of them).
   std::vector<CLI::App*> all() const {
-    return {index, verify, exp, status, dlq, run, leader, worker, reconcile};
+    return {index,  verify, exp,       status,      dlq,          run,
+            leader, worker, reconcile, events_tail, events_replay};
   }
 };
 
@@ -232,6 +250,18 @@ void AddElectionOptions(CLI::App* sub, Args* a, bool with_lease) {
       ->check(CLI::Range(int64_t{300}, int64_t{600'000}));
 }
 
+// The event relay of a leader (index, run, leader).
+void AddEventsOptions(CLI::App* sub, Args* a) {
+  sub->add_option("--events", a->events.events,
+                  "Publish what is indexed as events to these buses, comma-separated: "
+                  "kafka://host:port[,host:port], amqp://user:pass@host:port/vhost, "
+                  "redis://host:port (enables the outbox in the database)");
+  sub->add_option("--events-timeout", a->events.confirm_timeout_ms,
+                  "How long a bus may take to confirm a batch of events, ms")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{600'000}));
+}
+
 // status and dlq.
 void AddFleetOptions(CLI::App* sub, Args* a) {
   AddCommon(sub, &a->common);
@@ -248,6 +278,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.index = app->add_subcommand(
       "index", "Index blocks FROM..TO (TO may be latest, safe or finalized) into PostgreSQL");
   AddIndexOptions(s.index, a, /*single=*/true);
+  AddEventsOptions(s.index, a);
   DocumentEnv(s.index);
 
   s.run = app->add_subcommand(
@@ -261,6 +292,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   for (CLI::App* sub : {s.run, s.leader}) {
     AddRunOptions(sub, a);
     AddElectionOptions(sub, a, /*with_lease=*/true);
+    AddEventsOptions(sub, a);
     sub->add_flag("--follow", a->run.follow,
                   "Keep following the chain: TO is a tag (latest|safe|finalized) that moves");
     sub->add_option("--confirmations", a->run.confirmations,
@@ -342,6 +374,46 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       ->check(CLI::IsMember({"list", "retry"}));
   s.dlq->add_option("task", a->fleet.dlq_task, "with retry: the range FROM-TO, or all");
   DocumentEnv(s.dlq);
+
+  s.events = app->add_subcommand("events", "Event buses: `events tail`, `events replay`");
+  s.events->require_subcommand(1);
+  s.events_tail = s.events->add_subcommand(
+      "tail", "Print the envelopes arriving on a bus as JSON lines (a throw-away subscription)");
+  {
+    CLI::App* t = s.events_tail;
+    t->add_option("--config", a->common.config, "Config file of `key = value` lines");
+    t->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    t->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp://..., redis://...")
+        ->required();
+    t->add_option("--chain-id", a->events.chain_id, "Chain of the topics ({type}.{chain_id})")
+        ->required();
+    t->add_option("--type", a->events.types,
+                  "Event type, repeatable (block.new, transaction.confirmed, token.transfer, "
+                  "transaction.pending, contract.verified); default: every type")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    t->add_flag("--from-beginning", a->events.from_beginning,
+                "Also print what the bus still holds (Kafka, Redis); default: new events only");
+    t->add_option("--count", a->events.count, "Exit after this many events (0: until Ctrl-C)")
+        ->capture_default_str();
+    DocumentEnv(t);
+  }
+  s.events_replay = s.events->add_subcommand(
+      "replay",
+      "Publish the events of committed blocks FROM..TO again, built from the database's rows "
+      "(the same event ids as the first time)");
+  {
+    CLI::App* r = s.events_replay;
+    AddCommon(r, &a->common);
+    r->add_option("--bus", a->events.bus, "Bus URLs, comma-separated")->required();
+    r->add_option("--from", a->events.from, "First block")->required();
+    r->add_option("--to", a->events.to, "Last block")->required();
+    r->add_option("--events-timeout", a->events.confirm_timeout_ms,
+                  "How long a bus may take to confirm a batch, ms")
+        ->capture_default_str();
+    DocumentEnv(r);
+  }
   return s;
 }
 
@@ -440,8 +512,16 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   return out;
 }
 
+EventsOptions EventsFromFlags(const Args& a) {
+  EventsOptions out;
+  out.buses = SplitUrlList(a.events.events);
+  out.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
+  return out;
+}
+
 Result<Outcome> IndexFromFlags(const Args& a) {
   IndexCommand command;
+  command.events = EventsFromFlags(a);
   GAPLESS_ASSIGN_OR_RETURN(command.indexing, IndexingOptionsFromFlags(a.common, a.index));
   command.concurrency = a.index.concurrency;
   return RunIndex(command);
@@ -469,6 +549,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.follow = a.run.follow;
   command.confirmations = a.run.confirmations;
   command.max_lease_expiries = a.run.max_lease_expiries;
+  if (with_leader) command.events = EventsFromFlags(a);
   return RunFleet(command);
 }
 
@@ -550,6 +631,20 @@ int main(int argc, char** argv) {
   if (sub.exp->parsed()) return ExitCode(ExportFromFlags(a));
   if (sub.status->parsed())
     return ExitCode(RunStatus({FleetStateFromFlags(a), a.fleet.rpc}, std::cout));
+  if (sub.events_tail->parsed()) {
+    return ExitCode(RunEventsTail(
+        {a.events.bus, a.events.chain_id, a.events.types, a.events.from_beginning, a.events.count},
+        std::cout));
+  }
+  if (sub.events_replay->parsed()) {
+    EventsReplayCommand command;
+    command.db = a.common.db;
+    command.buses = SplitUrlList(a.events.bus);
+    command.from = a.events.from;
+    command.to = a.events.to;
+    command.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
+    return ExitCode(RunEventsReplay(command));
+  }
   if (sub.dlq->parsed()) {
     if (a.fleet.dlq_action == "retry" && a.fleet.dlq_task.empty()) {
       spdlog::error("dlq retry: name a range FROM-TO, or all");

@@ -73,7 +73,15 @@ std::vector<std::string> SplitUrlList(const std::string& text) {
     std::string item = text.substr(start, comma - start);
     size_t b = item.find_first_not_of(" \t");
     size_t e = item.find_last_not_of(" \t");
-    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    if (b != std::string::npos) {
+      item = item.substr(b, e - b + 1);
+      // A piece without a scheme continues the URL before it (kafka://h1:9092,h2:9092).
+      if (!out.empty() && item.find("://") == std::string::npos) {
+        out.back() += "," + item;
+      } else {
+        out.push_back(std::move(item));
+      }
+    }
     start = comma + 1;
   }
   return out;

@@ -71,7 +71,8 @@ class LockNodes {
   LockNodesOptions options_;
 };
 
-// Splits "redis://a:1,redis://b:2" on commas (spaces around items are dropped).
+// Splits "redis://a:1,redis://b:2" on commas (spaces around items are dropped); a piece without
+// "://" continues the URL before it, so "kafka://h1:9092,h2:9092,redis://r" is two URLs.
 std::vector<std::string> SplitUrlList(const std::string& text);
 
 }  // namespace gapless

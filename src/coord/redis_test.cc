@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "coord/keys.h"
+#include "coord/lock_nodes.h"
 
 namespace gapless {
 namespace {
@@ -56,6 +57,20 @@ TEST(RedisConnTest, BadUrlsAreFailedPrecondition) {
     ASSERT_FALSE(c.ok()) << url;
     EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << url << ": " << c.status().ToString();
   }
+}
+
+}  // namespace
+}  // namespace gapless
+
+namespace gapless {
+namespace {
+
+TEST(SplitUrlListTest, SplitsOnCommasAndKeepsMultiHostUrlsWhole) {
+  EXPECT_EQ(SplitUrlList("redis://a:1, redis://b:2"),
+            (std::vector<std::string>{"redis://a:1", "redis://b:2"}));
+  EXPECT_EQ(SplitUrlList("kafka://h1:9092,h2:9092,redis://r:6379"),
+            (std::vector<std::string>{"kafka://h1:9092,h2:9092", "redis://r:6379"}));
+  EXPECT_TRUE(SplitUrlList("").empty());
 }
 
 }  // namespace

@@ -91,11 +91,10 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
     spdlog::warn("stopped before every event was published: the relay continues where it left off");
     return Outcome::kStopped;
   }
-  spdlog::info("done: blocks {}..{} are committed (frontier {}){}", chain.from, chain.to,
-               frontier.frontier(),
-               relays->size() > 0
-                   ? fmt::format(", {} events published", relays->events_published())
-                   : "");
+  spdlog::info(
+      "done: blocks {}..{} are committed (frontier {}){}", chain.from, chain.to,
+      frontier.frontier(),
+      relays->size() > 0 ? fmt::format(", {} events published", relays->events_published()) : "");
   return Outcome::kDone;
 }
 

@@ -68,7 +68,8 @@ struct IndexCommand {
 };
 
 // Indexes from..to, then (with events) waits until every bus confirmed the range's events.
-// kStopped after a signal (committed ranges are kept; the same command continues). Errors: the node's, the database's, and the first range that failed for good.
+// kStopped after a signal (committed ranges are kept; the same command continues). Errors: the
+// node's, the database's, and the first range that failed for good.
 Result<Outcome> RunIndex(const IndexCommand& command);
 
 struct FleetCommand {
@@ -142,6 +143,30 @@ struct StatusCommand {
 // reachable), the head log's committed height, frontier (Redis and PostgreSQL), queue depths,
 // leases, dead letters, live workers, lag.
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out);
+
+// `gapless events tail`: envelopes from a bus as JSON lines, like kcat.
+struct EventsTailCommand {
+  std::string bus;                 // URL
+  uint64_t chain_id = 0;           // the topics' chain
+  std::vector<std::string> types;  // event types; empty: every type
+  bool from_beginning = false;     // also what the bus still holds from before
+  uint64_t count = 0;              // stop after this many (0: until a signal)
+};
+// Writes one envelope per line to `out` (flushed per line).
+Result<Outcome> RunEventsTail(const EventsTailCommand& command, std::ostream& out);
+
+// `gapless events replay`: publishes the events of committed blocks from..to again, built from
+// the database's rows exactly as the relay builds them (the same ids and bytes). The relay's
+// cursors are not touched.
+struct EventsReplayCommand {
+  std::string db;
+  std::vector<std::string> buses;
+  uint64_t from = 0;
+  uint64_t to = 0;
+  PublisherOptions publisher;
+  size_t batch_blocks = 100;
+};
+Result<Outcome> RunEventsReplay(const EventsReplayCommand& command);
 
 struct DlqCommand {
   FleetStateOptions fleet;

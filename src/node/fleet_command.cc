@@ -252,9 +252,9 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   std::unique_ptr<EventRelays> relays;
   if (command.with_leader) {
     GAPLESS_ASSIGN_OR_RETURN(
-        relays, EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
-                                  command.follow ? std::nullopt : std::optional(chain.to),
-                                  lease.get()));
+        relays,
+        EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
+                          command.follow ? std::nullopt : std::optional(chain.to), lease.get()));
   }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
@@ -280,14 +280,14 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     // The lease: from now until a signal (graceful stepdown: stop producing, release on every
     // lock node at once, not after the workers' last writes) or until the fixed range is done.
     elector->Start();
-    roles.Start([e = elector.get(), l = leader.get(),
-                 r = relays.get()](const std::atomic<bool>& stop) {
-      while (!stop.load() && !(l->done() && r->done())) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      e->Stop();
-      return Status::Ok();
-    });
+    roles.Start(
+        [e = elector.get(), l = leader.get(), r = relays.get()](const std::atomic<bool>& stop) {
+          while (!stop.load() && !(l->done() && r->done())) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          }
+          e->Stop();
+          return Status::Ok();
+        });
     // The duties return when a fixed range is done (the workers see done() and return by
     // themselves too), on a signal, or on an error, which stops every role.
     roles.Start([l = leader.get()](const std::atomic<bool>& stop) { return l->Run(stop); });

@@ -100,17 +100,16 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   cursor_ = target;
   if (options_.to.has_value() && target > *options_.to) done_ = true;
   if (!batch.empty()) {
-    spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1,
-                  batch.size());
+    spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1, batch.size());
   }
   *idle = false;
   return Status::Ok();
 }
 
 Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& options, PgPool* pool,
-                                                        uint64_t chain_id, uint64_t from,
-                                                        std::optional<uint64_t> to,
-                                                        LeaderLease* lease) {
+                                                       uint64_t chain_id, uint64_t from,
+                                                       std::optional<uint64_t> to,
+                                                       LeaderLease* lease) {
   std::unique_ptr<EventRelays> out(new EventRelays());
   if (options.buses.empty()) return out;
   RelayOptions relay;
@@ -127,8 +126,7 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
   {
     auto conn = pool->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(*conn));
-    GAPLESS_ASSIGN_OR_RETURN(uint64_t events_from,
-                             EnableEvents(*conn, frontier.value_or(from)));
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t events_from, EnableEvents(*conn, frontier.value_or(from)));
     spdlog::info("events: publishing blocks from {} on to {}", events_from,
                  fmt::join(relay.buses, ", "));
   }

@@ -96,8 +96,7 @@ class EventRelays {
   // relay retries).
   static Result<std::unique_ptr<EventRelays>> Open(const EventsOptions& options, PgPool* pool,
                                                    uint64_t chain_id, uint64_t from,
-                                                   std::optional<uint64_t> to,
-                                                   LeaderLease* lease);
+                                                   std::optional<uint64_t> to, LeaderLease* lease);
   ~EventRelays();
   // Starts one thread per bus; each runs until `stop` or until its relay is done (a fixed range
   // published to its end).

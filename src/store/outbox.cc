@@ -44,14 +44,12 @@ Result<std::optional<uint64_t>> EventsFrom(PgConn& conn) {
   return std::optional<uint64_t>(v);
 }
 
-Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to,
-                                          size_t limit) {
+Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit) {
   GAPLESS_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn.Query("SELECT block_number, '0x' || encode(block_hash, 'hex'), event_count"
-                 " FROM event_outbox WHERE block_number >= $1 AND block_number < $2"
-                 " ORDER BY block_number LIMIT $3",
-                 {std::to_string(from), std::to_string(to), std::to_string(limit)}));
+      PgResult r, conn.Query("SELECT block_number, '0x' || encode(block_hash, 'hex'), event_count"
+                             " FROM event_outbox WHERE block_number >= $1 AND block_number < $2"
+                             " ORDER BY block_number LIMIT $3",
+                             {std::to_string(from), std::to_string(to), std::to_string(limit)}));
   std::vector<OutboxRow> out;
   out.reserve(r.rows());
   for (int i = 0; i < r.rows(); ++i) {
@@ -65,18 +63,16 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
 }
 
 Result<std::optional<EventCursor>> LoadCursor(PgConn& conn, std::string_view bus) {
-  GAPLESS_ASSIGN_OR_RETURN(
-      PgResult r, conn.Query(std::string("SELECT ") + kCursorColumns +
-                                 " FROM event_cursors WHERE bus = $1",
-                             {std::string(bus)}));
+  GAPLESS_ASSIGN_OR_RETURN(PgResult r, conn.Query(std::string("SELECT ") + kCursorColumns +
+                                                      " FROM event_cursors WHERE bus = $1",
+                                                  {std::string(bus)}));
   if (r.rows() == 0) return std::optional<EventCursor>();
   return std::optional<EventCursor>(CursorAt(r, 0));
 }
 
 Result<std::vector<EventCursor>> LoadCursors(PgConn& conn) {
-  GAPLESS_ASSIGN_OR_RETURN(
-      PgResult r,
-      conn.Query(std::string("SELECT ") + kCursorColumns + " FROM event_cursors ORDER BY bus"));
+  GAPLESS_ASSIGN_OR_RETURN(PgResult r, conn.Query(std::string("SELECT ") + kCursorColumns +
+                                                  " FROM event_cursors ORDER BY bus"));
   std::vector<EventCursor> out;
   for (int i = 0; i < r.rows(); ++i) out.push_back(CursorAt(r, i));
   return out;

@@ -1,8 +1,8 @@
 // outbox: the PostgreSQL side of the event relay (migrations/002_events.sql): enabling events in a
 // database, the outbox rows that range writes add, and each bus's cursor.
 //
-// The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from', every
-// range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
+// The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from',
+// every range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
 // NOTHING), so an outbox row exists if and only if its block's data is committed, in both write
 // modes.
 //
@@ -65,8 +65,8 @@ Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
                      const std::vector<std::string>& buses);
 
 struct OutboxStats {
-  uint64_t rows = 0;     // outbox rows not yet pruned
-  uint64_t events = 0;   // events they give
+  uint64_t rows = 0;    // outbox rows not yet pruned
+  uint64_t events = 0;  // events they give
   std::optional<uint64_t> lowest, highest;
 };
 Result<OutboxStats> LoadOutboxStats(PgConn& conn);

@@ -1,10 +1,9 @@
 // The event outbox against a real PostgreSQL: rows exist exactly for committed blocks once events
 // are enabled, in both write modes, never twice; the cursor is fenced by the leader's epoch and
 // pruning follows the slowest bus.
-#include "store/outbox.h"
-
 #include <gtest/gtest.h>
 
+#include "store/outbox.h"
 #include "store/testdata.h"
 #include "store/writer.h"
 #include "testing/pg_test_db.h"
@@ -47,8 +46,8 @@ TEST_F(OutboxTest, NoRowsUntilEventsAreEnabled) {
 TEST_F(OutboxTest, OneRowPerCommittedBlockInBothModesHoweverOftenWritten) {
   ASSERT_TRUE(EnableEvents(conn(), 0).ok());
   RangeWrite w = SyntheticRange(10, 19, Small());
-  for (WriteMode mode : {WriteMode::kStagingUpsert, WriteMode::kReplaceRange,
-                         WriteMode::kStagingUpsert}) {
+  for (WriteMode mode :
+       {WriteMode::kStagingUpsert, WriteMode::kReplaceRange, WriteMode::kStagingUpsert}) {
     Status st = WriteRange(conn(), w, {.mode = mode});
     ASSERT_TRUE(st.ok()) << st.ToString();
   }

@@ -1,0 +1,103 @@
+// The event subcommands: events tail, events replay (and consume, the consumers built on the
+// framework of events/consumer.h).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <ostream>
+
+#include "events/event.h"
+#include "events/open_bus.h"
+#include "node/commands.h"
+#include "store/reader.h"
+
+namespace gapless {
+
+Result<Outcome> RunEventsTail(const EventsTailCommand& command, std::ostream& out) {
+  SubscribeOptions options;
+  char host[128] = {};
+  gethostname(host, sizeof host - 1);
+  options.group = fmt::format("gapless-tail-{}-{}", host, getpid());
+  options.from_beginning = command.from_beginning;
+  options.transient = true;
+  const std::vector<std::string_view>& all = EventTypes();
+  if (command.types.empty()) {
+    for (std::string_view type : all) options.topics.push_back(EventTopic(type, command.chain_id));
+  } else {
+    for (const std::string& type : command.types) {
+      if (std::find(all.begin(), all.end(), type) == all.end()) {
+        return FailedPrecondition("--type " + type + ": not an event type (" +
+                                  fmt::format("{}", fmt::join(all, ", ")) + ")");
+      }
+      options.topics.push_back(EventTopic(type, command.chain_id));
+    }
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber,
+                           OpenSubscriber(command.bus, options));
+  spdlog::info("tailing {} on {}", fmt::join(options.topics, ", "), subscriber->name());
+  SignalStop signals;
+  uint64_t seen = 0;
+  while (!signals.flag().load() && (command.count == 0 || seen < command.count)) {
+    Result<std::vector<Delivery>> batch = subscriber->Poll(256, 500);
+    if (!batch.ok()) {
+      if (batch.status().code() != Code::kUnavailable) return batch.status();
+      spdlog::warn("{}", batch.status().ToString());
+      usleep(500'000);
+      continue;
+    }
+    for (const Delivery& d : *batch) {
+      if (command.count == 0 || seen < command.count) {
+        out << d.body << '\n';
+        ++seen;
+      }
+      GAPLESS_RETURN_IF_ERROR(subscriber->Ack(d));
+    }
+    out.flush();
+  }
+  return command.count != 0 && seen >= command.count ? Outcome::kDone : Outcome::kStopped;
+}
+
+Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
+  if (command.from > command.to) {
+    return FailedPrecondition(fmt::format("--from {} is above --to {}", command.from, command.to));
+  }
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenDatabase(command.db, 1));
+  auto conn = pool->Acquire();
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t chain_id,
+                           RecordedChainId(*conn, "the database holds no chain yet"));
+  std::vector<std::unique_ptr<Publisher>> publishers;
+  for (const std::string& url : command.buses) {
+    Result<std::unique_ptr<Publisher>> p = OpenPublisher(url, command.publisher);
+    if (!p.ok()) return p.status().WithContext("--bus");
+    publishers.push_back(std::move(p).value());
+  }
+  SignalStop signals;
+  uint64_t events = 0, blocks = 0;
+  for (uint64_t at = command.from; at <= command.to && !signals.flag().load();) {
+    uint64_t end = std::min(command.to, at + command.batch_blocks - 1);
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> data, ReadBlocks(*conn, at, end));
+    std::vector<OutgoingEvent> batch;
+    for (const BlockData& d : data) {
+      for (OutgoingEvent& e : BlockEvents(chain_id, d)) batch.push_back(std::move(e));
+    }
+    for (auto& p : publishers) {
+      // A broker that is down: retry the batch until it confirms or a signal comes.
+      for (;;) {
+        Status st = p->Publish(batch);
+        if (st.ok()) break;
+        if (st.code() != Code::kUnavailable || signals.flag().load()) {
+          return st.WithContext(fmt::format("replaying blocks {}..{}", at, end));
+        }
+        spdlog::warn("{}; retrying", st.ToString());
+        sleep(1);
+      }
+    }
+    events += batch.size();
+    blocks += data.size();
+    at = end + 1;
+  }
+  spdlog::info("replayed {} events of {} stored blocks in {}..{}", events, blocks, command.from,
+               command.to);
+  return signals.flag().load() ? Outcome::kStopped : Outcome::kDone;
+}
+
+}  // namespace gapless
