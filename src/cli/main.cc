@@ -107,6 +107,7 @@ struct EventsArgs {
   uint64_t count = 0;
   uint64_t from = 0;
   uint64_t to = 0;
+  std::string groups;  // status: consumer groups whose lag to show
 };
 
 struct Args {
@@ -365,6 +366,10 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   AddFleetOptions(s.status, a);
   AddElectionOptions(s.status, a, /*with_lease=*/false);
   s.status->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL, to show the head and the lag");
+  s.status->add_option("--bus", a->events.bus,
+                       "Event bus URLs, comma-separated: show the lag of --group's groups there");
+  s.status->add_option("--group", a->events.groups,
+                       "Consumer groups (comma-separated) whose lag to show on each --bus");
   DocumentEnv(s.status);
   s.dlq = app->add_subcommand(
       "dlq", "Dead-lettered ranges: `dlq list`, or `dlq retry FROM-TO|all` to re-queue them");
@@ -629,8 +634,11 @@ int main(int argc, char** argv) {
   if (sub.reconcile->parsed()) return ExitCode(ReconcileFromFlags(a));
   if (sub.verify->parsed()) return ExitCode(VerifyFromFlags(a));
   if (sub.exp->parsed()) return ExitCode(ExportFromFlags(a));
-  if (sub.status->parsed())
-    return ExitCode(RunStatus({FleetStateFromFlags(a), a.fleet.rpc}, std::cout));
+  if (sub.status->parsed()) {
+    return ExitCode(RunStatus({FleetStateFromFlags(a), a.fleet.rpc, SplitUrlList(a.events.bus),
+                               SplitUrlList(a.events.groups)},
+                              std::cout));
+  }
   if (sub.events_tail->parsed()) {
     return ExitCode(RunEventsTail(
         {a.events.bus, a.events.chain_id, a.events.types, a.events.from_beginning, a.events.count},

@@ -77,4 +77,13 @@ Result<std::unique_ptr<Subscriber>> OpenSubscriber(std::string_view url,
   }
 }
 
+Result<int64_t> GroupLag(std::string_view url, const SubscribeOptions& options) {
+  switch (SchemeOf(url)) {
+    case Scheme::kRedis:
+      return RedisGroupLag(url, options);
+    default:
+      return UnknownScheme(url);
+  }
+}
+
 }  // namespace gapless

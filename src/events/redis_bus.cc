@@ -20,6 +20,41 @@ std::string DefaultConsumerName() {
   return fmt::format("{}-{}", host, getpid());
 }
 
+// The group's lag plus its pending entries over every topic (Subscriber::Lag); NotFound when no
+// topic has the group.
+Result<int64_t> GroupLagOn(RedisConn& conn, const SubscribeOptions& options) {
+  int64_t total = 0;
+  bool found = false;
+  for (const std::string& topic : options.topics) {
+    Result<RedisReply> r = conn.Command({"XINFO", "GROUPS", topic});
+    if (!r.ok()) {
+      if (r.status().code() == Code::kInternal) continue;  // no such stream yet
+      return r.status();
+    }
+    for (const RedisReply& group : r->elements) {
+      std::map<std::string, const RedisReply*> fields;
+      for (size_t i = 0; i + 1 < group.elements.size(); i += 2) {
+        fields[group.elements[i].str] = &group.elements[i + 1];
+      }
+      auto name = fields.find("name");
+      if (name == fields.end() || name->second->str != options.group) continue;
+      found = true;
+      if (auto it = fields.find("pending"); it != fields.end()) total += it->second->integer;
+      if (auto it = fields.find("lag"); it != fields.end()) {
+        // nil when Redis cannot tell (entries deleted by the trim): count the whole stream.
+        if (it->second->is_nil()) {
+          Result<RedisReply> len = conn.Command({"XLEN", topic});
+          if (len.ok()) total += len->integer;
+        } else {
+          total += it->second->integer;
+        }
+      }
+    }
+  }
+  if (!found) return NotFound("no consumer group " + options.group + " on " + conn.Describe());
+  return total;
+}
+
 class RedisPublisher : public Publisher {
  public:
   RedisPublisher(std::unique_ptr<RedisConn> conn, PublisherOptions options)
@@ -146,35 +181,7 @@ class RedisSubscriber : public Subscriber {
     return Status::Ok();
   }
 
-  Result<int64_t> Lag() override {
-    int64_t total = 0;
-    for (const std::string& topic : options_.topics) {
-      Result<RedisReply> r = conn_->Command({"XINFO", "GROUPS", topic});
-      if (!r.ok()) {
-        if (r.status().code() == Code::kInternal) continue;  // no such stream yet
-        return r.status();
-      }
-      for (const RedisReply& group : r->elements) {
-        std::map<std::string, const RedisReply*> fields;
-        for (size_t i = 0; i + 1 < group.elements.size(); i += 2) {
-          fields[group.elements[i].str] = &group.elements[i + 1];
-        }
-        auto name = fields.find("name");
-        if (name == fields.end() || name->second->str != options_.group) continue;
-        if (auto it = fields.find("pending"); it != fields.end()) total += it->second->integer;
-        if (auto it = fields.find("lag"); it != fields.end()) {
-          // nil when Redis cannot tell (entries deleted by the trim): count the whole stream.
-          if (it->second->is_nil()) {
-            Result<RedisReply> len = conn_->Command({"XLEN", topic});
-            if (len.ok()) total += len->integer;
-          } else {
-            total += it->second->integer;
-          }
-        }
-      }
-    }
-    return total;
-  }
+  Result<int64_t> Lag() override { return GroupLagOn(*conn_, options_); }
 
   std::vector<std::string> Assignment() const override {
     std::vector<std::string> out;
@@ -261,6 +268,11 @@ Result<std::unique_ptr<Publisher>> OpenRedisPublisher(std::string_view url,
   GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<RedisConn> conn,
                            RedisConn::Connect(std::string(url), redis_options, false));
   return std::unique_ptr<Publisher>(new RedisPublisher(std::move(conn), options));
+}
+
+Result<int64_t> RedisGroupLag(std::string_view url, const SubscribeOptions& options) {
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<RedisConn> conn, RedisConn::Connect(std::string(url)));
+  return GroupLagOn(*conn, options);
 }
 
 Result<std::unique_ptr<Subscriber>> OpenRedisSubscriber(std::string_view url,

@@ -31,4 +31,7 @@ Result<std::unique_ptr<Subscriber>> OpenRedisSubscriber(std::string_view url,
                                                         const SubscribeOptions& options,
                                                         int64_t claim_idle_ms = 60'000);
 
+// The lag of a consumer group (as Subscriber::Lag), read with XINFO GROUPS only.
+Result<int64_t> RedisGroupLag(std::string_view url, const SubscribeOptions& options);
+
 }  // namespace gapless

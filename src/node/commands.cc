@@ -13,10 +13,13 @@
 
 #include "coord/queue.h"
 #include "coord/registry.h"
+#include "events/event.h"
+#include "events/open_bus.h"
 #include "node/duties.h"
 #include "node/indexer.h"
 #include "node/progress.h"
 #include "node/reconcile.h"
+#include "store/outbox.h"
 #include "store/queries.h"
 #include "store/state.h"
 
@@ -256,6 +259,46 @@ void WriteLeaderStatus(const FleetStateOptions& options, const Keys& keys, std::
 
 }  // namespace
 
+namespace {
+
+// The events section of status: whether events are on, the outbox backlog, each bus's cursor and
+// the lag of the consumer groups asked for.
+Status WriteEventsStatus(PgConn& conn, uint64_t chain_id, const StatusCommand& command,
+                         std::ostream& out) {
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> events_from, EventsFrom(conn));
+  if (!events_from.has_value()) {
+    out << "events                 off (no process has run with --events on this database)\n";
+    return Status::Ok();
+  }
+  GAPLESS_ASSIGN_OR_RETURN(OutboxStats outbox, LoadOutboxStats(conn));
+  out << fmt::format(
+      "events                 on from block {}; outbox {} blocks, {} events{}\n", *events_from,
+      outbox.rows, outbox.events,
+      outbox.lowest ? fmt::format(" (blocks {}..{})", *outbox.lowest, *outbox.highest) : "");
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<EventCursor> cursors, LoadCursors(conn));
+  for (const EventCursor& c : cursors) {
+    out << fmt::format("  {:<36} published up to block {}, {} events, last at {} (epoch {})\n",
+                       c.bus,
+                       c.next_block > 0 ? std::to_string(c.next_block - 1) : std::string("-"),
+                       c.events_sent, c.published_at, c.leader_epoch);
+  }
+  for (const std::string& bus : command.buses) {
+    for (const std::string& group : command.groups) {
+      SubscribeOptions options;
+      options.group = group;
+      for (std::string_view type : EventTypes())
+        options.topics.push_back(EventTopic(type, chain_id));
+      Result<int64_t> lag = GroupLag(bus, options);
+      out << fmt::format(
+          "  group {:<20} on {:<28} {}\n", group, BusName(bus),
+          lag.ok() ? fmt::format("lag {} events", *lag) : "unknown: " + lag.status().message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
   GAPLESS_ASSIGN_OR_RETURN(FleetState fleet, OpenFleetState(command.fleet));
   RedisConn& redis = *fleet.coord->redis;
@@ -304,6 +347,11 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
     out << fmt::format(
         "  {:<24} {:<32} token {:<8} {}\n", l.task.id(), l.worker, l.token,
         left >= 0 ? "expires in " + Seconds(left) : "expired " + Seconds(-left) + " ago");
+  }
+
+  {
+    auto conn = fleet.pool->Acquire();
+    GAPLESS_RETURN_IF_ERROR(WriteEventsStatus(*conn, fleet.chain_id, command, out));
   }
 
   Registry registry(&redis, &keys);

@@ -137,11 +137,15 @@ struct FleetStateOptions {
 struct StatusCommand {
   FleetStateOptions fleet;
   std::string rpc;  // optional: the chain head, for the lag
+  // optional: consumer groups whose lag to show, on each of these buses
+  std::vector<std::string> buses;
+  std::vector<std::string> groups;
 };
 
 // The leader (host, pid, epoch, since), each lock node's view (holder, epoch, log length,
 // reachable), the head log's committed height, frontier (Redis and PostgreSQL), queue depths,
-// leases, dead letters, live workers, lag.
+// leases, dead letters, live workers, lag; events: the outbox backlog, each bus's cursor (last
+// published block, events sent, when), and the lag of the named consumer groups.
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out);
 
 // `gapless events tail`: envelopes from a bus as JSON lines, like kcat.
