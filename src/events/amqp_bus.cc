@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <set>
 #include <thread>
@@ -436,6 +437,7 @@ class AmqpSubscriber final : public Subscriber {
   Status Connect() {
     if (conn_.is_open()) return Status::Ok();
     unacked_.clear();
+    buffered_.clear();
     consuming_ = false;
     GAPLESS_RETURN_IF_ERROR(conn_.Open());
     GAPLESS_RETURN_IF_ERROR(DeclareExchange(conn_));
@@ -460,38 +462,12 @@ class AmqpSubscriber final : public Subscriber {
     }
     int64_t deadline = NowMs() + timeout_ms;
     while (out.size() < max) {
-      amqp_maybe_release_buffers(conn_.get());
-      timeval tv = ToTimeval(out.empty() ? deadline - NowMs() : 0);
-      amqp_envelope_t envelope;
-      amqp_rpc_reply_t r = amqp_consume_message(conn_.get(), &envelope, &tv, 0);
-      if (r.reply_type == AMQP_RESPONSE_NORMAL) {
-        Delivery d;
-        d.topic = Str(envelope.routing_key);
-        d.position = std::to_string(envelope.delivery_tag);
-        d.body = Str(envelope.message.body);
-        d.redelivered = envelope.redelivered != 0;
-        d.handle = next_handle_++;
-        unacked_[d.handle] = envelope.delivery_tag;
-        amqp_destroy_envelope(&envelope);
-        out.push_back(std::move(d));
-        continue;
+      if (buffered_.empty()) {
+        GAPLESS_ASSIGN_OR_RETURN(bool got, ReadOne(out.empty() ? deadline - NowMs() : 0));
+        if (!got) break;
       }
-      if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-          r.library_error == AMQP_STATUS_TIMEOUT) {
-        break;
-      }
-      if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
-          r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
-        // Not a delivery: a close, a broker-side cancel, or something to ignore.
-        amqp_frame_t frame;
-        int rc = amqp_simple_wait_frame(conn_.get(), &frame);
-        if (rc != AMQP_STATUS_OK) return conn_.LibraryError(rc, "poll");
-        if (frame.frame_type == AMQP_FRAME_METHOD) {
-          GAPLESS_RETURN_IF_ERROR(conn_.UnexpectedMethod(frame, "poll"));
-        }
-        continue;
-      }
-      return conn_.Reply(r, "poll");
+      out.push_back(std::move(buffered_.front()));
+      buffered_.pop_front();
     }
     return out;
   }
@@ -538,12 +514,58 @@ class AmqpSubscriber final : public Subscriber {
     amqp_queue_declare_ok_t* ok = amqp_queue_declare(conn_.get(), kChannel, Bytes(options_.group),
                                                      /*passive=*/1, 0, 0, 0, amqp_empty_table);
     GAPLESS_RETURN_IF_ERROR(conn_.LastReply("queue.declare passive " + options_.group));
-    return static_cast<int64_t>(ok->message_count) + static_cast<int64_t>(unacked_.size());
+    int64_t ready = ok->message_count;
+    // What the broker sent us before its reply is unacked, not ready: take it into the buffer
+    // so that it is counted (unacked_ holds the buffered deliveries too).
+    for (;;) {
+      GAPLESS_ASSIGN_OR_RETURN(bool got, ReadOne(0));
+      if (!got) break;
+    }
+    return ready + static_cast<int64_t>(unacked_.size());
   }
 
   std::vector<std::string> Assignment() const override { return {"queue " + options_.group}; }
 
  private:
+  // Reads one delivery into buffered_ (and unacked_), waiting at most wait_ms; false on timeout.
+  Result<bool> ReadOne(int64_t wait_ms) {
+    int64_t deadline = NowMs() + wait_ms;
+    for (;;) {
+      if (buffered_.empty()) amqp_maybe_release_buffers(conn_.get());
+      timeval tv = ToTimeval(deadline - NowMs());
+      amqp_envelope_t envelope;
+      amqp_rpc_reply_t r = amqp_consume_message(conn_.get(), &envelope, &tv, 0);
+      if (r.reply_type == AMQP_RESPONSE_NORMAL) {
+        Delivery d;
+        d.topic = Str(envelope.routing_key);
+        d.position = std::to_string(envelope.delivery_tag);
+        d.body = Str(envelope.message.body);
+        d.redelivered = envelope.redelivered != 0;
+        d.handle = next_handle_++;
+        unacked_[d.handle] = envelope.delivery_tag;
+        amqp_destroy_envelope(&envelope);
+        buffered_.push_back(std::move(d));
+        return true;
+      }
+      if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+          r.library_error == AMQP_STATUS_TIMEOUT) {
+        return false;
+      }
+      if (r.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+          r.library_error == AMQP_STATUS_UNEXPECTED_STATE) {
+        // Not a delivery: a close, a broker-side cancel, or something to ignore.
+        amqp_frame_t frame;
+        int rc = amqp_simple_wait_frame(conn_.get(), &frame);
+        if (rc != AMQP_STATUS_OK) return conn_.LibraryError(rc, "poll");
+        if (frame.frame_type == AMQP_FRAME_METHOD) {
+          GAPLESS_RETURN_IF_ERROR(conn_.UnexpectedMethod(frame, "poll"));
+        }
+        continue;
+      }
+      return conn_.Reply(r, "poll");
+    }
+  }
+
   Status StartConsuming() {
     amqp_basic_consume_ok_t* ok =
         amqp_basic_consume(conn_.get(), kChannel, Bytes(options_.group), amqp_empty_bytes,
@@ -568,7 +590,9 @@ class AmqpSubscriber final : public Subscriber {
   bool consuming_ = false;
   std::string consumer_tag_;
   uint64_t next_handle_ = 1;
-  std::unordered_map<uint64_t, uint64_t> unacked_;  // handle -> delivery tag, this connection
+  // handle -> delivery tag, of this connection's deliveries not yet acked (polled or buffered)
+  std::unordered_map<uint64_t, uint64_t> unacked_;
+  std::deque<Delivery> buffered_;  // received, not yet returned by Poll
   std::unique_ptr<ConfirmPublisher> dlq_;
 };
 

@@ -31,9 +31,10 @@
 // returns no deliveries; deliveries the broker sent before the cancel stay unacked with us and
 // are returned by the first Poll after Resume (nothing is lost, nothing requeued). Pause and
 // Resume record the state even when the connection is down (the reconnect honours it).
-//   Lag = messages ready in the queue (queue.declare passive: message_count) + deliveries
-// polled and not yet acked. Messages the broker has pushed into our socket but Poll has not
-// returned yet (at most the prefetch) are counted by neither, so Lag may be low by up to 256.
+//   Lag = messages ready in the queue (queue.declare passive: message_count) + deliveries this
+// subscriber holds unacked: polled, or sent by the broker (prefetch) and not yet polled (Lag
+// reads those off the socket into a buffer that Poll returns first). A delivery between the
+// broker's queue and our socket at that moment is missed, so Lag is exact only when idle.
 //   Assignment() = {"queue <group>"}. from_beginning means nothing here: a queue holds what was
 // routed to it since it was declared (by any subscriber of the group), no more.
 //   A broken connection makes the call Unavailable; the next Poll (or Ack, Lag) reconnects and
