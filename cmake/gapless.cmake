@@ -25,7 +25,7 @@ function(gapless_test name)
   # Integration tests find their servers through the environment. Each test creates its own
   # database on the shared test server (see testing/pg_test_db.h), so tests do not interfere.
   set_tests_properties(${name} PROPERTIES ENVIRONMENT
-    "GAPLESS_TEST_PG_URL=postgresql://gapless@127.0.0.1:${GAPLESS_TEST_PG_PORT}/postgres;GAPLESS_ANVIL=${GAPLESS_ANVIL};GAPLESS_TEST_REDIS_URL=redis://127.0.0.1:${GAPLESS_TEST_REDIS_PORT}")
+    "GAPLESS_TEST_PG_URL=postgresql://gapless@127.0.0.1:${GAPLESS_TEST_PG_PORT}/postgres;GAPLESS_ANVIL=${GAPLESS_ANVIL};GAPLESS_TEST_REDIS_URL=redis://127.0.0.1:${GAPLESS_TEST_REDIS_PORT};GAPLESS_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:${GAPLESS_TEST_AMQP_PORT}")
 endfunction()
 
 # gapless_embed(TARGET VAR FILES...): generates a header with the files' contents as

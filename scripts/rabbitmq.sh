@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# rabbitmq.sh start|stop|status|url: a RabbitMQ node of the project's own on 127.0.0.1, for tests
+# and the demo. Its own node name (gapless-amqp-<port>@localhost), data, logs, config and Erlang
+# cookie under the run directory, no plugins, and nothing read from /etc/rabbitmq. The
+# distribution port is set explicitly (port + 1000, or port - 1000 above 64535) so two nodes on
+# one machine never collide; the shared epmd on 4369 that the first node starts stays running.
+# Debian's rabbitmq-server runs as user rabbitmq, so as root the node is started through runuser
+# and its directory belongs to rabbitmq. Each start begins empty (the directory is wiped when
+# the node is not running). Idempotent; start waits until the AMQP port answers (at
+# most 60 s, then prints the log's tail); stop signals only the pid this node wrote (SIGTERM: a
+# graceful shutdown, persistent messages kept) and waits for it to exit.
+#   GAPLESS_RUN_DIR    pid file, data, log (default: <repo>/.run)
+#   GAPLESS_AMQP_PORT  AMQP port (default 56720)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+run_dir=${GAPLESS_RUN_DIR:-$here/.run}
+port=${GAPLESS_AMQP_PORT:-56720}
+dir=$run_dir/rabbitmq-$port
+pid_file=$dir/pid
+node=gapless-amqp-$port@localhost
+if [ "$port" -gt 64535 ]; then dist_port=$((port - 1000)); else dist_port=$((port + 1000)); fi
+server=/usr/lib/rabbitmq/bin/rabbitmq-server
+
+running() { [ -s "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null &&
+  ! grep -q '^State:\s*Z' "/proc/$(cat "$pid_file")/status" 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
+case "${1:-}" in
+  start)
+    [ -x "$server" ] || { echo "rabbitmq.sh: rabbitmq-server missing; run scripts/setup.sh" >&2; exit 1; }
+    if running; then exit 0; fi
+    # A fresh node each start: the tests want a clean slate (no queues of an earlier run).
+    rm -rf "$dir"
+    mkdir -p "$dir/log" "$dir/mnesia"
+    if port_open; then echo "rabbitmq.sh: port $port is taken by another process" >&2; exit 1; fi
+    cat >"$dir/rabbitmq.conf" <<EOF
+listeners.tcp.1 = 127.0.0.1:$port
+loopback_users = none
+log.console = false
+log.file.level = info
+EOF
+    echo '[].' >"$dir/enabled_plugins"
+    : >"$dir/rabbitmq-env.conf"
+    as_rabbit=()
+    if [ "$(id -u)" = 0 ]; then
+      chown -R rabbitmq:rabbitmq "$dir"
+      as_rabbit=(runuser -u rabbitmq --)
+    fi
+    rm -f "$pid_file"
+    "${as_rabbit[@]}" env HOME="$dir" \
+      RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
+      RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
+      RABBITMQ_ADVANCED_CONFIG_FILE="$dir/advanced.config" \
+      RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
+      RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$port" \
+      RABBITMQ_DIST_PORT="$dist_port" \
+      RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+      RABBITMQ_PID_FILE="$pid_file" \
+      "$server" -detached
+    for _ in $(seq 1 600); do
+      if port_open && running; then exit 0; fi
+      sleep 0.1
+    done
+    echo "rabbitmq.sh: RabbitMQ on port $port did not answer within 60 s; log tail:" >&2
+    tail -n 30 "$dir/log/$node.log" >&2 2>/dev/null || true
+    exit 1
+    ;;
+  stop)
+    if running; then
+      pid=$(cat "$pid_file")
+      kill "$pid"
+      for _ in $(seq 1 300); do
+        kill -0 "$pid" 2>/dev/null || break
+        grep -q '^State:\s*Z' "/proc/$pid/status" 2>/dev/null && break
+        sleep 0.1
+      done
+      if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+    fi
+    rm -f "$pid_file"
+    ;;
+  status)
+    if running; then echo "RabbitMQ node $node running on port $port (pid $(cat "$pid_file"))"; else echo "not running"; exit 3; fi
+    ;;
+  url)
+    echo "amqp://guest:guest@127.0.0.1:$port"
+    ;;
+  *)
+    echo "usage: rabbitmq.sh start|stop|status|url" >&2
+    exit 2
+    ;;
+esac
