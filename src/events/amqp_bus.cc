@@ -259,9 +259,12 @@ Status DeclareExchange(Connection& conn) {
   return conn.LastReply("exchange.declare " + std::string(kAmqpExchange));
 }
 
-Status DeclareQueue(Connection& conn, const std::string& queue) {
-  amqp_queue_declare(conn.get(), kChannel, Bytes(queue), /*passive=*/0, /*durable=*/1,
-                     /*exclusive=*/0, /*auto_delete=*/0, amqp_empty_table);
+// A group's queue is durable; a transient one (events tail) is exclusive and auto-deleted, so
+// it disappears with its connection.
+Status DeclareQueue(Connection& conn, const std::string& queue, bool transient = false) {
+  amqp_queue_declare(conn.get(), kChannel, Bytes(queue), /*passive=*/0,
+                     /*durable=*/transient ? 0 : 1, /*exclusive=*/transient ? 1 : 0,
+                     /*auto_delete=*/transient ? 1 : 0, amqp_empty_table);
   return conn.LastReply("queue.declare " + queue);
 }
 
@@ -441,7 +444,7 @@ class AmqpSubscriber final : public Subscriber {
     consuming_ = false;
     GAPLESS_RETURN_IF_ERROR(conn_.Open());
     GAPLESS_RETURN_IF_ERROR(DeclareExchange(conn_));
-    GAPLESS_RETURN_IF_ERROR(DeclareQueue(conn_, options_.group));
+    GAPLESS_RETURN_IF_ERROR(DeclareQueue(conn_, options_.group, options_.transient));
     for (const std::string& topic : options_.topics) {
       amqp_queue_bind(conn_.get(), kChannel, Bytes(options_.group), Bytes(kAmqpExchange),
                       Bytes(topic), amqp_empty_table);
@@ -679,8 +682,22 @@ Result<std::unique_ptr<Publisher>> OpenAmqpPublisher(std::string_view url,
     return FailedPrecondition("amqp publisher: confirm_timeout_ms must be positive");
   }
   auto publisher = std::make_unique<AmqpPublisher>(std::move(parsed), options);
-  GAPLESS_RETURN_IF_ERROR(publisher->Connect());
+  // A broker that is down now is not an error: Publish connects (the relay retries, the events
+  // wait in the outbox). Bad credentials or a missing vhost are.
+  Status connected = publisher->Connect();
+  if (!connected.ok() && connected.code() != Code::kUnavailable) return connected;
   return std::unique_ptr<Publisher>(std::move(publisher));
+}
+
+Result<int64_t> AmqpGroupLag(std::string_view url, const SubscribeOptions& options) {
+  GAPLESS_ASSIGN_OR_RETURN(AmqpUrl parsed, ParseAmqpUrl(url));
+  Connection conn(parsed, kSubscriberTimeoutMs, "gapless status");
+  GAPLESS_RETURN_IF_ERROR(conn.Open());
+  amqp_queue_declare_ok_t* ok = amqp_queue_declare(conn.get(), kChannel, Bytes(options.group),
+                                                   /*passive=*/1, 0, 0, 0, amqp_empty_table);
+  Status st = conn.LastReply("queue.declare passive " + options.group);
+  if (!st.ok()) return NotFound("no queue " + options.group + " on " + parsed.Name());
+  return static_cast<int64_t>(ok->message_count);
 }
 
 Result<std::unique_ptr<Subscriber>> OpenAmqpSubscriber(std::string_view url,

@@ -35,6 +35,7 @@
 // subscriber holds unacked: polled, or sent by the broker (prefetch) and not yet polled (Lag
 // reads those off the socket into a buffer that Poll returns first). A delivery between the
 // broker's queue and our socket at that moment is missed, so Lag is exact only when idle.
+//   options.transient (events tail): the queue is exclusive and auto-deleted instead of durable.
 //   Assignment() = {"queue <group>"}. from_beginning means nothing here: a queue holds what was
 // routed to it since it was declared (by any subscriber of the group), no more.
 //   A broken connection makes the call Unavailable; the next Poll (or Ack, Lag) reconnects and
@@ -75,8 +76,9 @@ struct AmqpUrl {
 // FailedPrecondition naming the problem when `url` is not amqp://[user:pass@]host[:port][/vhost].
 Result<AmqpUrl> ParseAmqpUrl(std::string_view url);
 
-// Connects, declares the exchange and enables confirms. Unavailable when the broker cannot be
-// reached, FailedPrecondition for a bad URL, bad credentials or a missing vhost.
+// Connects, declares the exchange and enables confirms. A broker that cannot be reached is not an
+// error here (the first Publish connects); FailedPrecondition for a bad URL, bad credentials or a
+// missing vhost.
 Result<std::unique_ptr<Publisher>> OpenAmqpPublisher(std::string_view url,
                                                      const PublisherOptions& options);
 
@@ -85,5 +87,9 @@ Result<std::unique_ptr<Publisher>> OpenAmqpPublisher(std::string_view url,
 // reached. No topics is allowed: the queue is consumed as it is (e.g. a group's "{group}.dlq").
 Result<std::unique_ptr<Subscriber>> OpenAmqpSubscriber(std::string_view url,
                                                        const SubscribeOptions& options);
+
+// The messages ready in the group's queue (read with a passive queue.declare, without consuming);
+// NotFound when there is no such queue. Deliveries a consumer holds unacked are not counted.
+Result<int64_t> AmqpGroupLag(std::string_view url, const SubscribeOptions& options);
 
 }  // namespace gapless

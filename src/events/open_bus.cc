@@ -81,6 +81,10 @@ Result<int64_t> GroupLag(std::string_view url, const SubscribeOptions& options) 
   switch (SchemeOf(url)) {
     case Scheme::kRedis:
       return RedisGroupLag(url, options);
+#if GAPLESS_HAVE_AMQP
+    case Scheme::kAmqp:
+      return AmqpGroupLag(url, options);
+#endif
     default:
       return UnknownScheme(url);
   }

@@ -1,0 +1,328 @@
+// Events end to end, with real processes and real brokers: the fleet indexes the devnet (with
+// token transfers of every standard) while its workers are killed, and a consumer on each bus
+// receives every block.new in chain order and every token.transfer, payloads equal to the rows
+// in PostgreSQL; the relay killed between publish and mark re-publishes with the same ids; a
+// broker that is down holds the events back in the outbox without costing the leader its lease.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "devnet_util.h"
+#include "events/event.h"
+#include "events/open_bus.h"
+#include "store/outbox.h"
+#include "store/reader.h"
+#include "store/state.h"
+#include "testing/rabbitmq_server.h"
+#include "testing/redis_server.h"
+#include "testing/wait_for.h"
+
+namespace gapless::e2e {
+namespace {
+
+using testing_util::NowMs;
+using testing_util::WaitFor;
+
+const Devnet& TheDevnet() {
+  static const Devnet devnet = OpenDevnet(GAPLESS_TEST_ANVIL_URL, GAPLESS_TEST_DEVNET_MANIFEST);
+  return devnet;
+}
+
+// A bus started for one test.
+struct Bus {
+  std::string url;
+  std::unique_ptr<RedisServer> redis;
+  std::unique_ptr<RabbitMqServer> rabbit;
+};
+
+Bus StartBus(const std::string& kind) {
+  Bus bus;
+  if (kind == "redis") {
+    auto s = RedisServer::Start();
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) {
+      bus.redis = std::move(s).value();
+      bus.url = bus.redis->url();
+    }
+  } else if (kind == "amqp") {
+    auto s = RabbitMqServer::Start();
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (s.ok()) {
+      bus.rabbit = std::move(s).value();
+      bus.url = bus.rabbit->url();
+    }
+  }
+  return bus;
+}
+
+std::unique_ptr<Subscriber> SubscribeAll(const std::string& url, uint64_t chain_id,
+                                         const std::string& group) {
+  SubscribeOptions options;
+  options.group = group;
+  options.from_beginning = true;
+  for (std::string_view type : EventTypes()) options.topics.push_back(EventTopic(type, chain_id));
+  auto s = OpenSubscriber(url, options);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  if (!s.ok()) return nullptr;
+  // The first poll declares the group (AMQP: the queue exists from now on).
+  auto first = (*s)->Poll(1, 10);
+  EXPECT_TRUE(first.ok() && first->empty());
+  return std::move(s).value();
+}
+
+struct Received {
+  std::vector<Envelope> in_order;                 // every delivery, as it came
+  std::map<std::string, std::string> body_by_id;  // the last body seen for each id
+  std::map<std::string, int> times_by_id;
+};
+
+// Polls until `done(received)` or timeout_ms; acks everything.
+template <typename Done>
+Received Consume(Subscriber& s, int64_t timeout_ms, Done done) {
+  Received r;
+  int64_t end = NowMs() + timeout_ms;
+  while (NowMs() < end && !done(r)) {
+    auto batch = s.Poll(500, 200);
+    if (!batch.ok()) continue;
+    for (const Delivery& d : *batch) {
+      auto env = ParseEnvelope(d.body);
+      EXPECT_TRUE(env.ok()) << env.status().ToString() << " in " << d.body;
+      if (env.ok()) {
+        r.body_by_id[env->event_id] = d.body;
+        ++r.times_by_id[env->event_id];
+        r.in_order.push_back(std::move(env).value());
+      }
+      EXPECT_TRUE(s.Ack(d).ok());
+    }
+  }
+  return r;
+}
+
+// The events of blocks 0..to as built from the database: what every bus must have received.
+std::vector<OutgoingEvent> ExpectedEvents(PgPool* pool, uint64_t chain_id, uint64_t to) {
+  auto conn = pool->Acquire();
+  auto blocks = ReadBlocks(*conn, 0, to);
+  EXPECT_TRUE(blocks.ok());
+  std::vector<OutgoingEvent> out;
+  if (!blocks.ok()) return out;
+  for (const BlockData& d : *blocks) {
+    for (OutgoingEvent& e : BlockEvents(chain_id, d)) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// Every block.new's first delivery comes in chain order 0..to, each block once before the next.
+void ExpectBlocksInChainOrder(const Received& r, uint64_t to) {
+  std::set<std::string> seen;
+  std::vector<uint64_t> firsts;
+  for (const Envelope& e : r.in_order) {
+    if (e.event_type != kBlockNew || !seen.insert(e.event_id).second) continue;
+    auto pos = e.payload_json.find("\"block_number\":");
+    ASSERT_NE(pos, std::string::npos);
+    firsts.push_back(std::stoull(e.payload_json.substr(pos + 15)));
+  }
+  ASSERT_EQ(firsts.size(), to + 1);
+  for (uint64_t i = 0; i <= to; ++i) ASSERT_EQ(firsts[i], i) << "block.new out of chain order";
+}
+
+// Independently of the event builder: each token.transfer payload equals its token_transfers row.
+void ExpectTransfersEqualRows(PgPool* pool, const Received& r) {
+  auto conn = pool->Acquire();
+  auto rows = conn->Query(
+      "SELECT block_number, log_index, batch_index, '0x' || encode(token_address, 'hex'),"
+      " '0x' || encode(from_address, 'hex'), '0x' || encode(to_address, 'hex'), value::text,"
+      " coalesce(token_id::text, ''), '0x' || encode(transaction_hash, 'hex'), token_standard"
+      " FROM token_transfers ORDER BY 1, 2, 3");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, TransferEvent> got;
+  for (const Envelope& e : r.in_order) {
+    if (e.event_type != kTokenTransfer) continue;
+    auto t = ParseTransferPayload(e.payload_json);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    got[{t->block_number, t->log_index, t->batch_index}] = *t;
+  }
+  ASSERT_EQ(got.size(), static_cast<size_t>(rows->rows()));
+  ASSERT_GT(rows->rows(), 10);
+  for (int i = 0; i < rows->rows(); ++i) {
+    auto key = std::make_tuple(std::stoull(std::string(rows->Get(i, 0))),
+                               std::stoull(std::string(rows->Get(i, 1))),
+                               std::stoull(std::string(rows->Get(i, 2))));
+    ASSERT_TRUE(got.contains(key)) << "no token.transfer for block " << std::get<0>(key);
+    const TransferEvent& t = got[key];
+    EXPECT_EQ(t.token_address, rows->Get(i, 3));
+    EXPECT_EQ(t.from_address, rows->Get(i, 4));
+    EXPECT_EQ(t.to_address, rows->Get(i, 5));
+    EXPECT_EQ(t.amount, rows->Get(i, 6));
+    EXPECT_EQ(t.token_id.value_or(""), rows->Get(i, 7));
+    EXPECT_EQ(t.transaction_hash, rows->Get(i, 8));
+    EXPECT_EQ(t.token_standard, "erc" + std::string(rows->Get(i, 9)));
+  }
+}
+
+void ExpectEveryEvent(const Received& r, const std::vector<OutgoingEvent>& expected) {
+  size_t missing = 0;
+  for (const OutgoingEvent& e : expected) {
+    auto it = r.body_by_id.find(e.event_id);
+    if (it == r.body_by_id.end()) {
+      ++missing;
+      continue;
+    }
+    EXPECT_EQ(it->second, e.body);
+  }
+  EXPECT_EQ(missing, 0u) << "of " << expected.size() << " events";
+}
+
+class EventsTest : public DbRedisTest, public ::testing::WithParamInterface<std::string> {};
+
+// The fleet (a leader candidate publishing to the bus, two worker processes killed and restarted
+// while they index) and a consumer group on the bus.
+TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
+  const Devnet& devnet = TheDevnet();
+  const uint64_t to = devnet.last_block();
+  Bus bus = StartBus(GetParam());
+  ASSERT_FALSE(bus.url.empty());
+  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "test-consumer");
+  ASSERT_NE(subscriber, nullptr);
+
+  const std::string log = ::testing::TempDir() + "events-fleet.log";
+  FleetFlags leader_flags{.workers = "0", .extra = {"--events", bus.url}};
+  pid_t leader = Spawn(FleetCommand("run", devnet, db_.url(), redis_url_, to, leader_flags), log);
+  std::vector<pid_t> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to), log));
+  }
+  // Kill a worker every 700 ms and start a new one, until the leader is done.
+  int kills = 0;
+  for (int round = 0; round < 200 && ProcessState(leader) != 'Z' && ProcessState(leader) != 0;
+       ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    pid_t victim = workers[round % workers.size()];
+    kill(victim, SIGKILL);
+    WaitForExit(victim, 10);
+    ++kills;
+    workers[round % workers.size()] =
+        Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to), log);
+  }
+  EXPECT_EQ(WaitForExit(leader, 120), 0) << "see " << log;
+  for (pid_t w : workers) {
+    kill(w, SIGTERM);
+    WaitForExit(w, 20);
+  }
+  EXPECT_GT(kills, 0);
+
+  std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
+  Received r = Consume(*subscriber, 60'000, [&](const Received& got) {
+    return got.body_by_id.size() >= expected.size();
+  });
+  ExpectEveryEvent(r, expected);
+  ExpectBlocksInChainOrder(r, to);
+  ExpectTransfersEqualRows(pool_.get(), r);
+  // The outbox is pruned once every block was confirmed.
+  auto conn = pool_->Acquire();
+  auto stats = LoadOutboxStats(*conn);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows, 0u);
+}
+
+// The relay killed after the broker confirmed a batch and before it moved its cursor
+// (failpoint relay-crash-after-publish): the next run publishes that batch again, same ids.
+TEST_P(EventsTest, ARelayKilledBetweenPublishAndMarkRepublishesWithTheSameIds) {
+  const Devnet& devnet = TheDevnet();
+  const uint64_t to = devnet.last_block();
+  Bus bus = StartBus(GetParam());
+  ASSERT_FALSE(bus.url.empty());
+  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "crash-consumer");
+  ASSERT_NE(subscriber, nullptr);
+  std::vector<std::string> index = {GaplessBinary(), "index",     "--rpc",   devnet.url,
+                                    "--db",          db_.url(),   "--from",  "0",
+                                    "--to",          std::to_string(to), "--events", bus.url,
+                                    "--progress",    "off",       "--log-level", "warn"};
+  const std::string log = ::testing::TempDir() + "events-crash.log";
+  pid_t first = Spawn(index, log, {"GAPLESS_FAILPOINTS=relay-crash-after-publish"});
+  EXPECT_EQ(WaitForExit(first, 120), -1) << "the failpoint should have killed it; see " << log;
+  pid_t second = Spawn(index, log);
+  ASSERT_EQ(WaitForExit(second, 120), 0) << "see " << log;
+
+  std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
+  Received r = Consume(*subscriber, 60'000, [&](const Received& got) {
+    return got.body_by_id.size() >= expected.size();
+  });
+  // Drain what else is there (the duplicates may come after the last new id).
+  Received rest = Consume(*subscriber, 1'500, [](const Received&) { return false; });
+  for (const Envelope& e : rest.in_order) ++r.times_by_id[e.event_id];
+  ExpectEveryEvent(r, expected);
+  size_t duplicated = 0;
+  for (const auto& [id, times] : r.times_by_id) duplicated += times > 1 ? 1 : 0;
+  EXPECT_GT(duplicated, 0u) << "the batch published before the crash should come again";
+  // The duplicates are the first batch: block 0's events.
+  EXPECT_EQ(r.times_by_id[expected.front().event_id], 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Buses, EventsTest, ::testing::Values("redis", "amqp"),
+                         [](const auto& info) { return info.param; });
+
+// RabbitMQ stopped while the fleet indexes: nothing is published, the backlog waits in the
+// outbox, the leader keeps its lease (one election epoch throughout); when the broker returns the
+// backlog drains and every event arrives.
+TEST_F(DbRedisTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
+  const Devnet& devnet = TheDevnet();
+  const uint64_t to = devnet.last_block();
+  Bus bus = StartBus("amqp");
+  ASSERT_FALSE(bus.url.empty());
+  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "patient-consumer");
+  ASSERT_NE(subscriber, nullptr);
+  subscriber.reset();  // the durable queue keeps collecting
+  bus.rabbit->Stop();
+
+  const std::string log = ::testing::TempDir() + "events-broker-down.log";
+  FleetFlags flags{.workers = "2",
+                   .extra = {"--events", bus.url, "--events-timeout", "1000", "--leader-ttl",
+                             "1500"}};
+  pid_t run = Spawn(FleetCommand("run", devnet, db_.url(), redis_url_, to, flags), log);
+  // Indexing completes while the broker is down ...
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto conn = pool_->Acquire();
+        auto frontier = LoadFrontier(*conn);
+        return frontier.ok() && frontier->has_value() && **frontier > to;
+      },
+      120'000))
+      << "see " << log;
+  auto conn = pool_->Acquire();
+  auto chain = LoadChainId(*conn);
+  ASSERT_TRUE(chain.ok() && chain->has_value());
+  Keys keys = FleetKeys(pool_.get(), **chain);
+  auto redis = RedisConn::Connect(redis_url_);
+  ASSERT_TRUE(redis.ok());
+  auto epoch = [&] {
+    auto r = (*redis)->Command({"GET", keys.election_epoch()});
+    return r.ok() ? r->str : std::string("?");
+  };
+  const std::string epoch_before = epoch();
+  // ... and the events wait: the whole range is in the outbox, and the run does not end.
+  auto stats = LoadOutboxStats(*conn);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows, to + 1);
+  std::this_thread::sleep_for(std::chrono::seconds(4));  // more than two leader TTLs
+  EXPECT_NE(ProcessState(run), 'Z') << "the run ended with its events unpublished";
+  EXPECT_EQ(epoch(), epoch_before) << "the leader lost its lease while the broker was down";
+
+  ASSERT_TRUE(bus.rabbit->Restart().ok());
+  EXPECT_EQ(WaitForExit(run, 120), 0) << "see " << log;
+  EXPECT_EQ(epoch(), epoch_before);
+  subscriber = SubscribeAll(bus.url, devnet.chain_id(), "patient-consumer");
+  ASSERT_NE(subscriber, nullptr);
+  std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
+  Received r = Consume(*subscriber, 60'000, [&](const Received& got) {
+    return got.body_by_id.size() >= expected.size();
+  });
+  ExpectEveryEvent(r, expected);
+  ExpectBlocksInChainOrder(r, to);
+  stats = LoadOutboxStats(*conn);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows, 0u);
+}
+
+}  // namespace
+}  // namespace gapless::e2e
