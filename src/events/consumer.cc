@@ -536,9 +536,12 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
     //    (virtual time must not move under them); it waits for their outcomes instead.
     bool polled_some = false;
     bool waited = false;
-    if (!stopping && st.pending.size() < options_.max_buffered && now >= st.poll_blocked_until) {
+    //    Deliveries waiting for a retry count against the buffer too, so a run of failing or held
+    //    events cannot make the consumer hold an unbounded number of deliveries.
+    const size_t held = st.pending.size() + st.scheduled.size();
+    if (!stopping && held < options_.max_buffered && now >= st.poll_blocked_until) {
       int64_t timeout = st.in_flight > 0 ? 0 : idle_ms;
-      auto got = subscriber_->Poll(options_.max_buffered - st.pending.size(), timeout);
+      auto got = subscriber_->Poll(options_.max_buffered - held, timeout);
       waited = timeout > 0;
       if (!got.ok()) {
         st.last_error = "poll: " + got.status().ToString();

@@ -42,7 +42,8 @@
 // Threads: Run's caller becomes the poll thread, the only one that touches the Subscriber (Poll,
 // Ack, DeadLetter, Pause, Resume, Lag, Assignment); `concurrency` worker threads call the handler
 // and the ProcessingLocks, and hand their outcomes back to the poll thread. At most
-// `concurrency` deliveries are in the handler at once; at most max_buffered more wait for a slot.
+// `concurrency` deliveries are in the handler at once; at most max_buffered more wait for a slot
+// or for their retry (the poll asks for no more than the room left).
 // Time and sleeps come from options.env: on SimEnv virtual time does not move while a delivery is
 // in a worker, and moves to the next timer when nothing is, so retry and pause delays are exact.
 //
@@ -175,7 +176,7 @@ struct ConsumerStatus;
 struct ConsumerOptions {
   std::string name = "consumer";  // in logs and the status report
   size_t concurrency = 4;         // worker threads (>= 1)
-  size_t max_buffered = 0;        // polled deliveries waiting for a slot; 0 = 2 * concurrency
+  size_t max_buffered = 0;  // polled deliveries waiting for a slot or a retry; 0 = 2 * concurrency
   int64_t poll_timeout_ms = 100;  // longest Poll wait while idle
   int64_t processing_ttl_ms = 300'000;
   int max_retries = 3;

@@ -375,6 +375,20 @@ TEST_F(ConsumerTest, EventHeldByAnotherConsumerIsRecheckedNotAckedNorProcessed) 
   EXPECT_EQ(r.consumer().LastStatus().duplicates, 1u);
 }
 
+TEST_F(ConsumerTest, DeliveriesWaitingForARecheckCountAgainstTheBuffer) {
+  for (int n = 0; n < 40; ++n) {
+    locks_.HoldForOther(TestEvent(n).event_id, 300'000);
+    sub_.Add(TestEvent(n).body);
+  }
+  Running r(Options(), &sub_, &locks_, &handler_);
+  ASSERT_TRUE(WaitFor([&] { return locks_.acquires(TestEvent(0).event_id) >= 5; }, 20'000));
+  ASSERT_TRUE(r.Stop().ok());
+  // 2 * concurrency waiting, plus at most concurrency in the workers.
+  EXPECT_LE(sub_.delivered_count(), 12u);
+  EXPECT_GE(sub_.delivered_count(), 8u);
+  EXPECT_EQ(sub_.acked_count(), 0u);
+}
+
 TEST_F(ConsumerTest, ExpiredKeyOfACrashedHolderLetsTheEventBeProcessed) {
   const std::string id = TestEvent(1).event_id;
   locks_.HoldForOther(id, 3'000);  // the holder died; its key expires in 3 s

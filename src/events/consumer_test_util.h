@@ -151,6 +151,11 @@ class FakeSubscriber : public Subscriber {
     }
     return out;
   }
+  // Deliveries handed to the consumer so far.
+  size_t delivered_count() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return delivered_at_.size();
+  }
   // When the delivery was handed to the consumer; -1 if not yet.
   int64_t delivered_at(uint64_t handle) {
     std::lock_guard<std::mutex> lock(mu_);
