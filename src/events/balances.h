@@ -1,0 +1,80 @@
+// balances: the token-balances service, a consumer of token.transfer events built on the consumer
+// framework (events/consumer.h). It keeps every holder's balance of every token in PostgreSQL.
+//
+// Tables (created by EnsureBalancesSchema with CREATE TABLE IF NOT EXISTS; they may live in the
+// indexer's own database):
+//   token_balances(holder BYTEA, token BYTEA, token_id NUMERIC(78,0) NOT NULL DEFAULT -1,
+//                  balance NUMERIC(78,0), PRIMARY KEY (holder, token, token_id))
+//       token_id -1 is the convention for ERC-20 (no token id: a real id is never negative); an
+//       ERC-721 or ERC-1155 balance is per id. A balance can be negative for a while when events
+//       arrive out of order (a transfer out before the mint that funded it); it is exact once
+//       every event has been applied.
+//   applied_events(event_id UUID PRIMARY KEY, applied_at TIMESTAMPTZ)
+//       the completion record: one row per token.transfer event applied.
+//
+// Exactly once: Process applies one transfer in ONE transaction that first inserts the event id
+// into applied_events (ON CONFLICT DO NOTHING) and, if the id was already there, writes nothing
+// else; otherwise it subtracts the amount from `from` (unless it is the zero address: a mint)
+// and adds it to `to` (unless it is the zero address: a burn), by upserts. So however often an
+// event is delivered, and even when two consumers run it at the same moment (the second insert
+// waits for the first transaction and then does nothing), it counts once, and token_balances
+// equals the aggregate of the indexer's token_transfers over the same transfers. Completion is
+// recorded by Process itself; MarkCompleted is the framework's no-op. The two balance rows are
+// locked in holder order, so concurrent transfers cannot deadlock each other.
+// Other event types are acked without effect.
+//
+// Errors: a lost PostgreSQL connection (Unavailable without a SQLSTATE) is classified as a
+// database error like every server error, so it pauses the partition for the database delay. A
+// malformed payload is InvalidData (retried, then dead-lettered). A balance that would not fit
+// NUMERIC(78,0) is InvalidData from the server (SQLSTATE 22003) and ends in the dead-letter
+// destination too.
+//
+// Thread-safety: BalancesService is thread-safe (each call leases its own pool connection).
+#pragma once
+
+#include <atomic>
+#include <string>
+
+#include "events/bus.h"
+#include "events/consumer.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+// Creates token_balances and applied_events if they do not exist (serialised by an advisory lock,
+// so services starting together do not collide).
+Status EnsureBalancesSchema(PgConn& conn);
+
+class BalancesService : public EventHandler {
+ public:
+  // `pool` is not owned and must outlive the service; size it to the consumer's concurrency.
+  explicit BalancesService(PgPool* pool) : pool_(pool) {}
+
+  Status Process(const ConsumedEvent& event) override;
+  Result<bool> IsCompleted(const std::string& event_id) override;
+  ErrorClass Classify(const Status& error) override;
+
+  // Applies one token.transfer envelope's payload (what Process does for that type).
+  Status ApplyTransfer(const std::string& event_id, std::string_view payload_json);
+
+ private:
+  PgPool* pool_;
+};
+
+struct BalancesOptions {
+  std::string pg_url;     // the balances database
+  std::string redis_url;  // where the processing keys live
+  // Processing keys are "{redis_key_prefix}:processing:{event_id}"; one prefix per consumer group.
+  std::string redis_key_prefix = "gapless:consumer:balances";
+  // consumer.name defaults to "balances" when left at the framework's default.
+  ConsumerOptions consumer;
+};
+
+// The entry point for `gapless consume balances`: opens the pool (consumer.concurrency
+// connections), creates the schema, and consumes `subscriber` (subscribed by the caller to the
+// token.transfer topics) until `stop`. Returns the first error of the setup (Unavailable,
+// FailedPrecondition) or what EventConsumer::Run returns.
+Status RunBalancesConsumer(const BalancesOptions& options, Subscriber* subscriber,
+                           const std::atomic<bool>& stop);
+
+}  // namespace gapless

@@ -1,0 +1,293 @@
+// balances_itest: the balances service against real PostgreSQL (its own database per test) and
+// the shared test Redis. Transfers are stored in the indexer's token_transfers table (migrated
+// schema) and published as token.transfer events; the events reach two consumers with
+// duplicates, in shuffled order; afterwards token_balances must equal the SQL aggregate of
+// token_transfers.
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/model.h"
+#include "core/u256.h"
+#include "events/balances.h"
+#include "events/consumer_test_util.h"
+#include "events/event.h"
+#include "store/pg.h"
+#include "testing/pg_test_db.h"
+#include "testing/redis_test_db.h"
+#include "testing/wait_for.h"
+
+namespace gapless {
+namespace {
+
+using testing_util::FakeSubscriber;
+using testing_util::WaitFor;
+
+constexpr char kZero[] = "0x0000000000000000000000000000000000000000";
+constexpr uint64_t kChain = 1;
+
+std::string Address(int n) {
+  char buf[43];
+  snprintf(buf, sizeof buf, "0x%040x", n);
+  return buf;
+}
+
+// Blocks of random transfers among a few holders (and the zero address: mints and burns) of an
+// ERC-20 (two of them), an ERC-721 and an ERC-1155, so that holders meet again and again.
+std::vector<BlockData> RandomTransfers(int blocks, int per_block, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  auto pick = [&](uint64_t n) { return static_cast<uint64_t>(rng() % n); };
+  std::vector<std::string> holders = {kZero};
+  for (int i = 1; i <= 5; ++i) holders.push_back(Address(0x1000 + i));
+  std::vector<BlockData> out;
+  for (int b = 0; b < blocks; ++b) {
+    BlockData d;
+    d.block.number = 100 + b;
+    d.block.hash = "0x" + std::string(62, '0') + fmt::format("{:02x}", b);
+    d.block.timestamp = 1'700'000'000 + 12 * b;
+    for (int i = 0; i < per_block; ++i) {
+      TokenTransfer t;
+      t.block_number = d.block.number;
+      t.log_index = i;
+      t.transaction_hash = "0x" + std::string(60, 'a') + fmt::format("{:04x}", i);
+      t.from_address = holders[pick(holders.size())];
+      t.to_address = holders[pick(holders.size())];
+      switch (pick(4)) {
+        case 0:
+        case 1:
+          t.standard = TokenStandard::kErc20;
+          t.token_address = Address(pick(2) == 0 ? 0xe20a : 0xe20b);
+          // Up to ~10^38: far beyond 64 bits, far below NUMERIC(78,0)'s limit even summed.
+          t.value = *U256::FromDecimal(std::to_string(rng() % 1'000'000'000'000'000'000ULL) +
+                                       std::to_string(rng() % 1'000'000'000'000'000'000ULL));
+          break;
+        case 2:
+          t.standard = TokenStandard::kErc721;
+          t.token_address = Address(0xe721);
+          t.token_id = U256(1 + pick(5));
+          t.value = U256(1);
+          break;
+        default:
+          t.standard = TokenStandard::kErc1155;
+          t.token_address = Address(0xe1155);
+          t.operator_address = Address(0x0b);
+          t.token_id = U256(pick(3));
+          t.value = U256(1 + pick(1000));
+          break;
+      }
+      d.token_transfers.push_back(std::move(t));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Status StoreTransfers(PgConn& conn, const std::vector<BlockData>& blocks) {
+  for (const BlockData& d : blocks) {
+    for (const TokenTransfer& t : d.token_transfers) {
+      auto hex = [](const std::string& s) { return s.substr(2); };
+      GAPLESS_ASSIGN_OR_RETURN(
+          PgResult r,
+          conn.Query(
+              "INSERT INTO token_transfers (block_number, log_index, batch_index, "
+              "transaction_hash, token_address, from_address, to_address, operator_address, "
+              "token_id, value, token_standard) VALUES ($1, $2, $3, decode($4, 'hex'), "
+              "decode($5, 'hex'), decode($6, 'hex'), decode($7, 'hex'), decode($8, 'hex'), $9, "
+              "$10, $11)",
+              {std::to_string(t.block_number), std::to_string(t.log_index),
+               std::to_string(t.batch_index), hex(t.transaction_hash), hex(t.token_address),
+               hex(t.from_address), hex(t.to_address),
+               t.operator_address ? PgParam(hex(*t.operator_address)) : std::nullopt,
+               t.token_id ? PgParam(t.token_id->ToDecimal()) : std::nullopt, t.value.ToDecimal(),
+               std::to_string(static_cast<int>(t.standard))}));
+      (void)r;
+    }
+  }
+  return Status::Ok();
+}
+
+// Rows in one query's result but not the other's, both ways; 0 when token_balances equals the
+// aggregate of token_transfers.
+constexpr char kDifference[] = R"sql(
+WITH moves AS (
+  SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
+         value AS delta
+    FROM token_transfers WHERE to_address <> '\x0000000000000000000000000000000000000000'
+  UNION ALL
+  SELECT from_address, token_address, COALESCE(token_id, -1), -value
+    FROM token_transfers WHERE from_address <> '\x0000000000000000000000000000000000000000'
+), expected AS (
+  SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3
+), actual AS (
+  SELECT holder, token, token_id, balance FROM token_balances
+)
+SELECT (SELECT count(*) FROM (SELECT * FROM expected EXCEPT SELECT * FROM actual) a) +
+       (SELECT count(*) FROM (SELECT * FROM actual EXCEPT SELECT * FROM expected) b),
+       (SELECT count(*) FROM expected)
+)sql";
+
+class BalancesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (pg_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL is not set";
+    ASSERT_FALSE(pg_.failed()) << pg_.error().ToString();
+    auto conn = pg_.ConnectMigrated();
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    conn_ = std::move(*conn);
+    ASSERT_TRUE(EnsureBalancesSchema(*conn_).ok());
+    auto pool = PgPool::Open(pg_.url(), 4);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(*pool);
+  }
+  // (differing rows, expected rows)
+  std::pair<int64_t, int64_t> Difference() {
+    auto r = conn_->Query(kDifference);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {-1, -1};
+    return {*r->GetInt64(0, 0), *r->GetInt64(0, 1)};
+  }
+  int64_t Count(const std::string& sql) {
+    auto r = conn_->Query(sql);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r->GetInt64(0, 0) : -1;
+  }
+
+  PgTestDb pg_;
+  std::unique_ptr<PgConn> conn_;
+  std::unique_ptr<PgPool> pool_;
+};
+
+std::vector<OutgoingEvent> EventsOf(const std::vector<BlockData>& blocks) {
+  std::vector<OutgoingEvent> out;
+  for (const BlockData& d : blocks) {
+    for (OutgoingEvent& e : BlockEvents(kChain, d)) out.push_back(std::move(e));
+  }
+  return out;
+}
+
+TEST_F(BalancesTest, ApplyingAnEventTwiceCountsOnceAndIsCompletedAfterwards) {
+  auto blocks = RandomTransfers(1, 1, 3);
+  blocks[0].token_transfers[0].from_address = Address(0x1001);
+  blocks[0].token_transfers[0].to_address = Address(0x1002);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  auto events = EventsOf(blocks);
+  ASSERT_EQ(events.size(), 2u);  // block.new, token.transfer
+  const OutgoingEvent& transfer = events[1];
+  auto env = ParseEnvelope(transfer.body);
+  ASSERT_TRUE(env.ok());
+  BalancesService svc(pool_.get());
+  auto done = svc.IsCompleted(transfer.event_id);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_FALSE(*done);
+  ASSERT_TRUE(svc.ApplyTransfer(transfer.event_id, env->payload_json).ok());
+  ASSERT_TRUE(svc.ApplyTransfer(transfer.event_id, env->payload_json).ok());
+  EXPECT_TRUE(*svc.IsCompleted(transfer.event_id));
+  EXPECT_EQ(Difference(), std::make_pair(int64_t{0}, int64_t{2}));
+  EXPECT_EQ(Count("SELECT count(*) FROM applied_events"), 1);
+  // block.new is acked without effect.
+  auto block_env = ParseEnvelope(events[0].body);
+  ASSERT_TRUE(block_env.ok());
+  Delivery d;
+  ASSERT_TRUE(svc.Process(ConsumedEvent{d, *block_env, 0}).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM applied_events"), 1);
+}
+
+TEST_F(BalancesTest, MintsAndBurnsTouchNoZeroAddressRow) {
+  auto blocks = RandomTransfers(1, 2, 5);
+  auto& ts = blocks[0].token_transfers;
+  ts[0].from_address = kZero;
+  ts[0].to_address = Address(0x1001);
+  ts[1].from_address = Address(0x1001);
+  ts[1].to_address = kZero;
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  BalancesService svc(pool_.get());
+  for (const OutgoingEvent& e : EventsOf(blocks)) {
+    if (e.event_type != kTokenTransfer) continue;
+    ASSERT_TRUE(svc.ApplyTransfer(e.event_id, ParseEnvelope(e.body)->payload_json).ok());
+  }
+  EXPECT_EQ(
+      Count("SELECT count(*) FROM token_balances WHERE holder = '\\x" + std::string(40, '0') + "'"),
+      0);
+  EXPECT_EQ(Difference().first, 0);
+}
+
+TEST_F(BalancesTest, ConcurrentDuplicatesOfOneEventCountOnceWithoutRedis) {
+  auto blocks = RandomTransfers(1, 1, 9);
+  blocks[0].token_transfers[0].from_address = Address(0x1001);
+  blocks[0].token_transfers[0].to_address = Address(0x1002);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  const OutgoingEvent transfer = EventsOf(blocks)[1];
+  const std::string payload = ParseEnvelope(transfer.body)->payload_json;
+  BalancesService svc(pool_.get());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      if (!svc.ApplyTransfer(transfer.event_id, payload).ok()) failures++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(Difference(), std::make_pair(int64_t{0}, int64_t{2}));
+}
+
+TEST_F(BalancesTest, RedeliveredShuffledEventsToTwoConsumersEqualTheTransfersAggregate) {
+  GAPLESS_REDIS_TEST_DB_OR_SKIP(redis);
+  auto blocks = RandomTransfers(20, 15, 11);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  std::vector<OutgoingEvent> events = EventsOf(blocks);
+  // Every event once, a third of them twice more, another third once more; shuffled; spread
+  // over two consumers (copies of one event often reach both).
+  std::vector<const OutgoingEvent*> deliveries;
+  for (size_t i = 0; i < events.size(); ++i) {
+    int copies = i % 3 == 0 ? 3 : (i % 3 == 1 ? 2 : 1);
+    for (int c = 0; c < copies; ++c) deliveries.push_back(&events[i]);
+  }
+  std::mt19937 rng(42);
+  std::shuffle(deliveries.begin(), deliveries.end(), rng);
+  Env* env = Env::Default();
+  FakeSubscriber sub_a(env), sub_b(env);
+  for (size_t i = 0; i < deliveries.size(); ++i) {
+    (i % 2 == 0 ? sub_a : sub_b).Add(deliveries[i]->body, deliveries[i]->topic, 0);
+  }
+
+  BalancesOptions o;
+  o.pg_url = pg_.url();
+  o.redis_url = redis.url();
+  o.redis_key_prefix = redis.keys().prefix() + "consumer:balances";
+  o.consumer.poll_timeout_ms = 20;
+  o.consumer.held_recheck_ms = 20;
+  o.consumer.retry_base_ms = 20;
+  o.consumer.recovery = {100, 100, 100, 20};
+  std::atomic<bool> stop{false};
+  Status ra, rb;
+  std::thread ta([&] { ra = RunBalancesConsumer(o, &sub_a, stop); });
+  std::thread tb([&] { rb = RunBalancesConsumer(o, &sub_b, stop); });
+  bool done = WaitFor(
+      [&] { return sub_a.acked_count() + sub_b.acked_count() == deliveries.size(); }, 120'000);
+  stop = true;
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(done) << sub_a.acked_count() + sub_b.acked_count() << " of " << deliveries.size();
+  EXPECT_TRUE(ra.ok()) << ra.ToString();
+  EXPECT_TRUE(rb.ok()) << rb.ToString();
+  EXPECT_TRUE(sub_a.ops("dlq").empty());
+  EXPECT_TRUE(sub_b.ops("dlq").empty());
+
+  auto [differing, expected] = Difference();
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(expected, 20) << "the data must give a non-trivial set of balances";
+  EXPECT_EQ(Count("SELECT count(*) FROM applied_events"), 20 * 15);
+  EXPECT_GT(Count("SELECT count(*) FROM token_balances WHERE balance < 0"), 0)
+      << "random transfers out of order give negative balances: the test data is not trivial";
+}
+
+}  // namespace
+}  // namespace gapless

@@ -1,0 +1,581 @@
+#include "events/consumer.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <thread>
+#include <utility>
+
+namespace gapless {
+
+const char* ErrorClassName(ErrorClass c) {
+  switch (c) {
+    case ErrorClass::kRateLimit:
+      return "rate-limit";
+    case ErrorClass::kNetwork:
+      return "network";
+    case ErrorClass::kDatabase:
+      return "database";
+    case ErrorClass::kOther:
+      return "other";
+  }
+  return "other";
+}
+
+ErrorClass ClassifyError(const Status& status) {
+  const std::string& r = status.reason();
+  auto starts = [&r](std::string_view p) { return r.compare(0, p.size(), p) == 0; };
+  // "http:429" is rpc/json_rpc.h HttpStatusReason(429); "rpc:rate-limited" its
+  // kRpcRateLimitedReason. Spelled out here because events does not depend on rpc.
+  if (r == "http:429" || r == "rpc:rate-limited" || r == kRateLimitedReason) {
+    return ErrorClass::kRateLimit;
+  }
+  if (starts("sqlstate:") || starts("redis:")) return ErrorClass::kDatabase;
+  if (starts("http:5") || status.code() == Code::kUnavailable) return ErrorClass::kNetwork;
+  return ErrorClass::kOther;
+}
+
+int64_t RecoveryDelays::For(ErrorClass c) const {
+  switch (c) {
+    case ErrorClass::kRateLimit:
+      return rate_limit_ms;
+    case ErrorClass::kNetwork:
+      return network_ms;
+    case ErrorClass::kDatabase:
+      return database_ms;
+    case ErrorClass::kOther:
+      return other_ms;
+  }
+  return other_ms;
+}
+
+std::string ProcessingKey(std::string_view prefix, std::string_view event_id) {
+  std::string key(prefix);
+  key += ":processing:";
+  key += event_id;
+  return key;
+}
+
+// --- RedisProcessingLocks ---
+
+Result<std::unique_ptr<RedisProcessingLocks>> RedisProcessingLocks::Open(
+    const std::string& url, std::string key_prefix, const RedisOptions& options) {
+  if (key_prefix.empty()) return FailedPrecondition("processing locks: empty key prefix");
+  // Checks the URL now, so a bad one fails at start rather than at the first event.
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, RedisConn::Connect(url, options, /*connect_now=*/false));
+  std::unique_ptr<RedisProcessingLocks> locks(
+      new RedisProcessingLocks(url, std::move(key_prefix), options));
+  locks->Give(std::move(conn));
+  return locks;
+}
+
+Result<std::unique_ptr<RedisConn>> RedisProcessingLocks::Take() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+  }
+  return RedisConn::Connect(url_, options_, /*connect_now=*/false);
+}
+
+void RedisProcessingLocks::Give(std::unique_ptr<RedisConn> conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.push_back(std::move(conn));
+}
+
+Result<bool> RedisProcessingLocks::TryAcquire(const std::string& event_id, const std::string& token,
+                                              int64_t ttl_ms) {
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
+  // Idempotent: the script recognises its own token, so a resend after a lost reply is safe.
+  auto r = conn->Eval(LoadScript("consumer_acquire.lua"), {ProcessingKey(prefix_, event_id)},
+                      {token, std::to_string(ttl_ms)}, /*idempotent=*/true);
+  Give(std::move(conn));
+  if (!r.ok()) return r.status().WithContext("processing key of " + event_id);
+  return r->integer == 1;
+}
+
+Status RedisProcessingLocks::Release(const std::string& event_id, const std::string& token) {
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
+  auto r = conn->Eval(LoadScript("consumer_release.lua"), {ProcessingKey(prefix_, event_id)},
+                      {token}, /*idempotent=*/true);
+  Give(std::move(conn));
+  if (!r.ok()) return r.status().WithContext("release processing key of " + event_id);
+  return Status::Ok();
+}
+
+// --- status ---
+
+int64_t ResidentBytes() {
+  std::ifstream in("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(in >> size >> resident)) return 0;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+std::string Percent(double ratio) { return fmt::format("{:.1f}%", ratio * 100.0); }
+
+std::string Duration(int64_t ms) {
+  int64_t s = ms / 1000;
+  return fmt::format("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+}
+
+std::string WallTime(int64_t wall_micros) {
+  time_t t = static_cast<time_t>(wall_micros / 1'000'000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string PartitionName(const std::string& topic, int32_t partition) {
+  return fmt::format("{}[{}]", topic, partition);
+}
+
+}  // namespace
+
+std::string ConsumerStatus::ToString() const {
+  std::string out = fmt::format("consumer {} status:\n", name);
+  double load = capacity == 0 ? 0.0 : static_cast<double>(active) / static_cast<double>(capacity);
+  out += fmt::format("  active tasks: {}/{} ({} capacity), {} resting after a failure\n", active,
+                     capacity, Percent(load), resting);
+  out += fmt::format("  queue length: {} waiting for a slot, {} scheduled for a retry\n", queued,
+                     scheduled);
+  out += fmt::format(
+      "  total processed: {} ({:.2f}/min average), {} duplicates, {} dead-lettered, {} acked\n",
+      processed, per_minute, duplicates, dead_lettered, acked);
+  out += fmt::format("  success rate: {} ({} failures)\n", Percent(success_ratio), failures);
+  out += fmt::format("  uptime: {} (started {})\n", Duration(uptime_ms),
+                     WallTime(started_wall_micros));
+  out += fmt::format("  partitions: [{}], paused: [{}]\n", fmt::join(partitions, ", "),
+                     fmt::join(paused, ", "));
+  if (last_error.empty()) {
+    out += "  last error: none\n";
+  } else {
+    out += fmt::format("  last error: \"{}\" ({} s ago)\n", last_error, last_error_age_ms / 1000);
+  }
+  out += fmt::format("  memory: {:.1f} MB resident\n",
+                     static_cast<double>(rss_bytes) / (1024.0 * 1024.0));
+  out += lag ? fmt::format("  consumer lag: {}", *lag) : std::string("  consumer lag: unknown");
+  return out;
+}
+
+// --- EventConsumer ---
+
+struct EventConsumer::Item {
+  Delivery delivery;
+  int attempt = 0;  // failures so far
+};
+
+struct EventConsumer::Outcome {
+  enum class Kind { kProcessed, kDuplicate, kHeld, kFailed, kMalformed, kStop };
+  Item item;
+  Kind kind = Kind::kProcessed;
+  std::string event_id;
+  Status error;
+  ErrorClass cls = ErrorClass::kOther;
+};
+
+// The channel between the poll thread and the workers.
+struct EventConsumer::Shared {
+  std::mutex mu;
+  std::condition_variable work_cv;  // workers wait for items
+  std::condition_variable done_cv;  // the poll thread waits for outcomes
+  std::deque<Item> work;
+  std::deque<Outcome> done;
+  bool closing = false;
+  std::atomic<size_t> active{0};
+};
+
+// Everything only the poll thread touches.
+struct EventConsumer::PollState {
+  std::deque<Item> pending;                         // polled, waiting for a slot
+  std::vector<std::pair<int64_t, Item>> scheduled;  // (due micros, item): retries, rechecks
+  std::map<std::pair<std::string, int32_t>, int64_t> paused;  // partition -> resume micros
+  std::vector<int64_t> resting;  // rest-until micros, one per resting slot
+  size_t in_flight = 0;          // handed to workers, outcome not yet seen
+  uint64_t processed = 0, duplicates = 0, failures = 0, dead_lettered = 0, acked = 0;
+  std::string last_error;
+  int64_t last_error_at = 0;
+  int64_t start = 0;
+  int64_t start_wall = 0;
+  int64_t next_report = 0;
+  int64_t poll_blocked_until = 0;
+  Status fatal;
+};
+
+EventConsumer::EventConsumer(ConsumerOptions options, Subscriber* subscriber,
+                             ProcessingLocks* locks, EventHandler* handler)
+    : options_(std::move(options)),
+      env_(options_.env != nullptr ? options_.env : Env::Default()),
+      subscriber_(subscriber),
+      locks_(locks),
+      handler_(handler),
+      shared_(std::make_unique<Shared>()) {
+  if (options_.concurrency == 0) options_.concurrency = 1;
+  if (options_.max_buffered == 0) options_.max_buffered = 2 * options_.concurrency;
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  instance_id_ = fmt::format("{}-{}-{:x}", host, getpid(), env_->Uniform(uint64_t{1} << 48));
+}
+
+EventConsumer::~EventConsumer() = default;
+
+ConsumerStatus EventConsumer::LastStatus() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return last_status_;
+}
+
+void EventConsumer::WorkerLoop() {
+  Shared& sh = *shared_;
+  while (true) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(sh.mu);
+      sh.work_cv.wait(lock, [&] { return sh.closing || !sh.work.empty(); });
+      if (sh.work.empty()) return;  // closing, and nothing left
+      item = std::move(sh.work.front());
+      sh.work.pop_front();
+    }
+    sh.active.fetch_add(1);
+    Outcome out = Handle(std::move(item));
+    sh.active.fetch_sub(1);
+    {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      sh.done.push_back(std::move(out));
+    }
+    sh.done_cv.notify_one();
+  }
+}
+
+EventConsumer::Outcome EventConsumer::Handle(Item item) {
+  Outcome out;
+  auto envelope = ParseEnvelope(item.delivery.body);
+  if (!envelope.ok()) {
+    out.item = std::move(item);
+    out.kind = Outcome::Kind::kMalformed;
+    out.error = envelope.status();
+    return out;
+  }
+  out.event_id = envelope->event_id;
+  ConsumedEvent event{item.delivery, *envelope, item.attempt};
+
+  auto fail = [&](const Status& st) {
+    if (st.code() == Code::kFailedPrecondition || st.code() == Code::kDataLoss) {
+      handler_->OnFailed(event, st, /*final=*/false);
+      out.kind = Outcome::Kind::kStop;
+    } else {
+      handler_->OnFailed(event, st, /*final=*/item.attempt >= options_.max_retries);
+      out.kind = Outcome::Kind::kFailed;
+    }
+    out.error = st;
+    out.cls = handler_->Classify(st);
+  };
+
+  const std::string& id = envelope->event_id;
+  std::string token = fmt::format("{}:{}", instance_id_, token_seq_.fetch_add(1) + 1);
+  auto acquired = locks_->TryAcquire(id, token, options_.processing_ttl_ms);
+  if (!acquired.ok()) {
+    fail(acquired.status());
+  } else if (!*acquired) {
+    out.kind = Outcome::Kind::kHeld;
+  } else {
+    // The key is released whatever happens below ("finally"); if the release fails the key
+    // expires with its TTL.
+    auto completed = handler_->IsCompleted(id);
+    if (!completed.ok()) {
+      fail(completed.status());
+    } else if (*completed) {
+      out.kind = Outcome::Kind::kDuplicate;
+    } else if (Status st = handler_->Process(event); !st.ok()) {
+      fail(st);
+    } else if (Status mark = handler_->MarkCompleted(id); !mark.ok()) {
+      fail(mark.WithContext("mark completed"));
+    } else {
+      handler_->OnSuccess(event);
+      out.kind = Outcome::Kind::kProcessed;
+    }
+    if (Status rel = locks_->Release(id, token); !rel.ok()) {
+      spdlog::warn("consumer {}: {} (the key expires in {} ms)", options_.name, rel.ToString(),
+                   options_.processing_ttl_ms);
+    }
+  }
+  out.item = std::move(item);
+  return out;
+}
+
+void EventConsumer::OnOutcome(Outcome out, PollState& st) {
+  const int64_t now = env_->NowMicros();
+  st.in_flight--;
+  Delivery& d = out.item.delivery;
+  auto ack = [&] {
+    if (Status s = subscriber_->Ack(d); !s.ok()) {
+      // Not fatal: the bus delivers the event again and deduplication makes that a no-op.
+      spdlog::warn("consumer {}: ack of {}@{} failed: {}", options_.name, d.topic, d.position,
+                   s.ToString());
+      st.last_error = "ack: " + s.ToString();
+      st.last_error_at = now;
+    } else {
+      st.acked++;
+    }
+  };
+  auto dead_letter = [&](const std::string& text) {
+    if (Status s = subscriber_->DeadLetter(d, text); !s.ok()) {
+      spdlog::error("consumer {}: dead-lettering {}@{} failed, left unacked: {}", options_.name,
+                    d.topic, d.position, s.ToString());
+      st.last_error = "dead letter: " + s.ToString();
+      st.last_error_at = now;
+      return;
+    }
+    st.dead_lettered++;
+    spdlog::error("consumer {}: dead-lettered {}@{}: {}", options_.name, d.topic, d.position, text);
+    ack();
+  };
+
+  switch (out.kind) {
+    case Outcome::Kind::kProcessed:
+      st.processed++;
+      ack();
+      return;
+    case Outcome::Kind::kDuplicate:
+      st.duplicates++;
+      ack();
+      return;
+    case Outcome::Kind::kHeld:
+      st.scheduled.emplace_back(now + options_.held_recheck_ms * 1000, std::move(out.item));
+      return;
+    case Outcome::Kind::kMalformed:
+      st.failures++;
+      st.last_error = out.error.ToString();
+      st.last_error_at = now;
+      dead_letter("event_id=unknown attempts=1 error=" + out.error.ToString());
+      return;
+    case Outcome::Kind::kStop:
+      st.failures++;
+      st.last_error = fmt::format("event {}: {}", out.event_id, out.error.ToString());
+      st.last_error_at = now;
+      spdlog::error("consumer {}: stopping on {}", options_.name, st.last_error);
+      if (st.fatal.ok()) st.fatal = out.error.WithContext("event " + out.event_id);
+      return;
+    case Outcome::Kind::kFailed:
+      break;
+  }
+
+  st.failures++;
+  st.last_error = fmt::format("event {}: {}", out.event_id, out.error.ToString());
+  st.last_error_at = now;
+  const int64_t delay = options_.recovery.For(out.cls) * 1000;
+  st.resting.push_back(now + delay);
+  int64_t resume_at = 0;
+  if (IsCritical(out.cls)) {
+    auto key = std::make_pair(d.topic, d.partition);
+    auto it = st.paused.find(key);
+    if (it == st.paused.end()) {
+      if (Status s = subscriber_->Pause(d.topic, d.partition); !s.ok()) {
+        spdlog::warn("consumer {}: pause of {} failed: {}", options_.name,
+                     PartitionName(d.topic, d.partition), s.ToString());
+      }
+      it = st.paused.emplace(key, now + delay).first;
+      spdlog::warn("consumer {}: {} error, partition {} paused for {} ms", options_.name,
+                   ErrorClassName(out.cls), PartitionName(d.topic, d.partition), delay / 1000);
+    } else {
+      it->second = std::max(it->second, now + delay);
+    }
+    resume_at = it->second;
+  }
+  const int attempts = out.item.attempt + 1;
+  if (out.item.attempt >= options_.max_retries) {
+    dead_letter(fmt::format("event_id={} attempts={} error={}", out.event_id, attempts,
+                            out.error.ToString()));
+    return;
+  }
+  spdlog::warn("consumer {}: event {} failed (attempt {}, {}): {}", options_.name, out.event_id,
+               attempts, ErrorClassName(out.cls), out.error.ToString());
+  // Retry n (n = attempts) waits retry_base * 2^(n-1), and never runs while its partition is
+  // paused.
+  int64_t due = now + options_.retry_base_ms * 1000 * (int64_t{1} << (attempts - 1));
+  due = std::max(due, resume_at);
+  out.item.attempt = attempts;
+  st.scheduled.emplace_back(due, std::move(out.item));
+}
+
+ConsumerStatus EventConsumer::BuildStatus(PollState& st) {
+  const int64_t now = env_->NowMicros();
+  ConsumerStatus s;
+  s.name = options_.name;
+  s.active = shared_->active.load();
+  s.resting = st.resting.size();
+  s.capacity = options_.concurrency;
+  s.queued = st.pending.size();
+  s.scheduled = st.scheduled.size();
+  s.processed = st.processed;
+  s.duplicates = st.duplicates;
+  s.failures = st.failures;
+  s.dead_lettered = st.dead_lettered;
+  s.acked = st.acked;
+  s.uptime_ms = (now - st.start) / 1000;
+  s.per_minute =
+      s.uptime_ms <= 0 ? 0.0 : static_cast<double>(st.processed) * 60'000.0 / s.uptime_ms;
+  uint64_t attempts = st.processed + st.failures;
+  s.success_ratio =
+      attempts == 0 ? 1.0 : static_cast<double>(st.processed) / static_cast<double>(attempts);
+  s.started_wall_micros = st.start_wall;
+  s.partitions = subscriber_->Assignment();
+  for (const auto& [key, due] : st.paused) s.paused.push_back(PartitionName(key.first, key.second));
+  s.last_error = st.last_error;
+  s.last_error_age_ms = st.last_error.empty() ? -1 : (now - st.last_error_at) / 1000;
+  s.rss_bytes = ResidentBytes();
+  auto lag = subscriber_->Lag();
+  if (lag.ok()) s.lag = *lag;
+  return s;
+}
+
+void EventConsumer::Report(PollState& st) {
+  ConsumerStatus s = BuildStatus(st);
+  spdlog::info("{}", s.ToString());
+  {
+    std::lock_guard<std::mutex> lock(status_mu_);
+    last_status_ = s;
+  }
+  if (options_.on_status) options_.on_status(s);
+}
+
+Status EventConsumer::Run(const std::atomic<bool>& stop) {
+  Shared& sh = *shared_;
+  PollState st;
+  st.start = env_->NowMicros();
+  st.start_wall = env_->WallMicros();
+  st.next_report = st.start + options_.status_interval_ms * 1000;
+
+  std::vector<std::thread> workers;
+  for (size_t i = 0; i < options_.concurrency; ++i) workers.emplace_back([this] { WorkerLoop(); });
+  spdlog::info("consumer {}: started on {} with {} workers", options_.name, subscriber_->name(),
+               options_.concurrency);
+
+  while (true) {
+    // 1. Outcomes from the workers: ack, schedule retries, pause partitions.
+    std::deque<Outcome> outcomes;
+    {
+      std::lock_guard<std::mutex> lock(sh.mu);
+      outcomes.swap(sh.done);
+    }
+    for (Outcome& o : outcomes) OnOutcome(std::move(o), st);
+
+    const bool stopping = stop.load() || !st.fatal.ok();
+    if (stopping && st.in_flight == 0) break;
+    int64_t now = env_->NowMicros();
+
+    // 2. Timers: resumes, rests, retries, the report.
+    for (auto it = st.paused.begin(); it != st.paused.end();) {
+      if (it->second > now) {
+        ++it;
+        continue;
+      }
+      if (Status s = subscriber_->Resume(it->first.first, it->first.second); !s.ok()) {
+        spdlog::warn("consumer {}: resume of {} failed: {}", options_.name,
+                     PartitionName(it->first.first, it->first.second), s.ToString());
+      } else {
+        spdlog::info("consumer {}: partition {} resumed", options_.name,
+                     PartitionName(it->first.first, it->first.second));
+      }
+      it = st.paused.erase(it);
+    }
+    std::erase_if(st.resting, [now](int64_t until) { return until <= now; });
+    for (auto it = st.scheduled.begin(); it != st.scheduled.end();) {
+      if (it->first <= now) {
+        st.pending.push_back(std::move(it->second));
+        it = st.scheduled.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (now >= st.next_report) {
+      Report(st);
+      st.next_report = now + options_.status_interval_ms * 1000;
+    }
+
+    // 3. Dispatch to free slots.
+    if (!stopping) {
+      size_t handed = 0;
+      {
+        std::lock_guard<std::mutex> lock(sh.mu);
+        while (!st.pending.empty() && st.in_flight + st.resting.size() < options_.concurrency) {
+          sh.work.push_back(std::move(st.pending.front()));
+          st.pending.pop_front();
+          st.in_flight++;
+          handed++;
+        }
+      }
+      if (handed == 1) sh.work_cv.notify_one();
+      if (handed > 1) sh.work_cv.notify_all();
+    }
+
+    // 4. The next timer bounds every wait.
+    int64_t next = st.next_report;
+    for (const auto& [due, item] : st.scheduled) next = std::min(next, due);
+    for (const auto& [key, due] : st.paused) next = std::min(next, due);
+    for (int64_t until : st.resting) next = std::min(next, until);
+    if (st.poll_blocked_until > now) next = std::min(next, st.poll_blocked_until);
+    int64_t idle_ms = std::clamp<int64_t>((next - now + 999) / 1000, 0, options_.poll_timeout_ms);
+
+    // 5. Poll when there is room. While deliveries are in the workers the poll does not wait
+    //    (virtual time must not move under them); it waits for their outcomes instead.
+    bool polled_some = false;
+    bool waited = false;
+    //    Deliveries waiting for a retry count against the buffer too, so a run of failing or held
+    //    events cannot make the consumer hold an unbounded number of deliveries.
+    const size_t held = st.pending.size() + st.scheduled.size();
+    if (!stopping && held < options_.max_buffered && now >= st.poll_blocked_until) {
+      int64_t timeout = st.in_flight > 0 ? 0 : idle_ms;
+      auto got = subscriber_->Poll(options_.max_buffered - held, timeout);
+      waited = timeout > 0;
+      if (!got.ok()) {
+        st.last_error = "poll: " + got.status().ToString();
+        st.last_error_at = env_->NowMicros();
+        st.poll_blocked_until = st.last_error_at + options_.recovery.network_ms * 1000;
+        spdlog::warn("consumer {}: {}; polling again in {} ms", options_.name, st.last_error,
+                     options_.recovery.network_ms);
+      } else {
+        for (Delivery& d : *got) st.pending.push_back(Item{std::move(d), 0});
+        polled_some = !got->empty();
+      }
+    }
+    if (polled_some) continue;
+    if (st.in_flight > 0) {
+      std::unique_lock<std::mutex> lock(sh.mu);
+      sh.done_cv.wait_for(lock,
+                          std::chrono::milliseconds(std::min<int64_t>(
+                              10, std::max<int64_t>(1, options_.poll_timeout_ms))),
+                          [&] { return !sh.done.empty(); });
+    } else if (!waited && idle_ms > 0) {
+      env_->SleepMicros(idle_ms * 1000);
+    }
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.closing = true;
+  }
+  sh.work_cv.notify_all();
+  for (std::thread& t : workers) t.join();
+  Report(st);
+  spdlog::info("consumer {}: stopped ({} left unacked for redelivery)", options_.name,
+               st.pending.size() + st.scheduled.size());
+  return st.fatal;
+}
+
+}  // namespace gapless

@@ -1,0 +1,182 @@
+// consumer_itest: the consumer framework's processing keys in a real Redis (the shared test
+// server): two consumer instances that share Redis and both receive every event three times
+// process each event once; the key carries its TTL while an event is being processed and is gone
+// afterwards.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "events/consumer.h"
+#include "events/consumer_test_util.h"
+#include "testing/redis_test_db.h"
+#include "testing/wait_for.h"
+
+namespace gapless {
+namespace {
+
+using testing_util::FakeSubscriber;
+using testing_util::TestEvent;
+using testing_util::WaitFor;
+
+// A service whose completion record is shared by both consumers (as a database would be).
+class SharedHandler : public EventHandler {
+ public:
+  std::function<void(const ConsumedEvent&)> during_process = [](const ConsumedEvent&) {};
+  Status Process(const ConsumedEvent& e) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      calls_[e.envelope.event_id]++;
+    }
+    during_process(e);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return Status::Ok();
+  }
+  Result<bool> IsCompleted(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return completed_.count(id) > 0;
+  }
+  Status MarkCompleted(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    completed_.insert(id);
+    return Status::Ok();
+  }
+  std::map<std::string, int> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, int> calls_;
+  std::set<std::string> completed_;
+};
+
+ConsumerOptions FastOptions(const std::string& name) {
+  ConsumerOptions o;
+  o.name = name;
+  o.poll_timeout_ms = 20;
+  o.held_recheck_ms = 20;
+  o.retry_base_ms = 20;
+  o.recovery = {100, 100, 100, 20};
+  return o;
+}
+
+class ConsumerRedisTest : public RedisTest {
+ protected:
+  std::string Prefix() { return keys().prefix() + "consumer:test"; }
+  std::unique_ptr<RedisProcessingLocks> Locks() {
+    auto locks = RedisProcessingLocks::Open(db().url(), Prefix());
+    EXPECT_TRUE(locks.ok()) << locks.status().ToString();
+    return locks.ok() ? std::move(*locks) : nullptr;
+  }
+  // Processing keys left under the test's prefix.
+  int64_t KeysLeft() {
+    auto r = conn().Command({"KEYS", Prefix() + ":processing:*"});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? static_cast<int64_t>(r->elements.size()) : -1;
+  }
+};
+
+TEST_F(ConsumerRedisTest, TwoConsumersSharingRedisProcessEachEventOnce) {
+  auto locks_a = Locks();
+  auto locks_b = Locks();
+  ASSERT_TRUE(locks_a && locks_b);
+  Env* env = Env::Default();
+  FakeSubscriber sub_a(env), sub_b(env);
+  constexpr int kEvents = 60;
+  // Every event reaches both consumers, three times in all.
+  for (int copy = 0; copy < 3; ++copy) {
+    for (int n = 0; n < kEvents; ++n) {
+      ((n + copy) % 2 == 0 ? sub_a : sub_b).Add(TestEvent(n).body);
+    }
+  }
+  size_t total = 3 * kEvents;
+  SharedHandler handler;
+  std::atomic<bool> stop{false};
+  Status ra, rb;
+  EventConsumer a(FastOptions("a"), &sub_a, locks_a.get(), &handler);
+  EventConsumer b(FastOptions("b"), &sub_b, locks_b.get(), &handler);
+  std::thread ta([&] { ra = a.Run(stop); });
+  std::thread tb([&] { rb = b.Run(stop); });
+  bool done = WaitFor([&] { return sub_a.acked_count() + sub_b.acked_count() == total; }, 60'000);
+  stop = true;
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(done) << sub_a.acked_count() + sub_b.acked_count() << " of " << total;
+  EXPECT_TRUE(ra.ok()) << ra.ToString();
+  EXPECT_TRUE(rb.ok()) << rb.ToString();
+  auto calls = handler.calls();
+  EXPECT_EQ(calls.size(), static_cast<size_t>(kEvents));
+  for (int n = 0; n < kEvents; ++n) {
+    EXPECT_EQ(calls[TestEvent(n).event_id], 1) << "event " << n;
+  }
+  EXPECT_EQ(a.LastStatus().processed + b.LastStatus().processed, static_cast<uint64_t>(kEvents));
+  EXPECT_EQ(a.LastStatus().duplicates + b.LastStatus().duplicates,
+            static_cast<uint64_t>(2 * kEvents));
+  EXPECT_EQ(KeysLeft(), 0);
+}
+
+TEST_F(ConsumerRedisTest, ProcessingKeyHasItsTtlWhileWorkingAndIsGoneAfter) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  Env* env = Env::Default();
+  FakeSubscriber sub(env);
+  uint64_t h = sub.Add(TestEvent(1).body);
+  SharedHandler handler;
+  auto checker = NewConnection();
+  ASSERT_TRUE(checker);
+  std::string holder;
+  int64_t pttl = -10;
+  const std::string key = ProcessingKey(Prefix(), TestEvent(1).event_id);
+  handler.during_process = [&](const ConsumedEvent&) {
+    auto v = checker->Command({"GET", key});
+    if (v.ok()) holder = v->str;
+    auto t = checker->Command({"PTTL", key});
+    if (t.ok()) pttl = t->integer;
+  };
+  ConsumerOptions o = FastOptions("ttl");
+  o.processing_ttl_ms = 300'000;
+  std::atomic<bool> stop{false};
+  EventConsumer c(o, &sub, locks.get(), &handler);
+  std::thread t([&] { (void)c.Run(stop); });
+  bool acked = WaitFor([&] { return sub.acked(h); }, 30'000);
+  stop = true;
+  t.join();
+  ASSERT_TRUE(acked);
+  EXPECT_FALSE(holder.empty()) << "the key must exist while the event is processed";
+  EXPECT_GT(pttl, 290'000);
+  EXPECT_LE(pttl, 300'000);
+  EXPECT_EQ(KeysLeft(), 0);
+}
+
+TEST_F(ConsumerRedisTest, AcquireIsIdempotentForItsTokenAndReleaseChecksTheToken) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  auto a = locks->TryAcquire("e1", "tok-a", 10'000);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(*a);
+  auto again = locks->TryAcquire("e1", "tok-a", 10'000);  // a resend after a lost reply
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(*again);
+  auto other = locks->TryAcquire("e1", "tok-b", 10'000);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(*other);
+  ASSERT_TRUE(locks->Release("e1", "tok-b").ok());
+  EXPECT_EQ(KeysLeft(), 1) << "another token must not delete the key";
+  ASSERT_TRUE(locks->Release("e1", "tok-a").ok());
+  EXPECT_EQ(KeysLeft(), 0);
+  auto b = locks->TryAcquire("e1", "tok-b", 10'000);
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(*b);
+  ASSERT_TRUE(locks->Release("e1", "tok-b").ok());
+}
+
+}  // namespace
+}  // namespace gapless
