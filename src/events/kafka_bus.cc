@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -42,7 +43,6 @@ Status KafkaStatus(rd_kafka_resp_err_t err, const std::string& message) {
     case RD_KAFKA_RESP_ERR_PRODUCER_FENCED:
     case RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH:
       return Aborted(message).WithReason(kKafkaFencedReason);
-    case RD_KAFKA_RESP_ERR__MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_INVALID_MSG:
     case RD_KAFKA_RESP_ERR_INVALID_RECORD:
@@ -76,9 +76,19 @@ Status KafkaStatus(rd_kafka_resp_err_t err, const std::string& message) {
 void LogCb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   if (level <= 4) {
     spdlog::warn("kafka {} {}: {}", rd_kafka_name(rk), fac, buf);
+  } else if (std::getenv("GAPLESS_KAFKA_DEBUG") != nullptr) {
+    spdlog::info("kafka {} {}: {}", rd_kafka_name(rk), fac, buf);
   } else {
     spdlog::debug("kafka {} {}: {}", rd_kafka_name(rk), fac, buf);
   }
+}
+
+// GAPLESS_KAFKA_DEBUG=cgrp,topic,... turns on librdkafka's debug contexts (logged at info).
+void SetDebug(rd_kafka_conf_t* conf) {
+  const char* debug = std::getenv("GAPLESS_KAFKA_DEBUG");
+  if (debug == nullptr || *debug == 0) return;
+  char errstr[512];
+  rd_kafka_conf_set(conf, "debug", debug, errstr, sizeof(errstr));
 }
 
 std::string DefaultClientId() {
@@ -281,6 +291,7 @@ class KafkaPublisher final : public Publisher {
         kv.emplace_back("transaction.timeout.ms",
                         std::to_string(std::max<int64_t>(options_.confirm_timeout_ms, 60'000)));
       }
+      kv.insert(kv.end(), url_.properties.begin(), url_.properties.end());
       Status st = SetAll(conf, kv);
       if (!st.ok()) {
         rd_kafka_conf_destroy(conf);
@@ -290,6 +301,8 @@ class KafkaPublisher final : public Publisher {
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaPublisher::DeliveryReport);
       rd_kafka_conf_set_error_cb(conf, &KafkaPublisher::ErrorCb);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
+      SetDebug(conf);
+      SetDebug(conf);
       char errstr[512];
       rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
       if (rk_ == nullptr) {  // conf is destroyed by rd_kafka_new only on success
@@ -372,7 +385,7 @@ class KafkaSubscriber final : public Subscriber {
 
   ~KafkaSubscriber() override {
     if (rk_ != nullptr) {
-      CommitAll(/*sync=*/true);
+      (void)CommitAll(/*sync=*/true);
       // Leaves the group; the revoke callback runs inside and commits synchronously again.
       rd_kafka_consumer_close(rk_);
       rd_kafka_destroy(rk_);
@@ -397,6 +410,7 @@ class KafkaSubscriber final : public Subscriber {
                          {"auto.offset.reset", options_.from_beginning ? "earliest" : "latest"},
                          {"socket.keepalive.enable", "true"},
                      });
+    if (st.ok()) st = SetAll(conf, url_.properties);
     if (!st.ok()) {
       rd_kafka_conf_destroy(conf);
       return st;
@@ -405,6 +419,7 @@ class KafkaSubscriber final : public Subscriber {
     rd_kafka_conf_set_rebalance_cb(conf, &KafkaSubscriber::RebalanceCb);
     rd_kafka_conf_set_offset_commit_cb(conf, &KafkaSubscriber::CommitCb);
     rd_kafka_conf_set_log_cb(conf, &LogCb);
+    SetDebug(conf);
     char errstr[512];
     rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
     if (rk_ == nullptr) {
@@ -481,6 +496,7 @@ class KafkaSubscriber final : public Subscriber {
                                    {"linger.ms", "0"},
                                    {"message.timeout.ms", std::to_string(kDeadLetterTimeoutMs)},
                                });
+      if (st.ok()) st = SetAll(conf, url_.properties);
       if (!st.ok()) {
         rd_kafka_conf_destroy(conf);
         return st;
@@ -488,6 +504,8 @@ class KafkaSubscriber final : public Subscriber {
       rd_kafka_conf_set_opaque(conf, this);
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSubscriber::DeadLetterReport);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
+      SetDebug(conf);
+      SetDebug(conf);
       char errstr[512];
       dlq_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
       if (dlq_ == nullptr) {
@@ -583,7 +601,9 @@ class KafkaSubscriber final : public Subscriber {
   struct PartitionTrack {
     std::set<int64_t> outstanding;  // delivered, not yet acknowledged
     int64_t highest = -1;           // highest offset delivered
-    int64_t committed = -1;         // the last commit offset this subscriber sent (-1: none)
+    // The last commit offset sent, or the first offset delivered (where the group stood); -1:
+    // nothing delivered yet. CommitAll sends it again on revoke and close.
+    int64_t committed = -1;
   };
   struct Pending {
     TopicPartition tp;
@@ -619,6 +639,9 @@ class KafkaSubscriber final : public Subscriber {
       p.event_type = Header(hdrs, "event_type");
     }
     PartitionTrack& track = tracks_[p.tp];
+    // The first delivery of an assignment starts at the group's committed offset (or the reset
+    // point), so committing it again would be a no-op.
+    if (track.highest < 0 && track.committed < 0) track.committed = msg->offset;
     track.outstanding.insert(msg->offset);
     track.highest = std::max(track.highest, msg->offset);
     pending_.emplace(d.handle, std::move(p));
@@ -784,12 +807,25 @@ Result<KafkaUrl> ParseKafkaUrl(std::string_view url) {
   while (!query.empty()) {
     size_t amp = query.find('&');
     std::string_view kv = query.substr(0, amp);
-    if (kv == "transactional=1" || kv == "transactional=true") {
+    size_t eq = kv.find('=');
+    std::string key(kv.substr(0, eq));
+    std::string value(eq == std::string_view::npos ? "" : kv.substr(eq + 1));
+    if (key == "transactional" && (value == "1" || value == "true")) {
       out.transactional = true;
-    } else if (kv == "transactional=0" || kv == "transactional=false") {
+    } else if (key == "transactional" && (value == "0" || value == "false")) {
       out.transactional = false;
+    } else if (key.find('.') != std::string::npos && !value.empty()) {
+      // A librdkafka property; librdkafka checks the name and value when the client is made.
+      static const std::set<std::string> kReserved = {
+          "bootstrap.servers",  "metadata.broker.list",     "group.id",
+          "enable.auto.commit", "enable.auto.offset.store", "enable.idempotence",
+          "transactional.id",   "auto.offset.reset",        "client.id"};
+      if (kReserved.count(key)) return bad("\"" + key + "\" is set by gapless, not the URL");
+      out.properties.emplace_back(key, value);
     } else {
-      return bad("unknown parameter \"" + std::string(kv) + "\" (only transactional=0|1)");
+      return bad(
+          "unknown parameter \"" + std::string(kv) +
+          "\" (transactional=0|1 or a librdkafka property such as session.timeout.ms=10000)");
     }
     if (amp == std::string_view::npos) break;
     query = query.substr(amp + 1);

@@ -2,7 +2,10 @@
 //
 // URL: kafka://host:port[,host:port...][?transactional=1]. A malformed URL (no scheme, an empty
 // host, a port that is not 1..65535, an unknown query parameter) is FailedPrecondition naming the
-// problem.
+// problem. Further query parameters with a dot in the name are librdkafka properties passed to
+// every client (e.g. ?session.timeout.ms=10000&security.protocol=ssl); librdkafka rejects unknown
+// ones when the client is made (FailedPrecondition). The tests use it for a short session timeout,
+// which the mock cluster's group coordinator waits out when a member leaves.
 //
 // Publisher: an idempotent producer (enable.idempotence=true, acks=all, max.in.flight 5, which
 // with idempotence keeps order per partition, retries included). Each event is one message on
@@ -62,6 +65,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "events/bus.h"
@@ -74,9 +79,14 @@ inline constexpr const char* kKafkaFencedReason = "kafka:fenced";
 struct KafkaUrl {
   std::string bootstrap;  // "h1:9092,h2:9092"
   bool transactional = false;
+  // Other query parameters whose name has a dot: librdkafka properties for every client this bus
+  // makes, set after gapless's own (session.timeout.ms=10000, security.protocol=ssl, ...).
+  std::vector<std::pair<std::string, std::string>> properties;
 };
 
-// Parses kafka://host:port[,host:port...][?transactional=0|1]; FailedPrecondition on any problem.
+// Parses kafka://host:port[,host:port...][?transactional=0|1][&<librdkafka property>=<value>...];
+// FailedPrecondition on any problem, including a property gapless sets itself (group.id,
+// enable.auto.commit, enable.idempotence, ...).
 Result<KafkaUrl> ParseKafkaUrl(std::string_view url);
 
 Result<std::unique_ptr<Publisher>> OpenKafkaPublisher(std::string_view url,

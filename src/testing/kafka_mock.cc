@@ -153,4 +153,10 @@ Status KafkaMockCluster::SetLeader(const std::string& topic, int32_t partition, 
                  std::to_string(broker_id));
 }
 
+Status KafkaMockCluster::PushRequestErrors(int api_key, const std::vector<int>& error_codes) {
+  std::string line = "errors " + std::to_string(api_key);
+  for (int code : error_codes) line += " " + std::to_string(code);
+  return Command(line);
+}
+
 }  // namespace gapless

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -41,6 +42,9 @@ class KafkaMockCluster {
   // replication <= 0: min(3, brokers).
   Status CreateTopic(const std::string& name, int partitions, int replication = 0);
   Status SetLeader(const std::string& topic, int32_t partition, int32_t broker_id);
+  // The next requests with Kafka API key `api_key` (0 Produce, 26 EndTxn, ...) fail with these
+  // Kafka error codes in order (rd_kafka_mock_push_request_errors).
+  Status PushRequestErrors(int api_key, const std::vector<int>& error_codes);
 
  private:
   KafkaMockCluster() = default;

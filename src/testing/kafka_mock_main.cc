@@ -11,6 +11,8 @@
 //   up <broker_id>                            accept connections again
 //   create <topic> <partitions> <replication> create a topic (auto-created topics get 4 partitions)
 //   leader <topic> <partition> <broker_id>    make the broker the partition's leader
+//   errors <api_key> <error_code>...          the next requests of that API (any broker) fail
+//                                             with these Kafka error codes, in order
 //   quit                                      exit
 //
 // It exits when stdin reaches end of file, so a test process that dies (even by SIGKILL) does not
@@ -24,6 +26,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -98,6 +101,19 @@ int main(int argc, char** argv) {
         continue;
       }
       Reply(rd_kafka_mock_partition_set_leader(mcluster, topic.c_str(), partition, id));
+    } else if (cmd == "errors") {
+      int api_key = -1;
+      std::vector<rd_kafka_resp_err_t> errors;
+      int code = 0;
+      in >> api_key;
+      while (in >> code) errors.push_back(static_cast<rd_kafka_resp_err_t>(code));
+      if (api_key < 0 || errors.empty()) {
+        std::cout << "error usage: errors <api_key> <error_code>...\n" << std::flush;
+        continue;
+      }
+      rd_kafka_mock_push_request_errors_array(mcluster, static_cast<int16_t>(api_key),
+                                              errors.size(), errors.data());
+      std::cout << "ok\n" << std::flush;
     } else {
       std::cout << "error unknown command: " << cmd << "\n" << std::flush;
     }
