@@ -14,6 +14,7 @@
 #include "store/outbox.h"
 #include "store/reader.h"
 #include "store/state.h"
+#include "testing/kafka_mock.h"
 #include "testing/rabbitmq_server.h"
 #include "testing/redis_server.h"
 #include "testing/wait_for.h"
@@ -31,13 +32,41 @@ const Devnet& TheDevnet() {
 
 // A bus started for one test.
 struct Bus {
-  std::string url;
+  std::string url;      // what the relay publishes to
+  std::string sub_url;  // what the test's consumer reads from
   std::unique_ptr<RedisServer> redis;
   std::unique_ptr<RabbitMqServer> rabbit;
+  std::unique_ptr<KafkaMockCluster> kafka;
+
+  // The broker stops taking events (RabbitMQ stopped; Kafka: the broker leading every topic down).
+  void Down() {
+    if (rabbit) rabbit->Stop();
+    if (kafka) EXPECT_TRUE(kafka->SetBrokerDown(1).ok());
+  }
+  void Up() {
+    if (rabbit) EXPECT_TRUE(rabbit->Restart().ok());
+    if (kafka) EXPECT_TRUE(kafka->SetBrokerUp(1).ok());
+  }
 };
 
-Bus StartBus(const std::string& kind) {
+Bus StartBus(const std::string& kind, uint64_t chain_id) {
   Bus bus;
+  if (kind == "kafka") {
+    auto s = KafkaMockCluster::Start(3);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return bus;
+    bus.kafka = std::move(s).value();
+    // One partition per topic (the key, the chain id, would pick one anyway), led by broker 1.
+    for (std::string_view type : EventTypes()) {
+      std::string topic = EventTopic(type, chain_id);
+      EXPECT_TRUE(bus.kafka->CreateTopic(topic, 1, 3).ok());
+      EXPECT_TRUE(bus.kafka->SetLeader(topic, 0, 1).ok());
+    }
+    bus.url = bus.kafka->url();
+    // The mock's group coordinator makes a new member wait out the session timeout.
+    bus.sub_url = bus.url + "?session.timeout.ms=4500&heartbeat.interval.ms=1000";
+    return bus;
+  }
   if (kind == "redis") {
     auto s = RedisServer::Start();
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -53,6 +82,7 @@ Bus StartBus(const std::string& kind) {
       bus.url = bus.rabbit->url();
     }
   }
+  bus.sub_url = bus.url;
   return bus;
 }
 
@@ -64,11 +94,9 @@ std::unique_ptr<Subscriber> SubscribeAll(const std::string& url, uint64_t chain_
   for (std::string_view type : EventTypes()) options.topics.push_back(EventTopic(type, chain_id));
   auto s = OpenSubscriber(url, options);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
-  if (!s.ok()) return nullptr;
-  // The first poll declares the group (AMQP: the queue exists from now on).
-  auto first = (*s)->Poll(1, 10);
-  EXPECT_TRUE(first.ok() && first->empty());
-  return std::move(s).value();
+  // Opened, the group exists (AMQP: the queue is declared; Redis and Kafka: a new group reads
+  // from the beginning).
+  return s.ok() ? std::move(s).value() : nullptr;
 }
 
 struct Received {
@@ -180,9 +208,9 @@ class EventsTest : public DbRedisTest, public ::testing::WithParamInterface<std:
 TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
   const Devnet& devnet = TheDevnet();
   const uint64_t to = devnet.last_block();
-  Bus bus = StartBus(GetParam());
+  Bus bus = StartBus(GetParam(), TheDevnet().chain_id());
   ASSERT_FALSE(bus.url.empty());
-  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "test-consumer");
+  auto subscriber = SubscribeAll(bus.sub_url, devnet.chain_id(), "test-consumer");
   ASSERT_NE(subscriber, nullptr);
 
   const std::string log = ::testing::TempDir() + "events-fleet.log";
@@ -230,14 +258,15 @@ TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
 TEST_P(EventsTest, ARelayKilledBetweenPublishAndMarkRepublishesWithTheSameIds) {
   const Devnet& devnet = TheDevnet();
   const uint64_t to = devnet.last_block();
-  Bus bus = StartBus(GetParam());
+  Bus bus = StartBus(GetParam(), TheDevnet().chain_id());
   ASSERT_FALSE(bus.url.empty());
-  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "crash-consumer");
+  auto subscriber = SubscribeAll(bus.sub_url, devnet.chain_id(), "crash-consumer");
   ASSERT_NE(subscriber, nullptr);
-  std::vector<std::string> index = {GaplessBinary(), "index",     "--rpc",   devnet.url,
-                                    "--db",          db_.url(),   "--from",  "0",
-                                    "--to",          std::to_string(to), "--events", bus.url,
-                                    "--progress",    "off",       "--log-level", "warn"};
+  std::vector<std::string> index = {
+      GaplessBinary(), "index",  "--rpc",      devnet.url, "--db",
+      db_.url(),       "--from", "0",          "--to",     std::to_string(to),
+      "--events",      bus.url,  "--progress", "off",      "--log-level",
+      "warn"};
   const std::string log = ::testing::TempDir() + "events-crash.log";
   pid_t first = Spawn(index, log, {"GAPLESS_FAILPOINTS=relay-crash-after-publish"});
   EXPECT_EQ(WaitForExit(first, 120), -1) << "the failpoint should have killed it; see " << log;
@@ -259,26 +288,30 @@ TEST_P(EventsTest, ARelayKilledBetweenPublishAndMarkRepublishesWithTheSameIds) {
   EXPECT_EQ(r.times_by_id[expected.front().event_id], 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Buses, EventsTest, ::testing::Values("redis", "amqp"),
+INSTANTIATE_TEST_SUITE_P(Buses, EventsTest, ::testing::Values("redis", "amqp", "kafka"),
                          [](const auto& info) { return info.param; });
 
-// RabbitMQ stopped while the fleet indexes: nothing is published, the backlog waits in the
-// outbox, the leader keeps its lease (one election epoch throughout); when the broker returns the
-// backlog drains and every event arrives.
-TEST_F(DbRedisTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
+class BrokerDownTest : public EventsTest {};
+
+// The broker down while the fleet indexes (RabbitMQ stopped; the Kafka broker that leads every
+// topic set down): nothing is published, the backlog waits in the outbox, the leader keeps its
+// lease (one election epoch throughout); when the broker returns the backlog drains and every
+// event arrives.
+TEST_P(BrokerDownTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
   const Devnet& devnet = TheDevnet();
   const uint64_t to = devnet.last_block();
-  Bus bus = StartBus("amqp");
+  Bus bus = StartBus(GetParam(), devnet.chain_id());
   ASSERT_FALSE(bus.url.empty());
-  auto subscriber = SubscribeAll(bus.url, devnet.chain_id(), "patient-consumer");
+  auto subscriber = SubscribeAll(bus.sub_url, devnet.chain_id(), "patient-consumer");
   ASSERT_NE(subscriber, nullptr);
-  subscriber.reset();  // the durable queue keeps collecting
-  bus.rabbit->Stop();
+  // A Kafka group's offsets and a durable queue keep what comes while the consumer is away.
+  subscriber.reset();
+  bus.Down();
 
   const std::string log = ::testing::TempDir() + "events-broker-down.log";
-  FleetFlags flags{.workers = "2",
-                   .extra = {"--events", bus.url, "--events-timeout", "1000", "--leader-ttl",
-                             "1500"}};
+  FleetFlags flags{
+      .workers = "2",
+      .extra = {"--events", bus.url, "--events-timeout", "1000", "--leader-ttl", "1500"}};
   pid_t run = Spawn(FleetCommand("run", devnet, db_.url(), redis_url_, to, flags), log);
   // Indexing completes while the broker is down ...
   ASSERT_TRUE(WaitFor(
@@ -308,10 +341,10 @@ TEST_F(DbRedisTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
   EXPECT_NE(ProcessState(run), 'Z') << "the run ended with its events unpublished";
   EXPECT_EQ(epoch(), epoch_before) << "the leader lost its lease while the broker was down";
 
-  ASSERT_TRUE(bus.rabbit->Restart().ok());
+  bus.Up();
   EXPECT_EQ(WaitForExit(run, 120), 0) << "see " << log;
   EXPECT_EQ(epoch(), epoch_before);
-  subscriber = SubscribeAll(bus.url, devnet.chain_id(), "patient-consumer");
+  subscriber = SubscribeAll(bus.sub_url, devnet.chain_id(), "patient-consumer");
   ASSERT_NE(subscriber, nullptr);
   std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
   Received r = Consume(*subscriber, 60'000, [&](const Received& got) {
@@ -323,6 +356,9 @@ TEST_F(DbRedisTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->rows, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Buses, BrokerDownTest, ::testing::Values("amqp", "kafka"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace gapless::e2e
