@@ -108,6 +108,11 @@ struct EventsArgs {
   uint64_t from = 0;
   uint64_t to = 0;
   std::string groups;  // status: consumer groups whose lag to show
+  // consume
+  std::string redis;
+  std::string group = "balances";
+  size_t concurrency = 4;
+  int64_t status_interval_s = 30;
 };
 
 struct Args {
@@ -135,6 +140,8 @@ struct Subcommands {
   CLI::App* events;  // a group: its subcommands are tail and replay
   CLI::App* events_tail;
   CLI::App* events_replay;
+  CLI::App* consume;  // a group: its subcommand is balances
+  CLI::App* consume_balances;
 
   // Every subcommand that takes options (a group such as events is not one of them).
   std::vector<CLI::App*> all() const {
@@ -419,6 +426,35 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
         ->capture_default_str();
     DocumentEnv(r);
   }
+
+  s.consume = app->add_subcommand("consume", "Consumers built on gapless's consumer framework");
+  s.consume->require_subcommand(1);
+  s.consume_balances = s.consume->add_subcommand(
+      "balances",
+      "Keep token_balances (holder, token, token id, balance) in --db from the token.transfer "
+      "events on --bus, each event applied once however often it is delivered");
+  {
+    CLI::App* c = s.consume_balances;
+    AddCommon(c, &a->common);
+    c->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp://..., redis://...")
+        ->required();
+    c->add_option("--redis", a->events.redis,
+                  "Redis URL for the processing keys (dedup while an event is being applied)")
+        ->required();
+    c->add_option("--chain-id", a->events.chain_id, "Chain of the token.transfer topic")
+        ->required();
+    c->add_option("--group", a->events.group,
+                  "Consumer group (Kafka group, AMQP queue, stream group)")
+        ->capture_default_str();
+    c->add_option("--concurrency", a->events.concurrency, "Events applied at once")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    c->add_option("--status-interval", a->events.status_interval_s,
+                  "Seconds between status reports in the log")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 86'400));
+    DocumentEnv(c);
+  }
   return s;
 }
 
@@ -652,6 +688,17 @@ int main(int argc, char** argv) {
     command.to = a.events.to;
     command.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
     return ExitCode(RunEventsReplay(command));
+  }
+  if (sub.consume_balances->parsed()) {
+    ConsumeBalancesCommand command;
+    command.bus = a.events.bus;
+    command.db = a.common.db;
+    command.redis = a.events.redis;
+    command.chain_id = a.events.chain_id;
+    command.group = a.events.group;
+    command.concurrency = a.events.concurrency;
+    command.status_interval_ms = a.events.status_interval_s * 1000;
+    return ExitCode(RunConsumeBalances(command));
   }
   if (sub.dlq->parsed()) {
     if (a.fleet.dlq_action == "retry" && a.fleet.dlq_task.empty()) {

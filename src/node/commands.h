@@ -172,6 +172,20 @@ struct EventsReplayCommand {
 };
 Result<Outcome> RunEventsReplay(const EventsReplayCommand& command);
 
+// `gapless consume balances`: the balances consumer (events/balances.h) on a bus: keeps
+// token_balances in `db` from the chain's token.transfer events, each applied once.
+struct ConsumeBalancesCommand {
+  std::string bus;    // URL
+  std::string db;     // the balances database (may be the indexer's)
+  std::string redis;  // processing keys
+  uint64_t chain_id = 0;
+  std::string group = "balances";
+  size_t concurrency = 4;
+  int64_t status_interval_ms = 30'000;
+};
+// Runs until a signal (kStopped) or a fatal error.
+Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command);
+
 struct DlqCommand {
   FleetStateOptions fleet;
   bool retry = false;  // false: list

@@ -5,6 +5,7 @@
 
 #include <ostream>
 
+#include "events/balances.h"
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "node/commands.h"
@@ -98,6 +99,27 @@ Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
   spdlog::info("replayed {} events of {} stored blocks in {}..{}", events, blocks, command.from,
                command.to);
   return signals.flag().load() ? Outcome::kStopped : Outcome::kDone;
+}
+
+Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
+  SubscribeOptions options;
+  options.group = command.group;
+  options.topics = {EventTopic(kTokenTransfer, command.chain_id)};
+  options.from_beginning = true;
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber,
+                           OpenSubscriber(command.bus, options));
+  BalancesOptions balances;
+  balances.pg_url = command.db;
+  balances.redis_url = command.redis;
+  balances.redis_key_prefix = "gapless:consumer:" + command.group;
+  balances.consumer.name = command.group;
+  balances.consumer.concurrency = command.concurrency;
+  balances.consumer.status_interval_ms = command.status_interval_ms;
+  spdlog::info("consuming {} on {} as group {} into token_balances", options.topics.front(),
+               subscriber->name(), command.group);
+  SignalStop signals;
+  GAPLESS_RETURN_IF_ERROR(RunBalancesConsumer(balances, subscriber.get(), signals.flag()));
+  return Outcome::kStopped;
 }
 
 }  // namespace gapless
