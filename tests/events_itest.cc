@@ -11,9 +11,11 @@
 #include "devnet_util.h"
 #include "events/event.h"
 #include "events/open_bus.h"
+#include "node/mempool.h"
 #include "store/outbox.h"
 #include "store/reader.h"
 #include "store/state.h"
+#include "testing/free_port.h"
 #include "testing/kafka_mock.h"
 #include "testing/rabbitmq_server.h"
 #include "testing/redis_server.h"
@@ -410,6 +412,67 @@ TEST_P(BrokerDownTest, ABrokerThatIsDownHoldsEventsBackWithoutCostingTheLease) {
   stats = LoadOutboxStats(*conn);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->rows, 0u);
+}
+
+// The mempool watcher against a private anvil that does not mine: each pending transaction is
+// published once as transaction.pending with the node's transaction object, however often the
+// watcher polls.
+TEST(MempoolTest, EachPendingTransactionIsPublishedOnceWithItsData) {
+  const char* anvil = std::getenv("GAPLESS_ANVIL");
+  if (anvil == nullptr || *anvil == 0) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+  const int port = FreePort();
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  pid_t node = Spawn({anvil, "--port", std::to_string(port), "--no-mining", "--silent"},
+                     ::testing::TempDir() + "mempool-anvil.log");
+  auto rpc = ClientsFor(url)();
+  ASSERT_TRUE(WaitFor([&] { return rpc->ChainId().ok(); }, 30'000));
+  auto accounts = rpc->Call("eth_accounts", "[]");
+  ASSERT_TRUE(accounts.ok());
+  // The first two dev accounts, lower case.
+  std::vector<std::string> account;
+  for (size_t at = accounts->find("0x"); at != std::string::npos && account.size() < 2;
+       at = accounts->find("0x", at + 42)) {
+    std::string a = accounts->substr(at, 42);
+    for (char& c : a) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    account.push_back(a);
+  }
+  ASSERT_EQ(account.size(), 2u);
+  auto send = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      auto sent = rpc->Call("eth_sendTransaction", R"([{"from":")" + account[0] + R"(","to":")" +
+                                                       account[1] + R"(","value":"0x1"}])");
+      ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    }
+  };
+  auto bus = RedisServer::Start();
+  ASSERT_TRUE(bus.ok());
+  auto publisher = OpenPublisher((*bus)->url());
+  ASSERT_TRUE(publisher.ok());
+  MempoolWatcher watcher(rpc.get(), {publisher->get()}, {.chain_id = 31337});
+  ASSERT_TRUE(watcher.Step(1).ok());  // creates the filter
+  send(5);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(watcher.Step(1).ok());
+  send(2);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(watcher.Step(1).ok());
+  kill(node, SIGKILL);
+  WaitForExit(node, 10);
+
+  SubscribeOptions options;
+  options.group = "wallet";
+  options.topics = {EventTopic(kTransactionPending, 31337)};
+  auto subscriber = OpenSubscriber((*bus)->url(), options);
+  ASSERT_TRUE(subscriber.ok());
+  Received r = Consume(**subscriber, 3'000, [](const Received&) { return false; });
+  EXPECT_EQ(r.in_order.size(), 7u);
+  EXPECT_EQ(r.body_by_id.size(), 7u);
+  EXPECT_EQ(watcher.published(), 7u);
+  for (const Envelope& e : r.in_order) {
+    EXPECT_EQ(e.event_type, kTransactionPending);
+    EXPECT_NE(e.payload_json.find(R"("from":")" + account[0]), std::string::npos) << e.payload_json;
+    auto hash = e.payload_json.find(R"("hash":")");
+    ASSERT_NE(hash, std::string::npos);
+    EXPECT_EQ(e.event_id, EventId(31337, kTransactionPending, e.payload_json.substr(hash + 8, 66)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Buses, BrokerDownTest, ::testing::Values("amqp", "kafka"),

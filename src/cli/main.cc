@@ -99,6 +99,7 @@ struct FleetArgs {  // status, dlq
 
 struct EventsArgs {
   std::string events;  // index, run, leader: comma-separated bus URLs
+  bool mempool = false;
   int64_t confirm_timeout_ms = 10'000;
   std::string bus;  // tail, replay (replay: comma-separated)
   uint64_t chain_id = 0;
@@ -268,6 +269,9 @@ void AddEventsOptions(CLI::App* sub, Args* a) {
                   "How long a bus may take to confirm a batch of events, ms")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{100}, int64_t{600'000}));
+  sub->add_flag("--mempool", a->events.mempool,
+                "With --events: also publish transaction.pending for the transactions the node "
+                "reports as pending (its pending-transaction filter), while leading");
 }
 
 // status and dlq.
@@ -557,6 +561,7 @@ EventsOptions EventsFromFlags(const Args& a) {
   EventsOptions out;
   out.buses = SplitUrlList(a.events.events);
   out.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
+  out.mempool = a.events.mempool;
   return out;
 }
 

@@ -57,7 +57,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   duties.Add(&frontier);
   GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<EventRelays> relays,
                            EventRelays::Open(command.events, chain.pool.get(), chain.chain_id,
-                                             chain.from, chain.to, &lease));
+                                             chain.from, chain.to, &lease, make_client));
   std::atomic<bool> relays_stop{false};
   relays->Start(relays_stop);
   std::atomic<bool> indexing_over{false};

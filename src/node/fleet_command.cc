@@ -254,7 +254,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     GAPLESS_ASSIGN_OR_RETURN(
         relays,
         EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
-                          command.follow ? std::nullopt : std::optional(chain.to), lease.get()));
+                          command.follow ? std::nullopt : std::optional(chain.to), lease.get(),
+                          make_client));
   }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),

@@ -109,7 +109,8 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
 Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& options, PgPool* pool,
                                                        uint64_t chain_id, uint64_t from,
                                                        std::optional<uint64_t> to,
-                                                       LeaderLease* lease) {
+                                                       LeaderLease* lease,
+                                                       const RpcClientFactory& make_client) {
   std::unique_ptr<EventRelays> out(new EventRelays());
   if (options.buses.empty()) return out;
   RelayOptions relay;
@@ -136,6 +137,26 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
     host->Add(duty.get());
     out->relays_.push_back(std::move(duty));
     out->hosts_.push_back(std::move(host));
+  }
+  if (options.mempool) {
+    std::vector<Publisher*> publishers;
+    for (const std::string& url : options.buses) {
+      Result<std::unique_ptr<Publisher>> publisher = OpenPublisher(url, options.publisher);
+      if (!publisher.ok()) return publisher.status().WithContext("--events");
+      publishers.push_back(publisher->get());
+      out->mempool_publishers_.push_back(std::move(publisher).value());
+    }
+    out->mempool_rpc_ = make_client();
+    MempoolOptions mempool;
+    mempool.chain_id = chain_id;
+    EventRelays* relays = out.get();
+    mempool.done_when = [relays] { return relays->done(); };
+    out->mempool_ =
+        std::make_unique<MempoolWatcher>(out->mempool_rpc_.get(), std::move(publishers), mempool);
+    auto host = std::make_unique<DutyHost>(lease, options.mempool_tick_ms, "mempool");
+    host->Add(out->mempool_.get());
+    out->hosts_.push_back(std::move(host));
+    spdlog::info("events: watching the node's mempool for transaction.pending");
   }
   return out;
 }

@@ -36,6 +36,8 @@
 
 #include "events/bus.h"
 #include "node/duties.h"
+#include "node/mempool.h"
+#include "node/range_job.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -88,15 +90,21 @@ struct EventsOptions {
   size_t batch_blocks = 200;
   size_t batch_events = 5'000;
   int64_t tick_ms = 200;
+  // Also run the mempool watcher (node/mempool.h), on a thread of its own, publishing
+  // transaction.pending to every bus.
+  bool mempool = false;
+  int64_t mempool_tick_ms = 500;
 };
 
 class EventRelays {
  public:
   // FailedPrecondition naming the URL for a bad bus URL; the bus need not be reachable yet (the
   // relay retries).
+  // `make_client` (for the mempool watcher) is called once, here.
   static Result<std::unique_ptr<EventRelays>> Open(const EventsOptions& options, PgPool* pool,
                                                    uint64_t chain_id, uint64_t from,
-                                                   std::optional<uint64_t> to, LeaderLease* lease);
+                                                   std::optional<uint64_t> to, LeaderLease* lease,
+                                                   const RpcClientFactory& make_client);
   ~EventRelays();
   // Starts one thread per bus; each runs until `stop` or until its relay is done (a fixed range
   // published to its end).
@@ -111,6 +119,9 @@ class EventRelays {
   EventRelays() = default;
   std::vector<std::unique_ptr<Publisher>> publishers_;
   std::vector<std::unique_ptr<RelayDuty>> relays_;
+  std::vector<std::unique_ptr<Publisher>> mempool_publishers_;
+  std::unique_ptr<JsonRpcClient> mempool_rpc_;
+  std::unique_ptr<MempoolWatcher> mempool_;
   std::vector<std::unique_ptr<DutyHost>> hosts_;
   std::vector<std::thread> threads_;
   std::vector<Status> results_;

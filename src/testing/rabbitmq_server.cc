@@ -15,28 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "testing/free_port.h"
+
 namespace gapless {
 namespace {
 
 constexpr const char* kServer = "/usr/lib/rabbitmq/bin/rabbitmq-server";
-
-// A port the kernel considers free right now (bind to port 0, read it back, close).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 bool PortAnswers(int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -12,29 +12,9 @@
 #include <thread>
 
 #include "coord/redis.h"
+#include "testing/free_port.h"
 
 namespace gapless {
-namespace {
-
-// A port the kernel considers free right now (bind to port 0, read it back, close).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string> extra) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-redis-XXXXXX").string();
