@@ -475,6 +475,38 @@ TEST(MempoolTest, EachPendingTransactionIsPublishedOnceWithItsData) {
   }
 }
 
+// Another producer's event through the CLI (`events publish`), read back with `events tail`, which
+// leaves no consumer group behind.
+TEST(EventsCliTest, PublishAndTailAContractVerifiedEvent) {
+  auto bus = RedisServer::Start();
+  ASSERT_TRUE(bus.ok());
+  auto [published, id] =
+      RunForOutput({GaplessBinary(), "events", "publish", "--bus", (*bus)->url(), "--chain-id",
+                    "138", "--type", "contract.verified", "--identity", "0xabc", "--payload",
+                    R"({"address":"0xabc","verification_status":"verified"})"});
+  ASSERT_EQ(published, 0);
+  ASSERT_EQ(id, EventId(138, kContractVerified, "0xabc") + "\n");
+  auto [tailed, lines] = RunForOutput({GaplessBinary(), "events", "tail", "--bus", (*bus)->url(),
+                                       "--chain-id", "138", "--type", "contract.verified",
+                                       "--from-beginning", "--count", "1", "--log-level", "warn"});
+  ASSERT_EQ(tailed, 0);
+  auto env = ParseEnvelope(lines.substr(0, lines.find('\n')));
+  ASSERT_TRUE(env.ok()) << lines;
+  EXPECT_EQ(env->event_id + "\n", id);
+  EXPECT_EQ(env->payload_json,
+            R"({"chain_id":138,"address":"0xabc","verification_status":"verified"})");
+  auto conn = RedisConn::Connect((*bus)->url());
+  ASSERT_TRUE(conn.ok());
+  auto groups = (*conn)->Command({"XINFO", "GROUPS", "contract.verified.138"});
+  ASSERT_TRUE(groups.ok());
+  EXPECT_TRUE(groups->elements.empty()) << "events tail left its consumer group behind";
+  // A type that does not exist is refused before anything is sent.
+  auto [refused, _] =
+      RunForOutput({GaplessBinary(), "events", "publish", "--bus", (*bus)->url(), "--chain-id",
+                    "138", "--type", "contract.deployed", "--identity", "x", "--payload", "{}"});
+  EXPECT_NE(refused, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Buses, BrokerDownTest, ::testing::Values("amqp", "kafka"),
                          [](const auto& info) { return info.param; });
 

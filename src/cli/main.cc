@@ -109,6 +109,10 @@ struct EventsArgs {
   uint64_t from = 0;
   uint64_t to = 0;
   std::string groups;  // status: consumer groups whose lag to show
+  // publish
+  std::string type;
+  std::string identity;
+  std::string payload;
   // consume
   std::string redis;
   std::string group = "balances";
@@ -141,6 +145,7 @@ struct Subcommands {
   CLI::App* events;  // a group: its subcommands are tail and replay
   CLI::App* events_tail;
   CLI::App* events_replay;
+  CLI::App* events_publish;
   CLI::App* consume;  // a group: its subcommand is balances
   CLI::App* consume_balances;
 
@@ -431,6 +436,26 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
     DocumentEnv(r);
   }
 
+  s.events_publish = s.events->add_subcommand(
+      "publish",
+      "Publish one event of another producer (e.g. contract.verified) in gapless's envelope; "
+      "prints its event id");
+  {
+    CLI::App* p = s.events_publish;
+    p->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    p->add_option("--bus", a->events.bus, "Bus URLs, comma-separated")->required();
+    p->add_option("--chain-id", a->events.chain_id, "Chain of the event")->required();
+    p->add_option("--type", a->events.type, "Event type, e.g. contract.verified")->required();
+    p->add_option("--identity", a->events.identity,
+                  "The object's key (e.g. the contract address): the event id is derived from "
+                  "chain, type and identity, so publishing the same object again gives one id")
+        ->required();
+    p->add_option("--payload", a->events.payload, "The payload, a JSON object")->required();
+    DocumentEnv(p);
+  }
+
   s.consume = app->add_subcommand("consume", "Consumers built on gapless's consumer framework");
   s.consume->require_subcommand(1);
   s.consume_balances = s.consume->add_subcommand(
@@ -693,6 +718,15 @@ int main(int argc, char** argv) {
     command.to = a.events.to;
     command.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
     return ExitCode(RunEventsReplay(command));
+  }
+  if (sub.events_publish->parsed()) {
+    EventsPublishCommand command;
+    command.buses = SplitUrlList(a.events.bus);
+    command.chain_id = a.events.chain_id;
+    command.type = a.events.type;
+    command.identity = a.events.identity;
+    command.payload = a.events.payload;
+    return ExitCode(RunEventsPublish(command, std::cout));
   }
   if (sub.consume_balances->parsed()) {
     ConsumeBalancesCommand command;

@@ -3,11 +3,13 @@
 #include <openssl/evp.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <ctime>
 
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 
 namespace gapless {
 namespace {
@@ -263,6 +265,49 @@ OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::str
         fmt::format(R"({{"producer":"{}","version":"{}"}})", kEventProducer, kEventVersion));
   w.End();
   return e;
+}
+
+Result<OutgoingEvent> ProducerEvent(uint64_t chain_id, std::string_view event_type,
+                                    std::string_view identity, std::string_view payload_json,
+                                    uint64_t unix_seconds) {
+  const std::vector<std::string_view>& types = EventTypes();
+  if (std::find(types.begin(), types.end(), event_type) == types.end()) {
+    return FailedPrecondition("event type \"" + std::string(event_type) + "\" is not one of " +
+                              fmt::format("{}", fmt::join(types, ", ")));
+  }
+  if (identity.empty()) return FailedPrecondition("an event needs an identity (its object's key)");
+  dom::parser parser;
+  dom::element doc;
+  dom::object o;
+  if (parser.parse(payload_json.data(), payload_json.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(o) != simdjson::SUCCESS) {
+    return FailedPrecondition("the payload of a " + std::string(event_type) +
+                              " event must be a JSON object");
+  }
+  std::string payload = simdjson::minify(o);
+  dom::element chain;
+  if (o["chain_id"].get(chain) != simdjson::SUCCESS) {
+    payload = "{\"chain_id\":" + std::to_string(chain_id) + (payload.size() > 2 ? "," : "") +
+              payload.substr(1);
+  }
+  return MakeEvent(chain_id, event_type, EventId(chain_id, event_type, identity),
+                   IsoTime(unix_seconds), payload);
+}
+
+OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
+                                    std::string_view verification_status, uint64_t verified_at) {
+  std::string lower(address);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string payload;
+  ObjectWriter w(payload);
+  w.Number("chain_id", chain_id);
+  w.String("address", lower);
+  w.String("verification_status", verification_status);
+  w.String("verified_at", IsoTime(verified_at));
+  w.End();
+  return MakeEvent(chain_id, kContractVerified,
+                   EventId(chain_id, kContractVerified, lower + "/" + std::to_string(verified_at)),
+                   IsoTime(verified_at), payload);
 }
 
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data) {

@@ -72,6 +72,18 @@ std::string IsoTime(uint64_t unix_seconds);
 OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
                         std::string_view timestamp, std::string_view payload_json);
 
+// An event of another producer (a verification service, a script through `gapless events
+// publish`), in the same envelope: event_id = EventId(chain_id, type, identity), so publishing the
+// same object twice gives one id. FailedPrecondition naming the problem when the type is not one
+// of EventTypes() or payload_json is not a JSON object; the payload gets "chain_id" added first
+// when it has none.
+Result<OutgoingEvent> ProducerEvent(uint64_t chain_id, std::string_view event_type,
+                                    std::string_view identity, std::string_view payload_json,
+                                    uint64_t unix_seconds);
+// contract.verified: identity = the address (lower-cased) and the verification time.
+OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
+                                    std::string_view verification_status, uint64_t verified_at);
+
 // The events of one committed block, in order: block.new, then transaction.confirmed by
 // transaction index, then token.transfer by (log index, batch index).
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data);

@@ -109,6 +109,32 @@ TEST(ParseTransferPayload, RefusesANonDecimalAmount) {
   EXPECT_NE(r.status().message().find("amount"), std::string::npos);
 }
 
+TEST(ProducerEvent, WrapsAnotherProducersPayloadWithAStableId) {
+  Result<OutgoingEvent> e =
+      ProducerEvent(5, kContractVerified, "0xabc", R"({"address":"0xabc","ok":true})", 0);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->topic, "contract.verified.5");
+  EXPECT_EQ(e->event_id, EventId(5, kContractVerified, "0xabc"));
+  Result<Envelope> env = ParseEnvelope(e->body);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->payload_json, R"({"chain_id":5,"address":"0xabc","ok":true})");
+  EXPECT_EQ(ProducerEvent(5, "contract.deployed", "x", "{}", 0).status().code(),
+            Code::kFailedPrecondition);
+  Result<OutgoingEvent> bad = ProducerEvent(5, kContractVerified, "x", "[1]", 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("JSON object"), std::string::npos);
+}
+
+TEST(ContractVerifiedEvent, CarriesTheSeedsPayload) {
+  OutgoingEvent e = ContractVerifiedEvent(138, "0xABCD", "verified", 1704067200);
+  Result<Envelope> env = ParseEnvelope(e.body);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->payload_json,
+            R"({"chain_id":138,"address":"0xabcd","verification_status":"verified",)"
+            R"("verified_at":"2024-01-01T00:00:00Z"})");
+  EXPECT_EQ(e.event_id, ContractVerifiedEvent(138, "0xabcd", "verified", 1704067200).event_id);
+}
+
 TEST(AppendJsonString, Escapes) {
   std::string out;
   AppendJsonString(out, "a\"b\\c\n\x01");

@@ -172,6 +172,19 @@ struct EventsReplayCommand {
 };
 Result<Outcome> RunEventsReplay(const EventsReplayCommand& command);
 
+// `gapless events publish`: one event of another producer (contract.verified from a verification
+// service, ...) in the standard envelope (events/event.h ProducerEvent), confirmed by each bus.
+struct EventsPublishCommand {
+  std::vector<std::string> buses;
+  uint64_t chain_id = 0;
+  std::string type;
+  std::string identity;  // the object's key: the event id is derived from it
+  std::string payload;   // a JSON object
+  PublisherOptions publisher;
+};
+// Writes the event id to `out`.
+Result<Outcome> RunEventsPublish(const EventsPublishCommand& command, std::ostream& out);
+
 // `gapless consume balances`: the balances consumer (events/balances.h) on a bus: keeps
 // token_balances in `db` from the chain's token.transfer events, each applied once.
 struct ConsumeBalancesCommand {

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <ctime>
 #include <ostream>
 
 #include "events/balances.h"
@@ -99,6 +100,20 @@ Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
   spdlog::info("replayed {} events of {} stored blocks in {}..{}", events, blocks, command.from,
                command.to);
   return signals.flag().load() ? Outcome::kStopped : Outcome::kDone;
+}
+
+Result<Outcome> RunEventsPublish(const EventsPublishCommand& command, std::ostream& out) {
+  const uint64_t now = static_cast<uint64_t>(time(nullptr));
+  GAPLESS_ASSIGN_OR_RETURN(
+      OutgoingEvent event,
+      ProducerEvent(command.chain_id, command.type, command.identity, command.payload, now));
+  for (const std::string& url : command.buses) {
+    Result<std::unique_ptr<Publisher>> p = OpenPublisher(url, command.publisher);
+    if (!p.ok()) return p.status().WithContext("--bus");
+    GAPLESS_RETURN_IF_ERROR((*p)->Publish({event}));
+  }
+  out << event.event_id << '\n';
+  return Outcome::kDone;
 }
 
 Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
