@@ -3,8 +3,11 @@
 # local PostgreSQL 15 (.run/, port 55432), a redis-server (port 56380) and an anvil devnet (port
 # 8545), sends a few hundred
 # blocks of real traffic (ETH transfers, contract deployments, ERC-20/721/1155 transfers, every
-# transaction type, reverts), indexes it with `gapless run --workers 4` (workers coordinated
-# through Redis) with a live progress display, verifies it and prints a summary. The servers keep running so you can explore; `scripts/demo.sh stop` stops them.
+# transaction type, reverts), indexes it with `gapless run --workers 4 --events redis://...`
+# (workers coordinated through Redis, events published to Redis Streams) with a live progress
+# display while `gapless events tail` and `gapless consume balances` receive the events, verifies
+# it and prints a summary. The servers keep running so you can explore; `scripts/demo.sh stop`
+# stops them.
 # Environment: GAPLESS_DEMO_BLOCKS (default 400) blocks of traffic.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,12 +55,55 @@ echo "== devnet traffic"
 node devnet/traffic.js --rpc "$rpc" --blocks "${GAPLESS_DEMO_BLOCKS:-400}" --seed 1 \
   --out "$GAPLESS_RUN_DIR/devnet-manifest.json"
 
-echo "== gapless run --workers 4 --from 0 --to latest"
+chain_id=$(jq -r .chainId "$GAPLESS_RUN_DIR/devnet-manifest.json")
+events_log="$GAPLESS_RUN_DIR/events.jsonl"
+echo "== gapless events tail and gapless consume balances, in the background"
+# Both subscribe before the run publishes anything: tail prints every envelope as a JSON line,
+# the balances consumer keeps token_balances in the same database from token.transfer events.
+"$gapless" events tail --bus "$redis" --chain-id "$chain_id" --log-level warn >"$events_log" &
+tail_pid=$!
+"$gapless" consume balances --bus "$redis" --db "$db" --redis "$redis" --chain-id "$chain_id" \
+  --group demo-balances --log-level warn &
+balances_pid=$!
+trap 'kill "$tail_pid" "$balances_pid" 2>/dev/null || true' EXIT
+sleep 1
+
+echo "== gapless run --workers 4 --from 0 --to latest --events $redis"
 "$gapless" run --rpc "$rpc" --db "$db" --redis "$redis" --from 0 --to latest --range-size 20 \
-  --workers 4
+  --workers 4 --events "$redis"
+
+echo "== events received by gapless events tail"
+transfers=$(psql -qtA "$db" -c "SELECT count(*) FROM token_transfers")
+for _ in $(seq 1 60); do
+  applied=$(psql -qtA "$db" -c "SELECT count(*) FROM applied_events" 2>/dev/null || echo 0)
+  [ "$applied" = "$transfers" ] && break
+  sleep 0.5
+done
+kill "$tail_pid" "$balances_pid" 2>/dev/null || true
+wait "$tail_pid" "$balances_pid" 2>/dev/null || true
+trap - EXIT
+jq -r .event_type "$events_log" | sort | uniq -c
+echo "the first three (of $(wc -l <"$events_log")), cut to 200 characters:"
+head -3 "$events_log" | cut -c1-200
+
+echo "== token_balances (gapless consume balances) against the SQL aggregate of token_transfers"
+psql -q "$db" <<'SQL'
+WITH moves AS (
+  SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
+         value AS delta FROM token_transfers
+   WHERE to_address <> '\x0000000000000000000000000000000000000000'
+  UNION ALL
+  SELECT from_address, token_address, COALESCE(token_id, -1), -value FROM token_transfers
+   WHERE from_address <> '\x0000000000000000000000000000000000000000'
+), expected AS (SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3)
+SELECT (SELECT count(*) FROM token_balances) AS balances,
+       (SELECT count(*) FROM applied_events) AS transfers_applied,
+       (SELECT count(*) FROM (SELECT * FROM expected EXCEPT SELECT holder, token, token_id, balance
+                                FROM token_balances) d) AS differences;
+SQL
 
 echo "== gapless status"
-"$gapless" status --db "$db" --redis "$redis" --rpc "$rpc"
+"$gapless" status --db "$db" --redis "$redis" --rpc "$rpc" --bus "$redis" --group demo-balances
 
 echo "== gapless verify"
 "$gapless" verify --db "$db"
@@ -78,7 +124,8 @@ SQL
 cat <<EOF2
 Try:
   $gapless export --db $db --table token_transfers | head
-  $gapless status --db $db --redis $redis --rpc $rpc
+  $gapless status --db $db --redis $redis --rpc $rpc --bus $redis --group demo-balances
+  $gapless events tail --bus $redis --chain-id $chain_id --from-beginning --type block.new --count 5
   psql $db
 Stop the servers with: scripts/demo.sh stop
 EOF2
