@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/env.h"
+
 namespace gapless {
 namespace {
 
@@ -28,11 +30,8 @@ constexpr uint16_t kPrefetch = 256;
 constexpr int64_t kSubscriberTimeoutMs = 10'000;
 constexpr int64_t kCloseTimeoutMs = 2'000;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// Monotonic milliseconds (Env's clock).
+int64_t NowMs() { return Env::Default()->NowMicros() / 1000; }
 
 timeval ToTimeval(int64_t ms) {
   if (ms < 0) ms = 0;

@@ -18,15 +18,12 @@
 
 #include "events/amqp_bus.h"
 #include "testing/rabbitmq_server.h"
+#include "testing/wait_for.h"
 
 namespace gapless {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using testing_util::NowMs;
 
 std::string SharedUrl() {
   const char* url = std::getenv("GAPLESS_TEST_AMQP_URL");

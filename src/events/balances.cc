@@ -41,6 +41,31 @@ Result<std::string> AddressDigits(std::string_view field, std::string_view addre
 
 }  // namespace
 
+Result<BalancesCheck> CheckBalancesAgainstTransfers(PgConn& conn) {
+  static constexpr char kSql[] = R"sql(
+WITH moves AS (
+  SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
+         value AS delta
+    FROM token_transfers WHERE to_address <> '\x0000000000000000000000000000000000000000'
+  UNION ALL
+  SELECT from_address, token_address, COALESCE(token_id, -1), -value
+    FROM token_transfers WHERE from_address <> '\x0000000000000000000000000000000000000000'
+), expected AS (
+  SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3
+), actual AS (
+  SELECT holder, token, token_id, balance FROM token_balances
+)
+SELECT (SELECT count(*) FROM (SELECT * FROM expected EXCEPT SELECT * FROM actual) a) +
+       (SELECT count(*) FROM (SELECT * FROM actual EXCEPT SELECT * FROM expected) b),
+       (SELECT count(*) FROM expected)
+)sql";
+  GAPLESS_ASSIGN_OR_RETURN(PgResult r, conn.Query(kSql));
+  BalancesCheck out;
+  GAPLESS_ASSIGN_OR_RETURN(out.differing, r.GetInt64(0, 0));
+  GAPLESS_ASSIGN_OR_RETURN(out.expected, r.GetInt64(0, 1));
+  return out;
+}
+
 Status EnsureBalancesSchema(PgConn& conn) {
   PgTransaction tx(conn);
   GAPLESS_RETURN_IF_ERROR(tx.Begin());

@@ -61,6 +61,16 @@ class BalancesService : public EventHandler {
   PgPool* pool_;
 };
 
+// Checks token_balances against the indexer's token_transfers when both live in `conn`'s
+// database: the aggregate of token_transfers (incoming minus outgoing per holder, token and id,
+// the zero address excluded) compared with token_balances, both ways. `differing` counts the rows
+// in one and not the other (0: equal); `expected` the aggregate's rows.
+struct BalancesCheck {
+  int64_t differing = 0;
+  int64_t expected = 0;
+};
+Result<BalancesCheck> CheckBalancesAgainstTransfers(PgConn& conn);
+
 struct BalancesOptions {
   std::string pg_url;     // the balances database
   std::string redis_url;  // where the processing keys live

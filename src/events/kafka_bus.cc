@@ -14,17 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "core/env.h"
+
 namespace gapless {
 namespace {
 
 constexpr int64_t kDeadLetterTimeoutMs = 10'000;
 constexpr int kMetadataTimeoutMs = 5'000;
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+// Monotonic milliseconds (Env's clock).
+int64_t NowMs() { return Env::Default()->NowMicros() / 1000; }
 
 std::string ErrName(rd_kafka_resp_err_t err) { return rd_kafka_err2name(err); }
 

@@ -12,14 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "testing/wait_for.h"
+
 namespace gapless {
 namespace {
 
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using testing_util::NowMs;
 
 }  // namespace
 
