@@ -441,9 +441,9 @@ TEST(MempoolTest, EachPendingTransactionIsPublishedOnceWithItsData) {
   ASSERT_TRUE(bus.ok());
   auto publisher = OpenPublisher((*bus)->url());
   ASSERT_TRUE(publisher.ok());
-  MempoolOptions options;
-  options.chain_id = 31337;
-  MempoolWatcher watcher(rpc.get(), {publisher->get()}, options);
+  MempoolOptions watching;
+  watching.chain_id = 31337;
+  MempoolWatcher watcher(rpc.get(), {publisher->get()}, watching);
   ASSERT_TRUE(watcher.Step(1).ok());  // creates the filter
   send(5);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(watcher.Step(1).ok());
