@@ -648,7 +648,8 @@ class KafkaSubscriber final : public Subscriber {
   }
 
   Status Commit(const std::vector<std::pair<TopicPartition, int64_t>>& offsets, bool sync) {
-    if (offsets.empty()) return Status::Ok();
+    // A transient subscription (events tail) leaves no trace in the group.
+    if (offsets.empty() || options_.transient) return Status::Ok();
     rd_kafka_topic_partition_list_t* list =
         rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
     for (const auto& [tp, offset] : offsets) {
@@ -842,6 +843,70 @@ Result<std::unique_ptr<Publisher>> OpenKafkaPublisher(std::string_view url,
     return FailedPrecondition("kafka publisher: ?transactional=1 needs a transactional id");
   }
   return std::unique_ptr<Publisher>(new KafkaPublisher(std::move(parsed), options));
+}
+
+Result<int64_t> KafkaGroupLag(std::string_view url, const SubscribeOptions& options) {
+  GAPLESS_ASSIGN_OR_RETURN(KafkaUrl parsed, ParseKafkaUrl(url));
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  Status st = SetAll(conf, {{"bootstrap.servers", parsed.bootstrap},
+                            {"group.id", options.group},
+                            {"enable.auto.commit", "false"}});
+  if (st.ok()) st = SetAll(conf, parsed.properties);
+  if (!st.ok()) {
+    rd_kafka_conf_destroy(conf);
+    return st;
+  }
+  rd_kafka_conf_set_log_cb(conf, &LogCb);
+  char errstr[512];
+  // A consumer handle that never subscribes: it reads the group's committed offsets without
+  // joining the group (no rebalance of its members).
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return FailedPrecondition(std::string("kafka consumer: ") + errstr);
+  }
+  rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(8);
+  for (const std::string& topic : options.topics) {
+    rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, kMetadataTimeoutMs);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
+        md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      for (int p = 0; p < md->topics[0].partition_cnt; ++p) {
+        rd_kafka_topic_partition_list_add(list, topic.c_str(), md->topics[0].partitions[p].id);
+      }
+    }
+    if (md != nullptr) rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(t);
+  }
+  int64_t lag = 0;
+  bool committed_any = false;
+  rd_kafka_resp_err_t err = rd_kafka_committed(rk, list, kMetadataTimeoutMs);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    st = KafkaStatus(err, std::string("kafka committed offsets: ") + rd_kafka_err2str(err));
+  }
+  for (int i = 0; st.ok() && i < list->cnt; ++i) {
+    const rd_kafka_topic_partition_t& p = list->elems[i];
+    int64_t low = 0, high = 0;
+    err = rd_kafka_query_watermark_offsets(rk, p.topic, p.partition, &low, &high,
+                                           kMetadataTimeoutMs);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      st = KafkaStatus(err, std::string("kafka watermarks of ") + p.topic + ": " +
+                                rd_kafka_err2str(err));
+      break;
+    }
+    int64_t committed = p.err == RD_KAFKA_RESP_ERR_NO_ERROR ? p.offset : RD_KAFKA_OFFSET_INVALID;
+    if (committed >= 0) committed_any = true;
+    lag += std::max<int64_t>(high - (committed >= 0 ? committed : low), 0);
+  }
+  rd_kafka_topic_partition_list_destroy(list);
+  rd_kafka_destroy(rk);
+  if (!st.ok()) return st;
+  if (!committed_any) {
+    return NotFound("consumer group " + options.group + " has committed no offset on kafka://" +
+                    parsed.bootstrap);
+  }
+  return lag;
 }
 
 Result<std::unique_ptr<Subscriber>> OpenKafkaSubscriber(std::string_view url,

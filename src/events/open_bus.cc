@@ -85,6 +85,10 @@ Result<int64_t> GroupLag(std::string_view url, const SubscribeOptions& options) 
     case Scheme::kAmqp:
       return AmqpGroupLag(url, options);
 #endif
+#if GAPLESS_HAVE_KAFKA
+    case Scheme::kKafka:
+      return KafkaGroupLag(url, options);
+#endif
     default:
       return UnknownScheme(url);
   }
