@@ -610,17 +610,19 @@ int Main(int argc, char** argv) {
   }
   Check(admin.Exec(std::string("DROP DATABASE IF EXISTS ") + kDatabase + " WITH (FORCE)"), "drop");
 
-  std::printf("\nThroughput (events/s, median of %d; all runs after |)\n", args.repeat);
-  std::printf("%-14s %-8s %8s %11s %11s %7s %9s %6s %7s   %s\n", "bus", "shape", "events",
-              "relay ev/s", "raw ev/s", "ratio", "publish%", "read%", "build%",
-              "relay runs | raw runs");
-  for (const Row& r : rows) {
-    double relay = Median(r.t.relay_eps), raw = Median(r.t.raw_eps);
-    std::printf(
-        "%-14s %-8s %8llu %11.0f %11.0f %6.2fx %8.0f%% %5.0f%% %6.0f%%   %s | %s\n",
-        BusLabel(r.bus).c_str(), r.shape.c_str(), static_cast<unsigned long long>(r.t.events),
-        relay, raw, relay / raw, 100 * Median(r.t.publish_share), 100 * Median(r.t.read_share),
-        100 * Median(r.t.build_share), Runs(r.t.relay_eps).c_str(), Runs(r.t.raw_eps).c_str());
+  if (!rows.empty()) {
+    std::printf("\nThroughput (events/s, median of %d; all runs after |)\n", args.repeat);
+    std::printf("%-14s %-8s %8s %11s %11s %7s %9s %6s %7s   %s\n", "bus", "shape", "events",
+                "relay ev/s", "raw ev/s", "ratio", "publish%", "read%", "build%",
+                "relay runs | raw runs");
+    for (const Row& r : rows) {
+      double relay = Median(r.t.relay_eps), raw = Median(r.t.raw_eps);
+      std::printf(
+          "%-14s %-8s %8llu %11.0f %11.0f %6.2fx %8.0f%% %5.0f%% %6.0f%%   %s | %s\n",
+          BusLabel(r.bus).c_str(), r.shape.c_str(), static_cast<unsigned long long>(r.t.events),
+          relay, raw, relay / raw, 100 * Median(r.t.publish_share), 100 * Median(r.t.read_share),
+          100 * Median(r.t.build_share), Runs(r.t.relay_eps).c_str(), Runs(r.t.raw_eps).c_str());
+    }
   }
   if (!latencies.empty()) {
     std::printf(
