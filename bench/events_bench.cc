@@ -22,8 +22,10 @@
 //   latency     A fresh database; an EventConsumer (events/consumer.h; concurrency 2, in-memory
 //               processing locks, a handler whose Process records the time of each block.new)
 //               subscribed to the chain's block-derived topics; a RelayDuty on its own DutyHost
-//               thread with a --tick-ms tick. Then --latency-blocks blocks of about 20 events, one
-//               per WriteRange, each followed by PersistFrontier, one every --interval-ms (jittered
+//               thread with a --tick-ms tick, woken by the frontier's NOTIFY through a PgWaker
+//               as EventRelays wires it (--no-wake: polling at the tick only). Then
+//               --latency-blocks blocks of about 20 events, one per WriteRange, each followed by
+//               PersistFrontier, one every --interval-ms (jittered
 //               +-50% so the writes do not lock to the tick's phase), after --warmup blocks that
 //               are not measured (the Kafka consumer joins its group in them). Latency = from
 //               right after WriteRange returned (the commit is done) to the handler's Process of
@@ -34,7 +36,8 @@
 //
 //   events_bench --pg URL [--buses redis,amqp,kafka] [--blocks 200] [--small-blocks 2000]
 //                [--range 50] [--repeat 3] [--batch-blocks 200] [--batch-events 5000]
-//                [--latency-blocks 300] [--interval-ms 25] [--tick-ms 10] [--warmup 10]
+//                [--latency-blocks 300] [--interval-ms 25] [--tick-ms 200] [--no-wake] [--warmup
+//                10]
 //                [--kafka-consumer-props "k=v&k=v"]   (appended to the Kafka subscriber URL)
 //
 // The database gapless_events_bench is created on the --pg server and dropped afterwards.
@@ -62,6 +65,7 @@
 #include "node/duties.h"
 #include "node/relay.h"
 #include "store/migrate.h"
+#include "store/notify.h"
 #include "store/outbox.h"
 #include "store/pg.h"
 #include "store/reader.h"
@@ -96,7 +100,8 @@ struct Args {
   size_t batch_events = 5'000;
   uint64_t latency_blocks = 300;
   int64_t interval_ms = 25;
-  int64_t tick_ms = 10;
+  int64_t tick_ms = 200;  // EventsOptions' default
+  bool wake = true;       // the relay woken by the frontier's NOTIFY, as EventRelays wires it
   uint64_t warmup = 10;
   std::string kafka_consumer_props;  // "k=v&k=v" appended to the Kafka subscriber's URL
 };
@@ -124,6 +129,7 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--latency-blocks", u64(&a.latency_blocks))
       .Value("--interval-ms", [&](const std::string& v) { a.interval_ms = std::stoll(v); })
       .Value("--tick-ms", [&](const std::string& v) { a.tick_ms = std::stoll(v); })
+      .Switch("--no-wake", [&] { a.wake = false; })
       .Value("--warmup", u64(&a.warmup))
       .Value("--kafka-consumer-props", [&](const std::string& v) { a.kafka_consumer_props = v; })
       .Parse(argc, argv);
@@ -480,6 +486,13 @@ LatencyFigures Latency(const Args& args, const Bus& bus, Publisher& inner, PgCon
   LocalLease lease;
   DutyHost host(&lease, args.tick_ms, relay.name());
   host.Add(&relay);
+  std::unique_ptr<PgWaker> waker;
+  if (args.wake) {
+    auto opened = PgWaker::Open(url, {std::string(kFrontierChannel)});
+    Check(opened.status(), "LISTEN connection");
+    waker = std::move(opened).value();
+    host.set_waker(waker.get());
+  }
   Status relay_result;
   std::thread relay_thread([&] { relay_result = host.Run(stop); });
 

@@ -55,6 +55,10 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   FrontierDuty frontier(chain.pool.get(), chain.from, chain.to);
   DutyHost duties(&lease, /*tick_ms=*/500, "index");
   duties.Add(&frontier);
+  // The frontier moves as soon as a range commits (NOTIFY), not at the next tick.
+  Result<std::unique_ptr<PgWaker>> waker = PgWaker::Open(
+      chain.pool->url(), {std::string(kRangeCommittedChannel)}, chain.pool->options());
+  if (waker.ok()) duties.set_waker(waker->get());
   GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<EventRelays> relays,
                            EventRelays::Open(command.events, chain.pool.get(), chain.chain_id,
                                              chain.from, chain.to, &lease, make_client));

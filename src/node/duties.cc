@@ -13,6 +13,8 @@ namespace gapless {
 namespace {
 
 constexpr int64_t kSliceMicros = 20'000;
+constexpr int64_t kWakerSliceMs = 100;
+constexpr int64_t kCoalesceMicros = 5'000;
 
 }  // namespace
 
@@ -51,6 +53,17 @@ Status DutyHost::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     GAPLESS_RETURN_IF_ERROR(Tick());
     if (all_done()) break;
+    if (waker_ != nullptr) {
+      // Woken early by a notification; in slices, so that a stop is seen within one.
+      for (int64_t left = tick_ms_; left > 0 && !stop.load(); left -= kWakerSliceMs) {
+        if (waker_->Wait(std::min(left, kWakerSliceMs))) {
+          // Let a burst of commits coalesce into one step.
+          env_->SleepMicros(kCoalesceMicros);
+          break;
+        }
+      }
+      continue;
+    }
     for (int64_t left = tick_ms_ * 1000; left > 0 && !stop.load(); left -= kSliceMicros) {
       env_->SleepMicros(std::min(left, kSliceMicros));
     }

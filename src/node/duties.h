@@ -24,6 +24,7 @@
 #include "coord/elector.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "store/notify.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -77,6 +78,9 @@ class DutyHost {
   // `lease` and the duties are borrowed and must outlive the host.
   DutyHost(LeaderLease* lease, int64_t tick_ms, std::string name, Env* env = Env::Default());
   void Add(Duty* duty) { duties_.push_back(duty); }
+  // Between ticks, wait with `waker` (store/notify.h: a NOTIFY ends the wait early, so the next
+  // tick comes at once) instead of sleeping. Borrowed; nullptr: sleep.
+  void set_waker(PgWaker* waker) { waker_ = waker; }
 
   // Ticks every tick_ms until `stop`, or until every duty is done. Returns the error that
   // stopped it (see the file comment) or Ok.
@@ -90,6 +94,7 @@ class DutyHost {
   std::string name_;
   Env* env_;
   std::vector<Duty*> duties_;
+  PgWaker* waker_ = nullptr;
 };
 
 // `index`'s duty: persists the committed prefix of [from, to] (indexed_ranges) as the frontier in

@@ -238,6 +238,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   std::unique_ptr<Elector> elector;
   std::unique_ptr<ElectorLease> lease;
   std::unique_ptr<Leader> leader;
+  std::unique_ptr<PgWaker> leader_waker;  // wakes the leader's duties when a range commits
   if (command.with_leader) {
     GAPLESS_ASSIGN_OR_RETURN(leader_nodes,
                              OpenLockNodes(command.election, command.redis, EvictionCheck::kSkip));
@@ -248,14 +249,19 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     elector = std::make_unique<Elector>(election.get(), tracker.get(), elector_options);
     lease = std::make_unique<ElectorLease>(elector.get());
     leader = MakeLeader(command, chain, coord.keys, process_id, lease.get(), rpc.get());
+    Result<std::unique_ptr<PgWaker>> waker = PgWaker::Open(
+        chain.pool->url(), {std::string(kRangeCommittedChannel)}, chain.pool->options());
+    if (waker.ok()) {
+      leader_waker = std::move(waker).value();
+      leader->set_waker(leader_waker.get());
+    }
   }
   std::unique_ptr<EventRelays> relays;
   if (command.with_leader) {
     GAPLESS_ASSIGN_OR_RETURN(
-        relays,
-        EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
-                          command.follow ? std::nullopt : std::optional(chain.to), lease.get(),
-                          make_client));
+        relays, EventRelays::Open(command.events, chain.pool.get(), chain.chain_id, chain.from,
+                                  command.follow ? std::nullopt : std::optional(chain.to),
+                                  lease.get(), make_client));
   }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),

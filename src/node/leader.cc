@@ -266,6 +266,7 @@ Status Leader::Run(const std::atomic<bool>& stop) {
   GAPLESS_RETURN_IF_ERROR(Validate());
   DutyHost host(lease_, options_.tick_ms, "leader " + options_.holder_id, options_.env);
   host.Add(this);
+  host.set_waker(waker_);
   return host.Run(stop);
 }
 

@@ -84,6 +84,9 @@ class Leader : public Duty {
   // dead-lettered range for give_up_when_stuck_ms) or DataLoss (the frontier would run ahead of
   // committed rows: an invariant is broken, stop loudly).
   Status Run(const std::atomic<bool>& stop);
+  // Run waits between ticks with `waker` (a range commit wakes it: the frontier moves sooner).
+  // Borrowed; nullptr: sleep.
+  void set_waker(PgWaker* waker) { waker_ = waker; }
 
   // Duty: while leading with `epoch`, (new term: restore floors,) seed, run the janitor, advance
   // and persist the frontier, all fenced by the epoch. Standby: follow the frontier.
@@ -125,6 +128,7 @@ class Leader : public Duty {
   std::atomic<uint64_t> frontier_{0};
   uint64_t persisted_ = 0;
   int64_t stuck_since_micros_ = 0;  // 0: not stuck
+  PgWaker* waker_ = nullptr;
 };
 
 }  // namespace gapless

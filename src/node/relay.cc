@@ -135,6 +135,16 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
     auto duty = std::make_unique<RelayDuty>(pool, publisher.get(), relay);
     auto host = std::make_unique<DutyHost>(lease, options.tick_ms, duty->name());
     host->Add(duty.get());
+    // Woken by every frontier move; without the LISTEN connection it polls at its tick.
+    Result<std::unique_ptr<PgWaker>> waker =
+        PgWaker::Open(pool->url(), {std::string(kFrontierChannel)}, pool->options());
+    if (waker.ok()) {
+      host->set_waker(waker->get());
+      out->wakers_.push_back(std::move(waker).value());
+    } else {
+      spdlog::warn("{}: no LISTEN connection ({}); polling every {} ms", duty->name(),
+                   waker.status().ToString(), options.tick_ms);
+    }
     out->relays_.push_back(std::move(duty));
     out->hosts_.push_back(std::move(host));
   }

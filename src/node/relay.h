@@ -89,6 +89,7 @@ struct EventsOptions {
   PublisherOptions publisher;
   size_t batch_blocks = 200;
   size_t batch_events = 5'000;
+  // The relay's poll interval; a frontier move wakes it at once (LISTEN, store/notify.h).
   int64_t tick_ms = 200;
   // Also run the mempool watcher (node/mempool.h), on a thread of its own, publishing
   // transaction.pending to every bus.
@@ -123,6 +124,7 @@ class EventRelays {
   std::unique_ptr<JsonRpcClient> mempool_rpc_;
   std::unique_ptr<MempoolWatcher> mempool_;
   std::vector<std::unique_ptr<DutyHost>> hosts_;
+  std::vector<std::unique_ptr<PgWaker>> wakers_;  // one LISTEN connection per relay
   std::vector<std::thread> threads_;
   std::vector<Status> results_;
 };

@@ -1,6 +1,7 @@
 #include "store/pg.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cctype>
@@ -346,6 +347,30 @@ void PgConn::set_session_flag(std::string_view name) {
   if (!session_flag(name)) session_flags_.emplace_back(name);
 }
 
+Result<bool> PgConn::WaitForNotification(int64_t timeout_ms) {
+  GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  auto drain = [this] {
+    bool any = false;
+    while (PGnotify* n = PQnotifies(conn_)) {
+      any = true;
+      PQfreemem(n);
+    }
+    return any;
+  };
+  if (PQconsumeInput(conn_) == 0) {
+    return Unavailable("LISTEN connection to " + address_ + ": " + OneLine(PQerrorMessage(conn_)));
+  }
+  if (drain()) return true;
+  pollfd fd{PQsocket(conn_), POLLIN, 0};
+  if (fd.fd < 0) return Unavailable("LISTEN connection to " + address_ + " has no socket");
+  int ready = poll(&fd, 1, static_cast<int>(std::max<int64_t>(timeout_ms, 0)));
+  if (ready <= 0) return false;
+  if (PQconsumeInput(conn_) == 0) {
+    return Unavailable("LISTEN connection to " + address_ + ": " + OneLine(PQerrorMessage(conn_)));
+  }
+  return drain();
+}
+
 Status PgConn::EnsureOpen() {
   if (in_copy_) return Internal("connection to " + address_ + " is busy with a COPY");
   if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
@@ -557,7 +582,7 @@ Status CopyWriter::Finish() {
 Result<std::unique_ptr<PgPool>> PgPool::Open(const std::string& url, size_t size,
                                              const PgConnectOptions& options) {
   if (size == 0) return FailedPrecondition("a connection pool needs at least one connection");
-  std::unique_ptr<PgPool> pool(new PgPool(size));
+  std::unique_ptr<PgPool> pool(new PgPool(size, url, options));
   for (size_t i = 0; i < size; ++i) {
     GAPLESS_ASSIGN_OR_RETURN(auto conn, PgConn::Connect(url, options));
     pool->idle_.push_back(std::move(conn));

@@ -123,6 +123,12 @@ class PgConn {
   // and the returned status is that of the abort itself.
   Status EndCopy(std::string_view abort_reason = {});
 
+  // LISTEN/NOTIFY: after `LISTEN channel` (Exec), waits up to timeout_ms for a notification on
+  // any channel this connection listens to. True when at least one arrived (all that arrived are
+  // consumed); false on timeout; Unavailable when the connection broke (LISTEN again after the
+  // reconnect: it is session state). Must not be called inside a transaction or a COPY.
+  Result<bool> WaitForNotification(int64_t timeout_ms);
+
   // True when the last operation found the connection dead; the next operation reconnects.
   bool broken() const;
   // Incremented on every reconnect: session state (temporary tables, SET) is gone when it changes.
@@ -202,12 +208,18 @@ class PgPool {
 
   Lease Acquire();
   size_t size() const { return size_; }
+  // The URL the pool connects to (for a dedicated connection beside it, e.g. a LISTEN).
+  const std::string& url() const { return url_; }
+  const PgConnectOptions& options() const { return options_; }
 
  private:
-  explicit PgPool(size_t size) : size_(size) {}
+  PgPool(size_t size, std::string url, PgConnectOptions options)
+      : size_(size), url_(std::move(url)), options_(options) {}
   void Release(std::unique_ptr<PgConn> conn);
 
   size_t size_;
+  std::string url_;
+  PgConnectOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<PgConn>> idle_;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "store/notify.h"
 #include "store/queries.h"
 
 namespace gapless {
@@ -45,6 +46,8 @@ Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t ne
       conn.Query("UPDATE indexer_state SET value = $1, updated_at = now() WHERE key = 'frontier'",
                  {std::to_string(next_block)})
           .status());
+  // Wakes the event relays (store/notify.h) at commit.
+  GAPLESS_RETURN_IF_ERROR(conn.Exec("NOTIFY " + std::string(kFrontierChannel)));
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
   return next_block;
 }

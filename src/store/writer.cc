@@ -4,6 +4,7 @@
 #include <string>
 
 #include "store/copy_rows.h"
+#include "store/notify.h"
 #include "store/outbox.h"
 
 namespace gapless {
@@ -46,10 +47,10 @@ Status ValidateRange(const RangeWrite& w) {
                                       std::to_string(w.from_block + i) + " at position " +
                                       std::to_string(i)));
     // The hash is also spliced into the outbox insert's SQL text (OutboxInsert).
-    GAPLESS_RETURN_IF_ERROR(Check(d.block.hash.size() > 2 && d.block.hash.starts_with("0x") &&
-                                      d.block.hash.find_first_not_of("0123456789abcdef", 2) ==
-                                          std::string::npos,
-                                  n, "block hash \"" + d.block.hash + "\" is not lower-case 0x-hex"));
+    GAPLESS_RETURN_IF_ERROR(
+        Check(d.block.hash.size() > 2 && d.block.hash.starts_with("0x") &&
+                  d.block.hash.find_first_not_of("0123456789abcdef", 2) == std::string::npos,
+              n, "block hash \"" + d.block.hash + "\" is not lower-case 0x-hex"));
     for (size_t j = 0; j < d.transactions.size(); ++j) {
       const Transaction& t = d.transactions[j];
       GAPLESS_RETURN_IF_ERROR(Check(t.block_number == n, n,
@@ -238,6 +239,8 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     }
   }
   sql += OutboxInsert(w);
+  // Wakes the frontier duty (store/notify.h) at commit.
+  sql += "NOTIFY " + std::string(kRangeCommittedChannel) + ";\n";
   GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
   return txn.Commit();
 }
