@@ -136,7 +136,11 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
   Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(),
                     std::max(options_.from, frontier_.load()), keys_.leader_epoch());
   GAPLESS_ASSIGN_OR_RETURN(uint64_t next, frontier.Advance(epoch));
-  if (next <= frontier_.load()) {
+  // Stalled at the same block for a second step (the first may just be early: a commit's NOTIFY
+  // wakes this step before the worker recorded its completion in Redis).
+  const bool stalled = next <= frontier_.load() && stalled_at_ == next;
+  stalled_at_ = next <= frontier_.load() ? next : UINT64_MAX;
+  if (stalled) {
     // Stalled. A completion can be lost while its rows are committed: a worker whose lease
     // vanished with Redis's data commits, and its completion is refused. PostgreSQL is the
     // truth: if ranges at the frontier are committed there, move over them.

@@ -129,6 +129,7 @@ class Leader : public Duty {
   uint64_t persisted_ = 0;
   int64_t stuck_since_micros_ = 0;  // 0: not stuck
   PgWaker* waker_ = nullptr;
+  uint64_t stalled_at_ = UINT64_MAX;  // the frontier the last step could not move past
 };
 
 }  // namespace gapless
