@@ -268,6 +268,23 @@ TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
   auto stats = LoadOutboxStats(*conn);
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->rows, 0u);
+  // `status` shows it all: events on, the empty outbox, the bus's cursor at the last block, and
+  // the consumer group's lag.
+  auto [code, status] = RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis",
+                                      redis_url_, "--bus", bus.sub_url, "--group",
+                                      "test-consumer", "--log-level", "warn"});
+  EXPECT_EQ(code, 0);
+  EXPECT_NE(status.find("events                 on from block 0; outbox 0 blocks"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(status.find("published up to block " + std::to_string(to) + ", " +
+                        std::to_string(expected.size()) + " events"),
+            std::string::npos)
+      << status;
+  if (GetParam() != "kafka") {  // Kafka's offsets are committed asynchronously
+    EXPECT_NE(status.find("group test-consumer"), std::string::npos) << status;
+    EXPECT_NE(status.find("lag 0 events"), std::string::npos) << status;
+  }
 }
 
 // The relay killed after the broker confirmed a batch and before it moved its cursor
