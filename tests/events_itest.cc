@@ -10,6 +10,7 @@
 
 #include "devnet_util.h"
 #include "events/balances.h"
+#include "events/consumer.h"
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "node/mempool.h"
@@ -270,9 +271,9 @@ TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
   EXPECT_EQ(stats->rows, 0u);
   // `status` shows it all: events on, the empty outbox, the bus's cursor at the last block, and
   // the consumer group's lag.
-  auto [code, status] = RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis",
-                                      redis_url_, "--bus", bus.sub_url, "--group",
-                                      "test-consumer", "--log-level", "warn"});
+  auto [code, status] =
+      RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis", redis_url_, "--bus",
+                    bus.sub_url, "--group", "test-consumer", "--log-level", "warn"});
   EXPECT_EQ(code, 0);
   EXPECT_NE(status.find("events                 on from block 0; outbox 0 blocks"),
             std::string::npos)
@@ -517,6 +518,83 @@ TEST(EventsCliTest, PublishAndTailAContractVerifiedEvent) {
       RunForOutput({GaplessBinary(), "events", "publish", "--bus", (*bus)->url(), "--chain-id",
                     "138", "--type", "contract.deployed", "--identity", "x", "--payload", "{}"});
   EXPECT_NE(refused, 0);
+}
+
+// The consumer framework on a real bus: a handler that always fails is tried 4 times (retries
+// after 1, 2 and 4 units of backoff), then the event is in the dead-letter stream with its error,
+// and acked (the group holds nothing pending).
+class AlwaysFails : public EventHandler {
+ public:
+  Status Process(const ConsumedEvent& event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    attempts_.push_back(NowMs());
+    return InvalidData("cannot use event " + event.envelope.event_id);
+  }
+  Result<bool> IsCompleted(const std::string&) override { return false; }
+  std::vector<int64_t> attempts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return attempts_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<int64_t> attempts_;
+};
+
+TEST(ConsumerOnABusTest, AFailingEventIsRetriedWithBackoffThenDeadLettered) {
+  auto bus = RedisServer::Start();
+  ASSERT_TRUE(bus.ok());
+  auto publisher = OpenPublisher((*bus)->url());
+  ASSERT_TRUE(publisher.ok());
+  OutgoingEvent event = ContractVerifiedEvent(7, "0xabc", "verified", 1);
+  ASSERT_TRUE((*publisher)->Publish({event}).ok());
+  SubscribeOptions options;
+  options.group = "verifier";
+  options.topics = {event.topic};
+  auto subscriber = OpenSubscriber((*bus)->url(), options);
+  ASSERT_TRUE(subscriber.ok());
+  auto locks = RedisProcessingLocks::Open((*bus)->url(), "test:consumer");
+  ASSERT_TRUE(locks.ok());
+  ConsumerOptions consumer_options;
+  consumer_options.retry_base_ms = 200;  // retries after 200, 400, 800 ms
+  consumer_options.recovery.other_ms = 0;
+  AlwaysFails handler;
+  EventConsumer consumer(consumer_options, subscriber->get(), locks->get(), &handler);
+  std::atomic<bool> stop{false};
+  Status result;
+  std::thread run([&] { result = consumer.Run(stop); });
+  auto conn = RedisConn::Connect((*bus)->url());
+  ASSERT_TRUE(conn.ok());
+  bool dead = WaitFor(
+      [&] {
+        auto len = (*conn)->Command({"XLEN", event.topic + ".dlq"});
+        return len.ok() && len->integer == 1;
+      },
+      20'000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  run.join();
+  ASSERT_TRUE(dead) << "nothing reached " << event.topic << ".dlq";
+  EXPECT_TRUE(result.ok()) << result.ToString();
+  std::vector<int64_t> at = handler.attempts();
+  ASSERT_EQ(at.size(), 4u);
+  // Each wait at least its backoff (the clock is real: only lower bounds are exact).
+  EXPECT_GE(at[1] - at[0], 200);
+  EXPECT_GE(at[2] - at[1], 400);
+  EXPECT_GE(at[3] - at[2], 800);
+  auto dlq = (*conn)->Command({"XRANGE", event.topic + ".dlq", "-", "+"});
+  ASSERT_TRUE(dlq.ok());
+  std::map<std::string, std::string> fields;
+  const RedisReply& f = dlq->elements[0].elements[1];
+  for (size_t i = 0; i + 1 < f.elements.size(); i += 2) {
+    fields[f.elements[i].str] = f.elements[i + 1].str;
+  }
+  EXPECT_EQ(fields["body"], event.body);
+  EXPECT_NE(fields["error"].find("cannot use event " + event.event_id), std::string::npos)
+      << fields["error"];
+  auto pending = (*conn)->Command({"XPENDING", event.topic, "verifier"});
+  ASSERT_TRUE(pending.ok());
+  EXPECT_EQ(pending->elements[0].integer, 0) << "the dead-lettered delivery was not acked";
 }
 
 INSTANTIATE_TEST_SUITE_P(Buses, BrokerDownTest, ::testing::Values("amqp", "kafka"),
