@@ -13,6 +13,9 @@ namespace gapless {
 namespace {
 
 constexpr std::string_view kBusyGroup = "BUSYGROUP";
+// Dead-letter streams are bounded too (DESIGN: no key without a TTL or a bound): the newest
+// ~100,000 dead letters per topic are kept.
+constexpr uint64_t kDeadLetterMaxLen = 100'000;
 
 std::string DefaultConsumerName() {
   char host[256] = {};
@@ -165,7 +168,8 @@ class RedisSubscriber : public Subscriber {
   Status DeadLetter(const Delivery& delivery, std::string_view error) override {
     std::string event_id = FieldOf(delivery);
     Result<RedisReply> r =
-        conn_->Command({"XADD", delivery.topic + ".dlq", "*", "event_id", event_id, "body",
+        conn_->Command({"XADD", delivery.topic + ".dlq", "MAXLEN", "~",
+                        std::to_string(kDeadLetterMaxLen), "*", "event_id", event_id, "body",
                         delivery.body, "error", std::string(error), "group", options_.group},
                        /*idempotent=*/false);
     if (!r.ok()) return r.status().WithContext("dead-lettering " + delivery.position);

@@ -10,8 +10,9 @@
 // first gets its own pending entries again; entries a dead consumer left pending longer than
 // claim_idle_ms are claimed by the next Poll of any consumer of the group (XAUTOCLAIM), so they
 // are delivered again (redelivered = true). Ack = XACK. Dead letters go to the stream
-// "{topic}.dlq" with fields event_id, body, error, group. Pause stops the whole subscription.
-// Lag = the group's lag (XINFO GROUPS, Redis 7) plus its pending entries, over every topic.
+// "{topic}.dlq" (MAXLEN ~ 100,000) with fields event_id, body, error, group. Pause stops the whole
+// subscription. Lag = the group's lag (XINFO GROUPS, Redis 7) plus its pending entries, over every
+// topic.
 //
 // Thread-safety: one thread at a time per Publisher / Subscriber (each has its own connection).
 #pragma once
