@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # rabbitmq.sh start|stop|status|url: a RabbitMQ node of the project's own on 127.0.0.1, for tests
 # and the demo. Its own node name (gapless-amqp-<port>@localhost), data, logs, config and Erlang
-# cookie under the run directory, no plugins, and nothing read from /etc/rabbitmq. The
+# cookie in its own directory (below), no plugins, and nothing read from /etc/rabbitmq. The
 # distribution port is set explicitly (port + 1000, or port - 1000 above 64535) so two nodes on
 # one machine never collide; the shared epmd on 4369 that the first node starts stays running.
 # Debian's rabbitmq-server runs as user rabbitmq, so as root the node is started through runuser
@@ -9,13 +9,14 @@
 # the node is not running). Idempotent; start waits until the AMQP port answers (at
 # most 60 s, then prints the log's tail); stop signals only the pid this node wrote (SIGTERM: a
 # graceful shutdown, persistent messages kept) and waits for it to exit.
-#   GAPLESS_RUN_DIR    pid file, data, log (default: <repo>/.run)
-#   GAPLESS_AMQP_PORT  AMQP port (default 56720)
+#   GAPLESS_AMQP_PORT  AMQP port (default 56720); the node's pid file, data and log are in
+#                      ${TMPDIR:-/tmp}/gapless-rabbitmq-<port>
 set -euo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-run_dir=${GAPLESS_RUN_DIR:-$here/.run}
 port=${GAPLESS_AMQP_PORT:-56720}
-dir=$run_dir/rabbitmq-$port
+# The node's directory is not under the run directory: the rabbitmq user must reach it, and a
+# checkout may live below a directory only root can enter (mktemp -d makes them 0700). /tmp (or
+# $TMPDIR) is world-traversable.
+dir=${TMPDIR:-/tmp}/gapless-rabbitmq-$port
 pid_file=$dir/pid
 node=gapless-amqp-$port@localhost
 if [ "$port" -gt 64535 ]; then dist_port=$((port - 1000)); else dist_port=$((port + 1000)); fi

@@ -361,6 +361,46 @@ INSTANTIATE_TEST_SUITE_P(Buses, EventsTest, ::testing::Values("redis", "amqp", "
 
 class BrokerDownTest : public EventsTest {};
 
+// Two buses at once (`--events redis://...,amqp://...`): each gets every event, each has its own
+// cursor, and the outbox is pruned once both confirmed.
+TEST_F(DbRedisTest, TwoBusesAtOnceEachGetEveryEvent) {
+  const Devnet& devnet = TheDevnet();
+  const uint64_t to = devnet.last_block();
+  Bus redis = StartBus("redis", devnet.chain_id());
+  Bus amqp = StartBus("amqp", devnet.chain_id());
+  ASSERT_FALSE(redis.url.empty());
+  ASSERT_FALSE(amqp.url.empty());
+  auto on_redis = SubscribeAll(redis.sub_url, devnet.chain_id(), "both");
+  auto on_amqp = SubscribeAll(amqp.sub_url, devnet.chain_id(), "both");
+  ASSERT_NE(on_redis, nullptr);
+  ASSERT_NE(on_amqp, nullptr);
+  const std::string log = ::testing::TempDir() + "events-two-buses.log";
+  pid_t index = Spawn({GaplessBinary(), "index", "--rpc", devnet.url, "--db", db_.url(), "--from",
+                       "0", "--to", std::to_string(to), "--events", redis.url + "," + amqp.url,
+                       "--progress", "off", "--log-level", "warn"},
+                      log);
+  ASSERT_EQ(WaitForExit(index, 120), 0) << "see " << log;
+  std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
+  for (Subscriber* s : {on_redis.get(), on_amqp.get()}) {
+    Received r = Consume(*s, 60'000, [&](const Received& got) {
+      return got.body_by_id.size() >= expected.size();
+    });
+    ExpectEveryEvent(r, expected);
+    ExpectBlocksInChainOrder(r, to);
+  }
+  auto conn = pool_->Acquire();
+  auto cursors = LoadCursors(*conn);
+  ASSERT_TRUE(cursors.ok());
+  ASSERT_EQ(cursors->size(), 2u);
+  for (const EventCursor& c : *cursors) {
+    EXPECT_EQ(c.next_block, to + 1) << c.bus;
+    EXPECT_EQ(c.events_sent, expected.size()) << c.bus;
+  }
+  auto stats = LoadOutboxStats(*conn);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->rows, 0u);
+}
+
 // The broker down while the fleet indexes (RabbitMQ stopped; the Kafka broker that leads every
 // topic set down): nothing is published, the backlog waits in the outbox, the leader keeps its
 // lease (one election epoch throughout); when the broker returns the backlog drains and every
