@@ -301,11 +301,13 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.run = app->add_subcommand(
       "run",
       "Index FROM..TO with N workers plus a candidate for the HA leader (head log, seeder, "
-      "janitor, frontier) in one process, coordinated through Redis (the single-machine default)");
+      "janitor, frontier, and with --events the event relay) in one process, coordinated through "
+      "Redis (the single-machine default)");
   s.leader = app->add_subcommand(
       "leader",
       "Be a candidate for the HA leader, with no workers: while elected, track the chain head "
-      "into the head log and seed, janitor and advance the frontier for the fleet's workers");
+      "into the head log, seed, janitor and advance the frontier for the fleet's workers, and "
+      "with --events publish the events");
   for (CLI::App* sub : {s.run, s.leader}) {
     AddRunOptions(sub, a);
     AddElectionOptions(sub, a, /*with_lease=*/true);
@@ -378,7 +380,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       "status",
       "Show the fleet at a glance: the leader and each lock node's view, the head log, "
       "frontier, queue depths, leases, dead letters, live workers with their ranges and rates, "
-      "lag to the chain head");
+      "lag to the chain head, and the events: outbox backlog, each bus's cursor, group lag");
   AddFleetOptions(s.status, a);
   AddElectionOptions(s.status, a, /*with_lease=*/false);
   s.status->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL, to show the head and the lag");
@@ -396,7 +398,8 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.dlq->add_option("task", a->fleet.dlq_task, "with retry: the range FROM-TO, or all");
   DocumentEnv(s.dlq);
 
-  s.events = app->add_subcommand("events", "Event buses: `events tail`, `events replay`");
+  s.events = app->add_subcommand("events",
+                                 "Event buses: `events tail`, `events replay`, `events publish`");
   s.events->require_subcommand(1);
   s.events_tail = s.events->add_subcommand(
       "tail", "Print the envelopes arriving on a bus as JSON lines (a throw-away subscription)");
