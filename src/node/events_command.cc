@@ -76,7 +76,8 @@ Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
   uint64_t events = 0, blocks = 0;
   for (uint64_t at = command.from; at <= command.to && !signals.flag().load();) {
     uint64_t end = std::min(command.to, at + command.batch_blocks - 1);
-    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> data, ReadBlocks(*conn, at, end));
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> data,
+                             ReadBlocks(*conn, at, end, {.logs = false, .withdrawals = false}));
     std::vector<OutgoingEvent> batch;
     for (const BlockData& d : data) {
       for (OutgoingEvent& e : BlockEvents(chain_id, d)) batch.push_back(std::move(e));

@@ -67,7 +67,8 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   std::vector<OutgoingEvent> batch;
   if (!rows.empty()) {
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks,
-                             ReadBlocks(conn, rows.front().block_number, rows.back().block_number));
+                             ReadBlocks(conn, rows.front().block_number, rows.back().block_number,
+                                        {.logs = false, .withdrawals = false}));
     size_t b = 0;
     batch.reserve(events);
     for (const OutboxRow& row : rows) {

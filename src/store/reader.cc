@@ -97,7 +97,8 @@ class RowReader {
 
 }  // namespace
 
-Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to) {
+Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
+                                          const ReadOptions& options) {
   std::vector<BlockData> out;
   if (from > to) return out;
   std::vector<PgParam> range = {std::to_string(from), std::to_string(to)};
@@ -164,18 +165,20 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
     return Status::Ok();
   };
 
-  GAPLESS_RETURN_IF_ERROR(
-      for_each_row("SELECT block_number, withdrawal_index, validator_index, " + H("address") +
-                       ", amount_gwei FROM withdrawals WHERE block_number BETWEEN $1 AND $2"
-                       " ORDER BY block_number, withdrawal_index",
-                   "withdrawals", [](RowReader& r, BlockData& d) {
-                     Withdrawal w;
-                     w.index = r.U64();
-                     w.validator_index = r.U64();
-                     w.address = r.Str();
-                     w.amount_gwei = r.U64();
-                     d.block.withdrawals.push_back(std::move(w));
-                   }));
+  if (options.withdrawals) {
+    GAPLESS_RETURN_IF_ERROR(
+        for_each_row("SELECT block_number, withdrawal_index, validator_index, " + H("address") +
+                         ", amount_gwei FROM withdrawals WHERE block_number BETWEEN $1 AND $2"
+                         " ORDER BY block_number, withdrawal_index",
+                     "withdrawals", [](RowReader& r, BlockData& d) {
+                       Withdrawal w;
+                       w.index = r.U64();
+                       w.validator_index = r.U64();
+                       w.address = r.Str();
+                       w.amount_gwei = r.U64();
+                       d.block.withdrawals.push_back(std::move(w));
+                     }));
+  }
 
   GAPLESS_RETURN_IF_ERROR(for_each_row(
       "SELECT block_number, transaction_index, " + H("hash") + ", " + H("block_hash") +
@@ -228,26 +231,28 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
         d.transactions.push_back(std::move(t));
       }));
 
-  GAPLESS_RETURN_IF_ERROR(for_each_row(
-      "SELECT block_number, log_index, transaction_index, " + H("transaction_hash") + ", " +
-          H("block_hash") + ", " + H("address") + ", " + H("data") + ", concat_ws(',', " +
-          H("topic0") + ", " + H("topic1") + ", " + H("topic2") + ", " + H("topic3") +
-          "), removed FROM logs WHERE block_number BETWEEN $1 AND $2"
-          " ORDER BY block_number, log_index",
-      "logs", [](RowReader& r, BlockData& d) {
-        Log l;
-        l.block_number = d.block.number;
-        l.log_index = static_cast<uint32_t>(r.U64());
-        l.transaction_index = static_cast<uint32_t>(r.U64());
-        l.transaction_hash = r.Str();
-        l.block_hash = r.Str();
-        l.address = r.Str();
-        l.data = r.Str();
-        l.topics = r.List();
-        if (l.topics.size() == 1 && l.topics[0].empty()) l.topics.clear();
-        l.removed = r.Bool();
-        d.logs.push_back(std::move(l));
-      }));
+  if (options.logs) {
+    GAPLESS_RETURN_IF_ERROR(for_each_row(
+        "SELECT block_number, log_index, transaction_index, " + H("transaction_hash") + ", " +
+            H("block_hash") + ", " + H("address") + ", " + H("data") + ", concat_ws(',', " +
+            H("topic0") + ", " + H("topic1") + ", " + H("topic2") + ", " + H("topic3") +
+            "), removed FROM logs WHERE block_number BETWEEN $1 AND $2"
+            " ORDER BY block_number, log_index",
+        "logs", [](RowReader& r, BlockData& d) {
+          Log l;
+          l.block_number = d.block.number;
+          l.log_index = static_cast<uint32_t>(r.U64());
+          l.transaction_index = static_cast<uint32_t>(r.U64());
+          l.transaction_hash = r.Str();
+          l.block_hash = r.Str();
+          l.address = r.Str();
+          l.data = r.Str();
+          l.topics = r.List();
+          if (l.topics.size() == 1 && l.topics[0].empty()) l.topics.clear();
+          l.removed = r.Bool();
+          d.logs.push_back(std::move(l));
+        }));
+  }
 
   GAPLESS_RETURN_IF_ERROR(for_each_row(
       "SELECT block_number, log_index, batch_index, " + H("transaction_hash") + ", " +

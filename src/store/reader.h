@@ -17,6 +17,13 @@ namespace gapless {
 // The stored blocks in [from, to] with their transactions, logs, token transfers and withdrawals,
 // ascending (absent blocks are simply not in the result). Reads in one snapshot. Hex values come
 // back lower-case; v, r and s come back as canonical quantities (no leading zeros).
-Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to);
+// Tables a reader can leave out (their vectors stay empty): the event relay needs neither logs
+// nor withdrawals, which are most of a block's rows.
+struct ReadOptions {
+  bool logs = true;
+  bool withdrawals = true;
+};
+Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
+                                          const ReadOptions& options = {});
 
 }  // namespace gapless

@@ -47,6 +47,21 @@ class WriterTest : public PgTest {
   }
 };
 
+TEST_F(WriterTest, ReadBlocksCanLeaveOutLogsAndWithdrawals) {
+  RangeWrite w = SyntheticRange(10, 12, Small());
+  ASSERT_TRUE(WriteRange(conn(), w).ok());
+  auto lean = ReadBlocks(conn(), 10, 12, {.logs = false, .withdrawals = false});
+  ASSERT_TRUE(lean.ok()) << lean.status().ToString();
+  ASSERT_EQ(lean->size(), 3u);
+  for (size_t i = 0; i < lean->size(); ++i) {
+    BlockData want = w.blocks[i];
+    ASSERT_FALSE(want.logs.empty());
+    want.logs.clear();
+    want.block.withdrawals.clear();
+    EXPECT_EQ(DescribeBlockData((*lean)[i]), DescribeBlockData(want)) << "block " << i;
+  }
+}
+
 TEST_F(WriterTest, EveryColumnRoundTrips) {
   RangeWrite w =
       SyntheticRange(100, 104);  // mainnet-shaped: 150 txs, 300 logs, ~60 transfers per block
