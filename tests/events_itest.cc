@@ -361,6 +361,32 @@ INSTANTIATE_TEST_SUITE_P(Buses, EventsTest, ::testing::Values("redis", "amqp", "
 
 class BrokerDownTest : public EventsTest {};
 
+// `events replay` publishes committed blocks again from the database with the ids and bytes the
+// relay would give them: twice replayed, each event arrives twice, identical.
+TEST_F(DbTest, ReplayRepublishesCommittedBlocksWithTheSameIds) {
+  const Devnet& devnet = TheDevnet();
+  constexpr uint64_t kTo = 30;
+  ASSERT_TRUE(IndexDevnet(devnet, pool_.get(), kTo).ok());  // no events enabled
+  Bus bus = StartBus("redis", devnet.chain_id());
+  ASSERT_FALSE(bus.url.empty());
+  auto subscriber = SubscribeAll(bus.sub_url, devnet.chain_id(), "replayed");
+  ASSERT_NE(subscriber, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    auto [code, out] =
+        RunForOutput({GaplessBinary(), "events", "replay", "--db", db_.url(), "--bus", bus.url,
+                      "--from", "0", "--to", std::to_string(kTo), "--log-level", "warn"});
+    ASSERT_EQ(code, 0);
+  }
+  std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), kTo);
+  ASSERT_GT(expected.size(), kTo + 1);
+  Received r = Consume(*subscriber, 30'000, [&](const Received& got) {
+    return got.in_order.size() >= 2 * expected.size();
+  });
+  ExpectEveryEvent(r, expected);
+  for (const OutgoingEvent& e : expected) EXPECT_EQ(r.times_by_id[e.event_id], 2) << e.body;
+  EXPECT_EQ(r.in_order.size(), 2 * expected.size());
+}
+
 // Two buses at once (`--events redis://...,amqp://...`): each gets every event, each has its own
 // cursor, and the outbox is pruned once both confirmed.
 TEST_F(DbRedisTest, TwoBusesAtOnceEachGetEveryEvent) {
@@ -382,9 +408,8 @@ TEST_F(DbRedisTest, TwoBusesAtOnceEachGetEveryEvent) {
   ASSERT_EQ(WaitForExit(index, 120), 0) << "see " << log;
   std::vector<OutgoingEvent> expected = ExpectedEvents(pool_.get(), devnet.chain_id(), to);
   for (Subscriber* s : {on_redis.get(), on_amqp.get()}) {
-    Received r = Consume(*s, 60'000, [&](const Received& got) {
-      return got.body_by_id.size() >= expected.size();
-    });
+    Received r = Consume(
+        *s, 60'000, [&](const Received& got) { return got.body_by_id.size() >= expected.size(); });
     ExpectEveryEvent(r, expected);
     ExpectBlocksInChainOrder(r, to);
   }
