@@ -4,6 +4,7 @@
 // in PostgreSQL; the relay killed between publish and mark re-publishes with the same ids; a
 // broker that is down holds the events back in the outbox without costing the leader its lease.
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <map>
 #include <set>
@@ -385,6 +386,48 @@ TEST_F(DbTest, ReplayRepublishesCommittedBlocksWithTheSameIds) {
   ExpectEveryEvent(r, expected);
   for (const OutgoingEvent& e : expected) EXPECT_EQ(r.times_by_id[e.event_id], 2) << e.body;
   EXPECT_EQ(r.in_order.size(), 2 * expected.size());
+}
+
+// `gapless produce` puts blocks 0..20 of the devnet on a Kafka topic (librdkafka's mock cluster,
+// 4 partitions) in the block-stream format: one message per block, its receipts added.
+TEST(ProduceTest, EveryBlockWithItsReceiptsIsOneMessage) {
+  const Devnet& devnet = TheDevnet();
+  constexpr uint64_t kTo = 20;
+  auto cluster = KafkaMockCluster::Start(3);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  ASSERT_TRUE((*cluster)->CreateTopic("blocks", 4).ok());
+  auto [code, out] = RunForOutput({GaplessBinary(), "produce", "--rpc", devnet.url, "--brokers",
+                                   (*cluster)->bootstrap(), "--topic", "blocks", "--from", "0",
+                                   "--to", std::to_string(kTo), "--log-level", "warn"});
+  ASSERT_EQ(code, 0);
+  SubscribeOptions options;
+  options.group = "check";
+  options.topics = {"blocks"};
+  auto subscriber = OpenSubscriber(
+      (*cluster)->url() + "?session.timeout.ms=4500&heartbeat.interval.ms=1000", options);
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
+  std::map<uint64_t, std::string> by_number;
+  int64_t end = NowMs() + 30'000;
+  while (NowMs() < end && by_number.size() < kTo + 1) {
+    auto batch = (*subscriber)->Poll(100, 200);
+    ASSERT_TRUE(batch.ok());
+    for (const Delivery& d : *batch) {
+      simdjson::dom::parser parser;
+      simdjson::dom::element doc;
+      ASSERT_EQ(parser.parse(d.body).get(doc), simdjson::SUCCESS) << d.body;
+      std::string_view number;
+      ASSERT_EQ(doc["number"].get_string().get(number), simdjson::SUCCESS);
+      simdjson::dom::array txs, receipts;
+      ASSERT_EQ(doc["transactions"].get_array().get(txs), simdjson::SUCCESS);
+      ASSERT_EQ(doc["receipts"].get_array().get(receipts), simdjson::SUCCESS);
+      EXPECT_EQ(txs.size(), receipts.size()) << "block " << number;
+      by_number[std::stoull(std::string(number), nullptr, 16)] = d.body;
+      ASSERT_TRUE((*subscriber)->Ack(d).ok());
+    }
+  }
+  ASSERT_EQ(by_number.size(), kTo + 1);
+  EXPECT_EQ(by_number.begin()->first, 0u);
+  EXPECT_EQ(by_number.rbegin()->first, kTo);
 }
 
 // Two buses at once (`--events redis://...,amqp://...`): each gets every event, each has its own

@@ -113,6 +113,9 @@ struct EventsArgs {
   std::string type;
   std::string identity;
   std::string payload;
+  // produce
+  std::string brokers;
+  std::string topic;
   // consume
   std::string redis;
   std::string group = "balances";
@@ -146,6 +149,7 @@ struct Subcommands {
   CLI::App* events_tail;
   CLI::App* events_replay;
   CLI::App* events_publish;
+  CLI::App* produce;
   CLI::App* consume;  // a group: its subcommand is balances
   CLI::App* consume_balances;
 
@@ -459,6 +463,31 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
     DocumentEnv(p);
   }
 
+  s.produce = app->add_subcommand(
+      "produce",
+      "Publish blocks FROM..TO of an RPC node to a Kafka topic in the block-stream format "
+      "(docs/kafka-blocks.md: one message per block with its receipts, key = block number)");
+  {
+    CLI::App* p = s.produce;
+    p->add_option("--config", a->common.config, "Config file of `key = value` lines");
+    p->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    p->add_option("--rpc", a->index.rpc, "JSON-RPC URL of an EVM node (http or https)")->required();
+    p->add_option("--brokers", a->events.brokers, "Kafka bootstrap servers, host:port[,host:port]")
+        ->required();
+    p->add_option("--topic", a->events.topic, "Kafka topic")->required();
+    p->add_option("--from", a->index.from, "First block")->capture_default_str();
+    p->add_option("--to", a->index.to, "Last block: a number, latest, safe or finalized")
+        ->capture_default_str();
+    p->add_option("--batch", a->index.batch, "Blocks per JSON-RPC batch and Kafka batch")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    p->add_option("--rpc-timeout", a->index.rpc_timeout_ms, "JSON-RPC request timeout, ms")
+        ->capture_default_str();
+    DocumentEnv(p);
+  }
+
   s.consume = app->add_subcommand("consume", "Consumers built on gapless's consumer framework");
   s.consume->require_subcommand(1);
   s.consume_balances = s.consume->add_subcommand(
@@ -730,6 +759,23 @@ int main(int argc, char** argv) {
     command.identity = a.events.identity;
     command.payload = a.events.payload;
     return ExitCode(RunEventsPublish(command, std::cout));
+  }
+  if (sub.produce->parsed()) {
+    ProduceCommand command;
+    command.rpc.url = a.index.rpc;
+    command.rpc.request_timeout_ms = a.index.rpc_timeout_ms;
+    command.brokers = a.events.brokers;
+    command.topic = a.events.topic;
+    command.batch = a.index.batch;
+    auto from = ParseBlockBound(a.index.from, "--from");
+    auto to = ParseBlockBound(a.index.to, "--to");
+    if (!from.ok() || !to.ok()) {
+      spdlog::error("{}", (!from.ok() ? from.status() : to.status()).message());
+      return kExitUsage;
+    }
+    command.from = *from;
+    command.to = *to;
+    return ExitCode(RunProduce(command));
   }
   if (sub.consume_balances->parsed()) {
     ConsumeBalancesCommand command;

@@ -36,14 +36,10 @@ Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t conn
   return pool;
 }
 
-namespace {
-
-Result<uint64_t> Resolve(JsonRpcClient& rpc, const BlockBound& bound) {
+Result<uint64_t> ResolveBlockBound(JsonRpcClient& rpc, const BlockBound& bound) {
   if (bound.number.has_value()) return *bound.number;
   return rpc.ResolveBlockTag(bound.text);
 }
-
-}  // namespace
 
 Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
                                 const std::string& db_url, size_t db_connections) {
@@ -54,8 +50,8 @@ Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
     return FailedPrecondition(fmt::format("--chain-id {}: the node at {} serves chain {}",
                                           request.expected_chain_id, rpc.Describe(), out.chain_id));
   }
-  GAPLESS_ASSIGN_OR_RETURN(out.from, Resolve(rpc, request.from));
-  GAPLESS_ASSIGN_OR_RETURN(out.to, Resolve(rpc, request.to));
+  GAPLESS_ASSIGN_OR_RETURN(out.from, ResolveBlockBound(rpc, request.from));
+  GAPLESS_ASSIGN_OR_RETURN(out.to, ResolveBlockBound(rpc, request.to));
   GAPLESS_ASSIGN_OR_RETURN(uint64_t head, rpc.BlockNumber());
   if (out.to > head) {
     return FailedPrecondition(

@@ -54,6 +54,9 @@ struct BlockBound {
   std::optional<uint64_t> number;  // set when text is a decimal number
 };
 
+// The bound's block number: as given, or the tag resolved by the node.
+Result<uint64_t> ResolveBlockBound(JsonRpcClient& rpc, const BlockBound& bound);
+
 // What CheckChain checks the node and the database against.
 struct ChainRequest {
   BlockBound from;

@@ -185,6 +185,20 @@ struct EventsPublishCommand {
 // Writes the event id to `out`.
 Result<Outcome> RunEventsPublish(const EventsPublishCommand& command, std::ostream& out);
 
+// `gapless produce`: publishes blocks from..to of an RPC node to a Kafka topic in the block-stream
+// format (docs/kafka-blocks.md): one message per block, the eth_getBlockByNumber(n, true) object
+// with an added "receipts" array, key = the block number in decimal.
+struct ProduceCommand {
+  RpcOptions rpc;
+  std::string brokers;  // host:port[,host:port...]
+  std::string topic;
+  BlockBound from{"0", 0};
+  BlockBound to{"latest", std::nullopt};
+  uint32_t batch = 10;  // blocks per JSON-RPC batch and per Kafka batch
+  PublisherOptions publisher;
+};
+Result<Outcome> RunProduce(const ProduceCommand& command);
+
 // `gapless consume balances`: the balances consumer (events/balances.h) on a bus: keeps
 // token_balances in `db` from the chain's token.transfer events, each applied once.
 struct ConsumeBalancesCommand {

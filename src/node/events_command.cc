@@ -117,6 +117,55 @@ Result<Outcome> RunEventsPublish(const EventsPublishCommand& command, std::ostre
   return Outcome::kDone;
 }
 
+Result<Outcome> RunProduce(const ProduceCommand& command) {
+  if (command.topic.empty()) return FailedPrecondition("--topic must not be empty");
+  if (command.brokers.find("://") != std::string::npos) {
+    return FailedPrecondition("--brokers takes host:port[,host:port...], not a URL");
+  }
+  auto rpc = MakeRpcClientFactory(command.rpc)();
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t from, ResolveBlockBound(*rpc, command.from));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t to, ResolveBlockBound(*rpc, command.to));
+  if (from > to) return FailedPrecondition(fmt::format("--from {} is above --to {}", from, to));
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher,
+                           OpenPublisher("kafka://" + command.brokers, command.publisher));
+  spdlog::info("producing blocks {}..{} from {} to topic {} on {}", from, to, rpc->Describe(),
+               command.topic, publisher->name());
+  SignalStop signals;
+  uint64_t produced = 0;
+  for (uint64_t at = from; at <= to && !signals.flag().load();) {
+    uint64_t count = std::min<uint64_t>(command.batch, to - at + 1);
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<RawBlock> blocks, rpc->FetchBlocks(at, count));
+    std::vector<OutgoingEvent> messages;
+    for (const RawBlock& b : blocks) {
+      size_t close = b.block_json.find_last_of('}');
+      if (close == std::string::npos) {
+        return InvalidData(
+            fmt::format("block {}: the node's block is not a JSON object", b.number));
+      }
+      OutgoingEvent m;
+      m.topic = command.topic;
+      m.key = std::to_string(b.number);
+      m.event_type = "block";
+      m.event_id = m.key;
+      m.body = b.block_json.substr(0, close) + ",\"receipts\":" + b.receipts_json + "}";
+      messages.push_back(std::move(m));
+    }
+    for (;;) {
+      Status st = publisher->Publish(messages);
+      if (st.ok()) break;
+      if (st.code() != Code::kUnavailable || signals.flag().load()) {
+        return st.WithContext(fmt::format("producing blocks {}..{}", at, at + count - 1));
+      }
+      spdlog::warn("{}; retrying", st.ToString());
+      sleep(1);
+    }
+    produced += blocks.size();
+    at += count;
+  }
+  spdlog::info("produced {} blocks to {}", produced, command.topic);
+  return signals.flag().load() ? Outcome::kStopped : Outcome::kDone;
+}
+
 Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   SubscribeOptions options;
   options.group = command.group;
