@@ -394,8 +394,26 @@ Status RedisConn::Open() {
       return st;
     }
   }
+  if (options_.require_primary) {
+    bool transport = false;
+    auto role = RoundTrip({"ROLE"}, &transport);
+    if (!role.ok() && (transport || role.status().code() == Code::kUnavailable)) {
+      Close();
+      return role.status();
+    }
+    // An error reply (ROLE denied or renamed): nothing to tell; take the server as it is.
+    if (role.ok() && !role->elements.empty() && role->elements[0].str != "master") {
+      std::string what = role->elements[0].str;
+      Close();
+      return Unavailable("redis " + Describe() + " is a replica (ROLE " + what +
+                         "), not the primary: gapless coordinates only through the primary")
+          .WithReason(ReplicaReason());
+    }
+  }
   return Status::Ok();
 }
+
+std::string ReplicaReason() { return RedisErrorReason("REPLICA"); }
 
 Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
                                         bool* transport_failure) {

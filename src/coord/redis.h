@@ -14,7 +14,9 @@
 // Failover: READONLY (the server was demoted to a replica) and MASTERDOWN close the connection
 // before the command is resent, so the next attempt connects anew and reaches whatever server now
 // answers at the address (a Sentinel-managed VIP, a proxy, DNS). The command did not run, so this
-// holds even for non-idempotent commands.
+// holds even for non-idempotent commands. Every connect checks ROLE (RedisOptions::
+// require_primary): a replica at the address is refused like a server that is down, so reads
+// never come from a replica either.
 //
 // Retries: a command is resent after a transport failure only when the caller says it is
 // idempotent; a non-idempotent command (EVAL of a script that writes) may have run before the
@@ -51,7 +53,15 @@ struct RedisOptions {
   int64_t backoff_base_micros = 50'000;
   int64_t backoff_cap_micros = 2'000'000;
   Env* env = nullptr;  // nullptr = Env::Default()
+  // Every (re)connect asks ROLE and refuses a replica (Unavailable, reason kReplicaReason), so
+  // coordination never reads or writes a replica, also after a failover moved the address. A
+  // server that refuses ROLE (ACL, renamed command) is taken as it is. false: connect to whatever
+  // answers (tools reading a replica's INFO).
+  bool require_primary = true;
 };
+
+// Status::reason() of a connection refused because the server is a replica (ROLE).
+std::string ReplicaReason();
 
 struct RedisReply {
   // An error reply becomes a non-ok Result instead.

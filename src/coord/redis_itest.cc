@@ -89,7 +89,14 @@ TEST(RedisConnItest, SilentServerTimesOutInsteadOfHanging) {
   options.command_timeout_ms = 200;
   options.max_attempts = 2;
   options.env = &env;  // backoff sleeps are virtual
-  auto c = RedisConn::Connect("redis://127.0.0.1:" + std::to_string(silent.port()), options);
+  const std::string url = "redis://127.0.0.1:" + std::to_string(silent.port());
+  // The connect's own ROLE check times out already.
+  auto checked = RedisConn::Connect(url, options);
+  ASSERT_FALSE(checked.ok());
+  EXPECT_EQ(checked.status().code(), Code::kUnavailable) << checked.status().ToString();
+  // Without it, the first command does.
+  options.require_primary = false;
+  auto c = RedisConn::Connect(url, options);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto start = std::chrono::steady_clock::now();
   auto r = (*c)->Command({"PING"});
@@ -354,6 +361,53 @@ TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimar
   EXPECT_EQ(CommandStat(**admin_a, "rpush", "rejected_calls") - rejected_before, 1);
   EXPECT_EQ(proxy.connections_accepted(), 2);
   EXPECT_EQ(proxy.open_connections(), 1) << "the connection to A was closed";
+}
+
+// Coordination never talks to a replica: a connect (the first, or a reconnect after a failover
+// moved the address) to a replica is refused with a typed reason, reads included, until the
+// server is a primary again.
+TEST(RedisFailoverItest, AReplicaIsRefusedAtConnectAndAtEveryReconnect) {
+  auto started_a = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(started_a.ok()) << started_a.status().ToString();
+  RedisServer& a = **started_a;
+  auto started_b = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(started_b.ok()) << started_b.status().ToString();
+  RedisServer& b = **started_b;
+  auto admin_a = RedisConn::Connect(a.url());
+  auto admin_b = RedisConn::Connect(b.url());
+  ASSERT_TRUE(admin_a.ok() && admin_b.ok());
+  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}).ok());
+
+  auto to_replica = RedisConn::Connect(b.url());
+  ASSERT_FALSE(to_replica.ok());
+  EXPECT_EQ(to_replica.status().code(), Code::kUnavailable);
+  EXPECT_EQ(to_replica.status().reason(), ReplicaReason());
+  EXPECT_NE(to_replica.status().message().find("replica"), std::string::npos);
+  RedisOptions any;
+  any.require_primary = false;
+  EXPECT_TRUE(RedisConn::Connect(b.url(), any).ok()) << "tools may still read a replica";
+
+  // Connected to A, which is then demoted: a read (GET is not refused by a replica) after the
+  // connection broke reconnects, finds a replica and fails instead of reading it.
+  SimEnv env;
+  RedisOptions options;
+  options.env = &env;
+  options.max_attempts = 2;
+  auto conn = RedisConn::Connect(a.url(), options);
+  ASSERT_TRUE(conn.ok());
+  ASSERT_TRUE((*conn)->Command({"SET", "k", "v"}).ok());
+  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "NO", "ONE"}).ok());
+  ASSERT_TRUE((*admin_a)->Command({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}).ok());
+  ASSERT_TRUE((*admin_a)->Command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).ok());
+  auto read = (*conn)->Command({"GET", "k"});
+  ASSERT_FALSE(read.ok()) << "read from a replica";
+  EXPECT_EQ(read.status().reason(), ReplicaReason()) << read.status().ToString();
+  // Promoted again: the same connection object works.
+  auto admin_a2 = RedisConn::Connect(a.url(), any);
+  ASSERT_TRUE(admin_a2.ok());
+  ASSERT_TRUE((*admin_a2)->Command({"REPLICAOF", "NO", "ONE"}).ok());
+  auto again = (*conn)->Command({"GET", "k"});
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
 }
 
 TEST(RedisConnItest, SharedTestServerIsNoEviction) {

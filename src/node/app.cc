@@ -82,7 +82,12 @@ Result<uint64_t> RecordedChainId(PgConn& pg, const std::string& if_none) {
 
 Result<Coordination> OpenCoordination(const std::string& redis_url, PgConn& pg, uint64_t chain_id,
                                       EvictionCheck check) {
-  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<RedisConn> redis, RedisConn::Connect(redis_url));
+  Result<std::unique_ptr<RedisConn>> connected = RedisConn::Connect(redis_url);
+  if (!connected.ok() && connected.status().reason() == ReplicaReason()) {
+    // At start a replica is a configuration error, not a failover in progress.
+    return FailedPrecondition("--redis: " + connected.status().message());
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<RedisConn> redis, std::move(connected));
   if (check == EvictionCheck::kRequireNoEviction) GAPLESS_RETURN_IF_ERROR(redis->CheckNoEviction());
   GAPLESS_ASSIGN_OR_RETURN(std::string database_id, EnsureDatabaseId(pg));
   return Coordination{std::move(redis), Keys(static_cast<int64_t>(chain_id), database_id)};
