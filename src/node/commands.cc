@@ -265,6 +265,68 @@ void WriteLeaderStatus(const FleetStateOptions& options, const Keys& keys, std::
 
 namespace {
 
+// INFO <section> as field -> value.
+std::map<std::string, std::string> InfoFields(RedisConn& redis, const std::string& section) {
+  std::map<std::string, std::string> out;
+  Result<RedisReply> r = redis.Command({"INFO", section});
+  if (!r.ok()) return out;
+  size_t start = 0;
+  const std::string& text = r->str;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    size_t colon = line.find(':');
+    if (colon != std::string::npos && !line.starts_with("#")) {
+      out[line.substr(0, colon)] = line.substr(colon + 1);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// The coordination Redis itself: keys and memory (seed 000: TTL everything, watch the count), and
+// each replica's replication lag as the primary sees it (INFO replication: slaveN offset and
+// seconds since its last ack), with a warning above 5 s.
+void WriteRedisStatus(RedisConn& redis, std::ostream& out) {
+  Result<RedisReply> keys = redis.Command({"DBSIZE"});
+  std::map<std::string, std::string> memory = InfoFields(redis, "memory");
+  out << fmt::format(
+      "redis                  {} keys, {} used (peak {})\n",
+      keys.ok() ? std::to_string(keys->integer) : std::string("?"),
+      memory.count("used_memory_human") ? memory["used_memory_human"] : "?",
+      memory.count("used_memory_peak_human") ? memory["used_memory_peak_human"] : "?");
+  std::map<std::string, std::string> replication = InfoFields(redis, "replication");
+  const int64_t primary_offset = replication.count("master_repl_offset")
+                                     ? std::atoll(replication["master_repl_offset"].c_str())
+                                     : 0;
+  for (const auto& [name, value] : replication) {
+    if (!name.starts_with("slave") ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos) {
+      continue;
+    }
+    // "ip=127.0.0.1,port=6380,state=online,offset=1234,lag=0"
+    std::map<std::string, std::string> f;
+    size_t start = 0;
+    while (start < value.size()) {
+      size_t comma = value.find(',', start);
+      if (comma == std::string::npos) comma = value.size();
+      std::string kv = value.substr(start, comma - start);
+      size_t eq = kv.find('=');
+      if (eq != std::string::npos) f[kv.substr(0, eq)] = kv.substr(eq + 1);
+      start = comma + 1;
+    }
+    const int64_t lag_s = std::atoll(f["lag"].c_str());
+    const int64_t behind = primary_offset - std::atoll(f["offset"].c_str());
+    out << fmt::format("  replica {}:{}  {}, {} bytes behind, last ack {} s ago{}\n", f["ip"],
+                       f["port"], f["state"], std::max<int64_t>(behind, 0), lag_s,
+                       lag_s > 5 ? "  WARNING: lagging more than 5 s (coordination uses the "
+                                   "primary only; never point --redis at it)"
+                                 : "");
+  }
+}
+
 // The events section of status: whether events are on, the outbox backlog, each bus's cursor and
 // the lag of the consumer groups asked for.
 Status WriteEventsStatus(PgConn& conn, uint64_t chain_id, const StatusCommand& command,
@@ -328,6 +390,7 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
   }
   out << fmt::format("chain {}   (redis keys {}*)\n", fleet.chain_id, keys.prefix());
   WriteLeaderStatus(command.fleet, keys, out);
+  WriteRedisStatus(redis, out);
   std::optional<uint64_t> redis_next;
   if (!redis_frontier.is_nil()) redis_next = std::stoull(redis_frontier.str);
   out << fmt::format("frontier (PostgreSQL)  {}\n", FrontierText(pg_frontier));

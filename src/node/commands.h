@@ -143,7 +143,8 @@ struct StatusCommand {
 };
 
 // The leader (host, pid, epoch, since), each lock node's view (holder, epoch, log length,
-// reachable), the head log's committed height, frontier (Redis and PostgreSQL), queue depths,
+// reachable), the head log's committed height, the coordination Redis's keys, memory and each
+// replica's lag (warned above 5 s), frontier (Redis and PostgreSQL), queue depths,
 // leases, dead letters, live workers, lag; events: the outbox backlog, each bus's cursor (last
 // published block, events sent, when), and the lag of the named consumer groups.
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out);
