@@ -382,7 +382,8 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
 
   s.status = app->add_subcommand(
       "status",
-      "Show the fleet at a glance: the leader and each lock node's view, the head log, "
+      "Show the fleet at a glance: the leader and each lock node's view, the head log, the "
+      "coordination Redis (keys, memory, each replica's lag), "
       "frontier, queue depths, leases, dead letters, live workers with their ranges and rates, "
       "lag to the chain head, and the events: outbox backlog, each bus's cursor, group lag");
   AddFleetOptions(s.status, a);
