@@ -21,6 +21,12 @@ std::string Keys::frontier() const { return prefix_ + "frontier"; }
 std::string Keys::rate_limit(std::string_view endpoint) const {
   return prefix_ + "ratelimit:" + std::string(endpoint);
 }
+std::string Keys::range_lock(std::string_view task) const {
+  return prefix_ + "rangelock:" + std::string(task);
+}
+std::string Keys::range_done(std::string_view task) const {
+  return prefix_ + "rangedone:" + std::string(task);
+}
 std::string Keys::heartbeat(std::string_view worker) const {
   return prefix_ + "heartbeat:" + std::string(worker);
 }

@@ -83,6 +83,14 @@ class Keys {
   // `endpoint` is a name or a hash of the URL chosen by the caller (never a URL with a secret).
   std::string rate_limit(std::string_view endpoint) const;
 
+  // --- Kafka block source (range_lock.h) ---
+  // String SET NX PX: the worker holding range `task` ("from-to") while it writes it; expires
+  // with its holder's heartbeat.
+  std::string range_lock(std::string_view task) const;
+  // String with a TTL (24 h by default): `task` is committed in PostgreSQL; a redelivered range
+  // is skipped without a database query.
+  std::string range_done(std::string_view task) const;
+
   // --- fleet ---
   // String with a TTL (a few heartbeat intervals): the process is alive while it exists.
   std::string heartbeat(std::string_view worker) const;

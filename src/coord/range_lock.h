@@ -1,0 +1,56 @@
+// range_lock: the per-range locks and completion markers of the Kafka block source (issue 9,
+// seed 000). Blocks come from a consumer group, so two workers can hold the same range (a
+// rebalance, a redelivery): before writing a range a worker checks its completion marker, then
+// takes its lock, and marks it completed after the PostgreSQL commit.
+//
+//   lock      SET NX PX with the worker's identity (lua/range_lock.lua); the heartbeat extends it
+//             at a third of its TTL; only the owner extends or releases it. A lock whose holder
+//             died expires with its TTL (the reclaimer may also release locks of dead workers).
+//   marker    SET with a TTL (24 h by default): the range is committed in PostgreSQL. A hint,
+//             never the truth: a missing marker means "ask PostgreSQL", and the fenced writer makes
+//             a second write of a committed range harmless anyway.
+//
+// Both carry a TTL (DESIGN: no coordination key without a TTL or a bound).
+// Thread-safety: as the RedisConn (one thread at a time).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "coord/keys.h"
+#include "coord/queue.h"
+#include "coord/redis.h"
+#include "core/status.h"
+
+namespace gapless {
+
+inline constexpr int64_t kRangeDoneTtlMs = 24LL * 3600 * 1000;
+
+class RangeLocks {
+ public:
+  // `conn` must outlive this.
+  RangeLocks(RedisConn* conn, const Keys& keys) : conn_(conn), keys_(keys) {}
+
+  // True when `owner` holds the range's lock now (taken, or already held: its TTL renewed).
+  Result<bool> Acquire(const TaskRange& range, const std::string& owner, int64_t ttl_ms);
+  // Renews the TTL while `owner` holds it; false when the lock was lost (expired or taken).
+  Result<bool> Extend(const TaskRange& range, const std::string& owner, int64_t ttl_ms);
+  // Deletes the lock if `owner` holds it; false otherwise (nothing changes).
+  Result<bool> Release(const TaskRange& range, const std::string& owner);
+  // The lock's holder, nullopt when free.
+  Result<std::optional<std::string>> Holder(const TaskRange& range);
+
+  // The completion marker.
+  Status MarkCompleted(const TaskRange& range, int64_t ttl_ms = kRangeDoneTtlMs);
+  Result<bool> IsCompleted(const TaskRange& range);
+
+ private:
+  Result<bool> Run(const TaskRange& range, const char* op, const std::string& owner,
+                   int64_t ttl_ms);
+
+  RedisConn* conn_;
+  Keys keys_;
+};
+
+}  // namespace gapless
