@@ -48,7 +48,14 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
       *frontier > *options_.to) {
     done_ = true;
   }
-  if (!frontier.has_value() || *frontier <= next) return Status::Ok();
+  if (!frontier.has_value() || *frontier <= next) {
+    // Idle: also the moment to prune rows that a late rewrite of a published range added (at
+    // most every 5 s: a DELETE per idle tick would be a write for nothing).
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_prune_ < std::chrono::seconds(5) && !done_.load()) return Status::Ok();
+    last_prune_ = now;
+    return PruneOutbox(conn, options_.buses);
+  }
 
   GAPLESS_ASSIGN_OR_RETURN(std::vector<OutboxRow> rows,
                            ReadOutbox(conn, next, *frontier, options_.max_blocks));

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -78,6 +79,7 @@ class RelayDuty : public Duty {
   std::atomic<bool> done_{false};
   std::atomic<uint64_t> events_published_{0};
   std::atomic<uint64_t> cursor_{0};
+  std::chrono::steady_clock::time_point last_prune_{};
 };
 
 // The event buses of a leader (`run`, `leader`, `index`): one publisher and RelayDuty per bus,

@@ -113,21 +113,26 @@ Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
                  {std::string(bus), std::to_string(next_block), std::to_string(leader_epoch),
                   std::to_string(events)})
           .status());
-  // Prune below the lowest cursor of the buses this relay serves (a bus without a cursor yet
-  // holds everything back).
+  GAPLESS_RETURN_IF_ERROR(PruneOutbox(conn, buses));
+  return txn.Commit();
+}
+
+Status PruneOutbox(PgConn& conn, const std::vector<std::string>& buses) {
+  // Below the lowest cursor of the buses this relay serves (a bus without a cursor yet holds
+  // everything back).
   std::string list = "{";
   for (const std::string& b : buses) {
     if (list.size() > 1) list += ',';
     list += '"' + b + '"';
   }
   list += '}';
-  GAPLESS_RETURN_IF_ERROR(
-      conn.Query("DELETE FROM event_outbox WHERE block_number < (SELECT CASE WHEN count(*) ="
-                 " cardinality($1::text[]) THEN min(next_block) ELSE 0 END FROM event_cursors"
-                 " WHERE bus = ANY($1::text[]))",
-                 {list})
-          .status());
-  return txn.Commit();
+  return conn
+      .Query(
+          "DELETE FROM event_outbox WHERE block_number < (SELECT CASE WHEN count(*) ="
+          " cardinality($1::text[]) THEN min(next_block) ELSE 0 END FROM event_cursors"
+          " WHERE bus = ANY($1::text[]))",
+          {list})
+      .status();
 }
 
 Result<OutboxStats> LoadOutboxStats(PgConn& conn) {

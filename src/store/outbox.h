@@ -64,6 +64,11 @@ Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
                      uint64_t next_block, uint64_t events, uint64_t leader_epoch,
                      const std::vector<std::string>& buses);
 
+// Deletes the outbox rows below the lowest cursor of `buses` (none while one of them has no
+// cursor yet). AdvanceCursor does it; the relay also calls it when idle, for rows a late rewrite
+// of an already published range added after the last advance.
+Status PruneOutbox(PgConn& conn, const std::vector<std::string>& buses);
+
 struct OutboxStats {
   uint64_t rows = 0;    // outbox rows not yet pruned
   uint64_t events = 0;  // events they give

@@ -111,5 +111,30 @@ TEST_F(OutboxTest, CursorIsFencedByTheLeaderEpochAndPrunesBelowTheSlowestBus) {
   EXPECT_EQ(stats->rows, 0u);
 }
 
+TEST_F(OutboxTest, ARangeWrittenAgainAfterItWasPublishedLeavesNoRowBehind) {
+  ASSERT_TRUE(EnableEvents(conn(), 0).ok());
+  RangeWrite w = SyntheticRange(0, 9, Small());
+  ASSERT_TRUE(WriteRange(conn(), w).ok());
+  const std::vector<std::string> buses = {"redis://a"};
+  ASSERT_TRUE(AdvanceCursor(conn(), "redis://a", 0, 10, 100, 1, buses).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
+  // A stale worker writes the published range again (idempotent for the data): no outbox row.
+  for (WriteMode mode : {WriteMode::kStagingUpsert, WriteMode::kReplaceRange}) {
+    ASSERT_TRUE(WriteRange(conn(), w, {.mode = mode}).ok());
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
+  // Blocks above the cursor still get theirs.
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(10, 12, Small())).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 3);
+  // A row below the cursor (a rewrite that raced the advance) goes with the next prune.
+  ASSERT_TRUE(conn()
+                  .Exec("INSERT INTO event_outbox (block_number, block_hash, event_count)"
+                        " VALUES (5, '\\x00', 1)")
+                  .ok());
+  ASSERT_TRUE(PruneOutbox(conn(), buses).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 3);
+  EXPECT_EQ(Count("SELECT min(block_number) FROM event_outbox"), 10);
+}
+
 }  // namespace
 }  // namespace gapless

@@ -182,8 +182,12 @@ std::string OutboxInsert(const RangeWrite& w) {
     sql += "(" + std::to_string(d.block.number) + "::bigint,'" + d.block.hash.substr(2) + "'," +
            std::to_string(1 + d.transactions.size() + d.token_transfers.size()) + ")";
   }
+  // Not for blocks every bus has published already (a committed range written again after the
+  // relay pruned its rows): they would only wait to be pruned again.
   sql += ") AS v(n, h, c) WHERE EXISTS (SELECT 1 FROM indexer_state WHERE key = '" +
-         std::string(kEventsFromKey) + "') ON CONFLICT (block_number) DO NOTHING;\n";
+         std::string(kEventsFromKey) +
+         "') AND v.n >= (SELECT coalesce(min(next_block), 0) FROM event_cursors)"
+         " ON CONFLICT (block_number) DO NOTHING;\n";
   return sql;
 }
 
