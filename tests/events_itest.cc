@@ -224,7 +224,7 @@ class EventsTest : public DbRedisTest, public ::testing::WithParamInterface<std:
 
 // The fleet (a leader candidate publishing to the bus, two worker processes killed and restarted
 // while they index) and a consumer group on the bus.
-TEST_P(EventsTest, EveryEventArrivesOnceCommittedBlocksInChainOrder) {
+TEST_P(EventsTest, EveryCommittedEventArrivesAndBlocksComeInChainOrder) {
   const Devnet& devnet = TheDevnet();
   const uint64_t to = devnet.last_block();
   Bus bus = StartBus(GetParam(), TheDevnet().chain_id());
@@ -390,7 +390,7 @@ TEST_F(DbTest, ReplayRepublishesCommittedBlocksWithTheSameIds) {
 
 // `gapless produce` puts blocks 0..20 of the devnet on a Kafka topic (librdkafka's mock cluster,
 // 4 partitions) in the block-stream format: one message per block, its receipts added.
-TEST(ProduceTest, EveryBlockWithItsReceiptsIsOneMessage) {
+TEST(ProduceTest, EveryBlockArrivesAsAMessageWithItsReceipts) {
   const Devnet& devnet = TheDevnet();
   constexpr uint64_t kTo = 20;
   auto cluster = KafkaMockCluster::Start(3);

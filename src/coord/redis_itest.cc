@@ -296,6 +296,29 @@ TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
   EXPECT_EQ(env.slept_micros(), 0) << "not retried";
 }
 
+// Two private servers, B a replica of A (no delay before the full sync: the default waits 5 s for
+// more replicas), with an admin connection to each, opened while both are primaries.
+struct ReplicatedPair {
+  std::unique_ptr<RedisServer> a_server, b_server;
+  std::unique_ptr<RedisConn> a_admin, b_admin;
+};
+void StartReplicatedPair(ReplicatedPair* pair) {
+  auto a = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  pair->a_server = std::move(a).value();
+  pair->b_server = std::move(b).value();
+  auto admin_a = RedisConn::Connect(pair->a_server->url());
+  auto admin_b = RedisConn::Connect(pair->b_server->url());
+  ASSERT_TRUE(admin_a.ok() && admin_b.ok());
+  pair->a_admin = std::move(admin_a).value();
+  pair->b_admin = std::move(admin_b).value();
+  ASSERT_TRUE(
+      pair->b_admin->Command({"REPLICAOF", "127.0.0.1", std::to_string(pair->a_server->port())})
+          .ok());
+}
+
 // The issue's test: "A redis-server promoted to primary while gapless is connected to the old one
 // (REPLICAOF): gapless reconnects and writes only to the primary". Two private servers, A primary
 // and B its replica; gapless reaches A through a proxy (the stable address of the fleet's Redis).
@@ -303,17 +326,13 @@ TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
 // connection still leads to A, which answers the next write with READONLY; that must make it
 // reconnect, through the proxy, to B, and write there.
 TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimary) {
-  // No delay before a full sync (the default waits 5 s for more replicas to join).
-  auto started_a = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
-  ASSERT_TRUE(started_a.ok()) << started_a.status().ToString();
-  RedisServer& a = **started_a;
-  auto started_b = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
-  ASSERT_TRUE(started_b.ok()) << started_b.status().ToString();
-  RedisServer& b = **started_b;
-  auto admin_a = RedisConn::Connect(a.url());
-  auto admin_b = RedisConn::Connect(b.url());
-  ASSERT_TRUE(admin_a.ok() && admin_b.ok());
-  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}).ok());
+  ReplicatedPair pair;
+  StartReplicatedPair(&pair);
+  if (HasFatalFailure()) return;
+  RedisServer& a = *pair.a_server;
+  RedisServer& b = *pair.b_server;
+  std::unique_ptr<RedisConn>* admin_a = &pair.a_admin;
+  std::unique_ptr<RedisConn>* admin_b = &pair.b_admin;
   for (int i = 0; i < 200 && Info(**admin_b, "replication", "master_link_status") != "up"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -367,16 +386,13 @@ TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimar
 // moved the address) to a replica is refused with a typed reason, reads included, until the
 // server is a primary again.
 TEST(RedisFailoverItest, AReplicaIsRefusedAtConnectAndAtEveryReconnect) {
-  auto started_a = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
-  ASSERT_TRUE(started_a.ok()) << started_a.status().ToString();
-  RedisServer& a = **started_a;
-  auto started_b = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
-  ASSERT_TRUE(started_b.ok()) << started_b.status().ToString();
-  RedisServer& b = **started_b;
-  auto admin_a = RedisConn::Connect(a.url());
-  auto admin_b = RedisConn::Connect(b.url());
-  ASSERT_TRUE(admin_a.ok() && admin_b.ok());
-  ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "127.0.0.1", std::to_string(a.port())}).ok());
+  ReplicatedPair pair;
+  StartReplicatedPair(&pair);
+  if (HasFatalFailure()) return;
+  RedisServer& a = *pair.a_server;
+  RedisServer& b = *pair.b_server;
+  std::unique_ptr<RedisConn>* admin_a = &pair.a_admin;
+  std::unique_ptr<RedisConn>* admin_b = &pair.b_admin;
 
   auto to_replica = RedisConn::Connect(b.url());
   ASSERT_FALSE(to_replica.ok());

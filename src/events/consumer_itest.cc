@@ -22,11 +22,12 @@ namespace gapless {
 namespace {
 
 using testing_util::FakeSubscriber;
+using testing_util::InMemoryCompletions;
 using testing_util::TestEvent;
 using testing_util::WaitFor;
 
 // A service whose completion record is shared by both consumers (as a database would be).
-class SharedHandler : public EventHandler {
+class SharedHandler : public InMemoryCompletions {
  public:
   std::function<void(const ConsumedEvent&)> during_process = [](const ConsumedEvent&) {};
   Status Process(const ConsumedEvent& e) override {
@@ -38,15 +39,6 @@ class SharedHandler : public EventHandler {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return Status::Ok();
   }
-  Result<bool> IsCompleted(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return completed_.count(id) > 0;
-  }
-  Status MarkCompleted(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    completed_.insert(id);
-    return Status::Ok();
-  }
   std::map<std::string, int> calls() {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
@@ -55,7 +47,6 @@ class SharedHandler : public EventHandler {
  private:
   std::mutex mu_;
   std::map<std::string, int> calls_;
-  std::set<std::string> completed_;
 };
 
 ConsumerOptions FastOptions(const std::string& name) {

@@ -26,11 +26,12 @@ namespace {
 using ::testing::HasSubstr;
 using testing_util::FakeLocks;
 using testing_util::FakeSubscriber;
+using testing_util::InMemoryCompletions;
 using testing_util::TestEvent;
 using testing_util::WaitFor;
 
 // A handler whose completion set lives in memory; the test decides what Process does.
-class TestHandler : public EventHandler {
+class TestHandler : public InMemoryCompletions {
  public:
   explicit TestHandler(Env* env) : env_(env) {}
 
@@ -50,15 +51,6 @@ class TestHandler : public EventHandler {
     Status st = process(e);
     active_.fetch_sub(1);
     return st;
-  }
-  Result<bool> IsCompleted(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return completed_.count(id) > 0;
-  }
-  Status MarkCompleted(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    completed_.insert(id);
-    return Status::Ok();
   }
   void OnFailed(const ConsumedEvent& e, const Status&, bool final) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -81,7 +73,6 @@ class TestHandler : public EventHandler {
   std::mutex mu_;
   std::map<std::string, std::vector<int64_t>> calls_;
   std::map<std::string, std::vector<bool>> finals_;
-  std::set<std::string> completed_;
   std::atomic<int> active_{0};
   std::atomic<int> max_active_{0};
 };

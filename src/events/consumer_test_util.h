@@ -1,7 +1,8 @@
 // consumer_test_util: in-memory fakes for the consumer framework's tests (events/consumer.h):
 // a Subscriber that delivers what the test adds and records acks, dead letters, pauses and
 // resumes with their (virtual) times, and ProcessingLocks in a map with TTLs on an Env.
-// Header-only, test code. Thread-safe (the test thread inspects while the consumer runs).
+// A handler base that records completions in memory. Header-only, test code. Thread-safe (the test
+// thread inspects while the consumer runs).
 #pragma once
 
 #include <algorithm>
@@ -21,6 +22,25 @@
 #include "events/event.h"
 
 namespace gapless::testing_util {
+
+// An EventHandler whose completion record is an in-memory set (IsCompleted / MarkCompleted);
+// tests derive their handlers from it and write only Process.
+class InMemoryCompletions : public EventHandler {
+ public:
+  Result<bool> IsCompleted(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(completed_mu_);
+    return completed_.count(id) > 0;
+  }
+  Status MarkCompleted(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(completed_mu_);
+    completed_.insert(id);
+    return Status::Ok();
+  }
+
+ private:
+  std::mutex completed_mu_;
+  std::set<std::string> completed_;
+};
 
 // An envelope for a test event number n ("test.event", chain 1) with a payload {"n":n}.
 inline OutgoingEvent TestEvent(int n) {

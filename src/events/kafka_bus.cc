@@ -888,11 +888,11 @@ Result<int64_t> KafkaGroupLag(std::string_view url, const SubscribeOptions& opti
   for (int i = 0; st.ok() && i < list->cnt; ++i) {
     const rd_kafka_topic_partition_t& p = list->elems[i];
     int64_t low = 0, high = 0;
-    err = rd_kafka_query_watermark_offsets(rk, p.topic, p.partition, &low, &high,
-                                           kMetadataTimeoutMs);
+    err =
+        rd_kafka_query_watermark_offsets(rk, p.topic, p.partition, &low, &high, kMetadataTimeoutMs);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      st = KafkaStatus(err, std::string("kafka watermarks of ") + p.topic + ": " +
-                                rd_kafka_err2str(err));
+      st = KafkaStatus(
+          err, std::string("kafka watermarks of ") + p.topic + ": " + rd_kafka_err2str(err));
       break;
     }
     int64_t committed = p.err == RD_KAFKA_RESP_ERR_NO_ERROR ? p.offset : RD_KAFKA_OFFSET_INVALID;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "coord/redis.h"
+#include "events/event.h"
 #include "fmt/format.h"
 
 namespace gapless {
@@ -166,7 +167,9 @@ class RedisSubscriber : public Subscriber {
   }
 
   Status DeadLetter(const Delivery& delivery, std::string_view error) override {
-    std::string event_id = FieldOf(delivery);
+    // The event id for the dead-letter entry; "" when the body is not an envelope.
+    Result<Envelope> envelope = ParseEnvelope(delivery.body);
+    std::string event_id = envelope.ok() ? envelope->event_id : "";
     Result<RedisReply> r =
         conn_->Command({"XADD", delivery.topic + ".dlq", "MAXLEN", "~",
                         std::to_string(kDeadLetterMaxLen), "*", "event_id", event_id, "body",
@@ -241,16 +244,6 @@ class RedisSubscriber : public Subscriber {
       d.handle = ++next_handle_;
       out.push_back(std::move(d));
     }
-  }
-
-  // The event id from the body, for the dead-letter entry (best effort: "" when unparsable).
-  static std::string FieldOf(const Delivery& delivery) {
-    constexpr std::string_view kKey = "\"event_id\":\"";
-    size_t at = delivery.body.find(kKey);
-    if (at == std::string::npos) return "";
-    size_t start = at + kKey.size();
-    size_t end = delivery.body.find('"', start);
-    return end == std::string::npos ? "" : delivery.body.substr(start, end - start);
   }
 
   std::unique_ptr<RedisConn> conn_;

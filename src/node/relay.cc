@@ -36,12 +36,15 @@ Status RelayDuty::Step(uint64_t epoch) {
 
 Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   *idle = true;
-  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> events_from, EventsFrom(conn));
-  if (!events_from.has_value()) {
-    return FailedPrecondition("events are not enabled in this database (no events_from)");
+  if (!events_from_.has_value()) {
+    // Recorded once and never changed: read it once.
+    GAPLESS_ASSIGN_OR_RETURN(events_from_, EventsFrom(conn));
+    if (!events_from_.has_value()) {
+      return FailedPrecondition("events are not enabled in this database (no events_from)");
+    }
   }
   GAPLESS_ASSIGN_OR_RETURN(std::optional<EventCursor> cursor, LoadCursor(conn, bus_));
-  const uint64_t next = cursor.has_value() ? cursor->next_block : *events_from;
+  const uint64_t next = cursor.has_value() ? cursor->next_block : *events_from_;
   cursor_ = next;
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(conn));
   if (options_.to.has_value() && frontier.has_value() && next > *options_.to &&

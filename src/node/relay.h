@@ -80,6 +80,7 @@ class RelayDuty : public Duty {
   std::atomic<uint64_t> events_published_{0};
   std::atomic<uint64_t> cursor_{0};
   std::chrono::steady_clock::time_point last_prune_{};
+  std::optional<uint64_t> events_from_;  // indexer_state events_from, read at the first step
 };
 
 // The event buses of a leader (`run`, `leader`, `index`): one publisher and RelayDuty per bus,
