@@ -160,12 +160,17 @@ struct Subcommands {
   }
 };
 
-void AddCommon(CLI::App* sub, CommonArgs* common) {
+// --config and --log-level: every subcommand (AddCommon adds --db to them).
+void AddConfigAndLogging(CLI::App* sub, CommonArgs* common) {
   sub->add_option("--config", common->config,
                   "Config file of `key = value` lines; keys are the long option names");
   sub->add_option("--log-level", common->log_level, "trace|debug|info|warn|error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+void AddCommon(CLI::App* sub, CommonArgs* common) {
+  AddConfigAndLogging(sub, common);
   sub->add_option("--db", common->db,
                   "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless")
       ->required();
@@ -410,10 +415,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       "tail", "Print the envelopes arriving on a bus as JSON lines (a throw-away subscription)");
   {
     CLI::App* t = s.events_tail;
-    t->add_option("--config", a->common.config, "Config file of `key = value` lines");
-    t->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    AddConfigAndLogging(t, &a->common);
     t->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp://..., redis://...")
         ->required();
     t->add_option("--chain-id", a->events.chain_id, "Chain of the topics ({type}.{chain_id})")
@@ -450,9 +452,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       "prints its event id");
   {
     CLI::App* p = s.events_publish;
-    p->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    AddConfigAndLogging(p, &a->common);
     p->add_option("--bus", a->events.bus, "Bus URLs, comma-separated")->required();
     p->add_option("--chain-id", a->events.chain_id, "Chain of the event")->required();
     p->add_option("--type", a->events.type, "Event type, e.g. contract.verified")->required();
@@ -470,10 +470,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       "(docs/kafka-blocks.md: one message per block with its receipts, key = block number)");
   {
     CLI::App* p = s.produce;
-    p->add_option("--config", a->common.config, "Config file of `key = value` lines");
-    p->add_option("--log-level", a->common.log_level, "trace|debug|info|warn|error")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    AddConfigAndLogging(p, &a->common);
     p->add_option("--rpc", a->index.rpc, "JSON-RPC URL of an EVM node (http or https)")->required();
     p->add_option("--brokers", a->events.brokers, "Kafka bootstrap servers, host:port[,host:port]")
         ->required();
