@@ -454,8 +454,8 @@ FleetResult RunFleet(const Args& args, int workers, const std::string& db_url,
     w.blocks_per_request = args.batch;
     w.chain_id = kChainId;
     w.done = [&leader_done] { return leader_done.load(); };
-    fleet.push_back(std::make_unique<Worker>(w, Clients(rpc_url, args.rpc_timeout_ms), args.redis,
-                                             keys, pool->get()));
+    fleet.push_back(std::make_unique<Worker>(
+        w, RpcBlockSources(Clients(rpc_url, args.rpc_timeout_ms)), args.redis, keys, pool->get()));
   }
 
   Status leader_status;

@@ -22,6 +22,7 @@ struct Withdrawal {
   uint64_t validator_index = 0;
   std::string address;
   uint64_t amount_gwei = 0;
+  bool operator==(const Withdrawal&) const = default;
 };
 
 struct Block {
@@ -51,6 +52,7 @@ struct Block {
   std::optional<uint64_t> excess_blob_gas;              // Cancun
   std::optional<std::string> parent_beacon_block_root;  // Cancun
   std::optional<std::string> requests_hash;             // Prague
+  bool operator==(const Block&) const = default;
 };
 
 // A transaction with its receipt's fields (one row in the transactions table).
@@ -88,6 +90,7 @@ struct Transaction {
   std::optional<uint64_t> blob_gas_used;
   std::optional<U256> blob_gas_price;
   uint32_t log_count = 0;
+  bool operator==(const Transaction&) const = default;
 };
 
 struct Log {
@@ -100,6 +103,7 @@ struct Log {
   std::string data;
   std::vector<std::string> topics;  // 0..4 entries
   bool removed = false;
+  bool operator==(const Log&) const = default;
 };
 
 enum class TokenStandard : uint16_t { kErc20 = 20, kErc721 = 721, kErc1155 = 1155 };
@@ -120,6 +124,7 @@ struct TokenTransfer {
   std::optional<U256> token_id;                 // ERC-721 and ERC-1155
   U256 value;                                   // ERC-20 amount, 1 for ERC-721, ERC-1155 amount
   TokenStandard standard = TokenStandard::kErc20;
+  bool operator==(const TokenTransfer&) const = default;
 };
 
 // Everything one block contributes: written in one transaction with the rest of its range.
@@ -128,6 +133,7 @@ struct BlockData {
   std::vector<Transaction> transactions;
   std::vector<Log> logs;
   std::vector<TokenTransfer> token_transfers;
+  bool operator==(const BlockData&) const = default;
 };
 
 }  // namespace gapless

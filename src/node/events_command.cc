@@ -10,6 +10,7 @@
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "node/commands.h"
+#include "source/block_message.h"
 #include "store/reader.h"
 
 namespace gapless {
@@ -137,17 +138,12 @@ Result<Outcome> RunProduce(const ProduceCommand& command) {
     GAPLESS_ASSIGN_OR_RETURN(std::vector<RawBlock> blocks, rpc->FetchBlocks(at, count));
     std::vector<OutgoingEvent> messages;
     for (const RawBlock& b : blocks) {
-      size_t close = b.block_json.find_last_of('}');
-      if (close == std::string::npos) {
-        return InvalidData(
-            fmt::format("block {}: the node's block is not a JSON object", b.number));
-      }
       OutgoingEvent m;
       m.topic = command.topic;
       m.key = std::to_string(b.number);
       m.event_type = "block";
       m.event_id = m.key;
-      m.body = b.block_json.substr(0, close) + ",\"receipts\":" + b.receipts_json + "}";
+      GAPLESS_ASSIGN_OR_RETURN(m.body, EncodeBlockMessage(b));
       messages.push_back(std::move(m));
     }
     for (;;) {

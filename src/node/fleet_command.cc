@@ -145,7 +145,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
       return HeadLogCheck(*head_log, blocks);
     };
     workers.push_back(
-        std::make_unique<Worker>(options, make_client, command.redis, keys, chain.pool.get()));
+        std::make_unique<Worker>(options, RpcBlockSources(make_client), command.redis, keys, chain.pool.get()));
   }
   return workers;
 }

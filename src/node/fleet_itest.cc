@@ -151,7 +151,8 @@ FleetRun RunFleet(
     WorkerOptions w = FastWorker("w" + std::to_string(i));
     w.done = [&leader_done] { return leader_done.load(); };
     if (tweak) tweak(w);
-    fleet.push_back(std::make_unique<Worker>(w, ClientsFor(rpc_url), redis_url, keys, pool));
+    fleet.push_back(
+        std::make_unique<Worker>(w, RpcBlockSources(ClientsFor(rpc_url)), redis_url, keys, pool));
   }
   out.worker_status.resize(fleet.size());
   std::thread leader_thread([&] {
@@ -243,10 +244,10 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   // Worker A claims with a short lease and fetches the range...
   auto a = queue.Claim("A", 200);
   ASSERT_TRUE(a.ok() && a->has_value());
-  auto rpc = ClientsFor(kAnvilUrl)();
+  RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
   RangeWrite stale{20, 39, {}, (*a)->token};
   ASSERT_TRUE(
-      FetchAndDecodeRange(*rpc, 20, 39, 10, LoadDevnet().chain_id, nullptr, nullptr, &stale.blocks)
+      FetchAndDecodeRange(rpc, 20, 39, 10, LoadDevnet().chain_id, nullptr, nullptr, &stale.blocks)
           .ok());
   // ...then is paused past its TTL: the janitor requeues the task.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -263,7 +264,7 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
     auto d = probe_queue.Depths();
     return d.ok() && d->pending == 0 && d->processing == 0;
   };
-  Worker worker(b, ClientsFor(kAnvilUrl), redis_.url(), keys(), pool_.get());
+  Worker worker(b, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
   std::atomic<bool> stop{false};
   ASSERT_TRUE(worker.Run(stop).ok());
   EXPECT_EQ(worker.counters().tasks.load(), 1u);
@@ -424,12 +425,12 @@ TEST_F(FleetTest, AFixedRunStuckOnADeadLetterStopsNamingIt) {
 
 TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   // Commit 0-19 and 40-59 with tokens 7 and 9, as a fleet before a Redis loss would have.
-  auto rpc = ClientsFor(kAnvilUrl)();
+  RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
   for (auto [from, to, token] : {std::tuple<uint64_t, uint64_t, int64_t>{0, 19, 7},
                                  std::tuple<uint64_t, uint64_t, int64_t>{40, 59, 9}}) {
     RangeWrite w{from, to, {}, token};
     ASSERT_TRUE(
-        FetchAndDecodeRange(*rpc, from, to, 10, LoadDevnet().chain_id, nullptr, nullptr, &w.blocks)
+        FetchAndDecodeRange(rpc, from, to, 10, LoadDevnet().chain_id, nullptr, nullptr, &w.blocks)
             .ok());
     auto conn = pool_->Acquire();
     ASSERT_TRUE(WriteRange(*conn, w).ok());

@@ -52,7 +52,7 @@ Status Indexer::Run() {
 }
 
 void Indexer::WorkerLoop() {
-  std::unique_ptr<JsonRpcClient> rpc = rpc_factory_();
+  RpcBlockSource source(rpc_factory_());
   while (!stop_.load()) {
     size_t i = next_range_.fetch_add(1);
     if (i >= ranges_.size()) return;
@@ -62,7 +62,7 @@ void Indexer::WorkerLoop() {
     write.to_block = range.to;
     Status st = WithRetries(fmt::format("fetch blocks {}-{}", range.from, range.to), [&] {
       write.blocks.clear();
-      return FetchAndDecodeRange(*rpc, range.from, range.to, options_.blocks_per_request,
+      return FetchAndDecodeRange(source, range.from, range.to, options_.blocks_per_request,
                                  options_.chain_id, /*limiter=*/nullptr, &stop_, &write.blocks);
     });
     if (st.ok()) st = WriteRangeWithRetries(write);

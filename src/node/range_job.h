@@ -1,5 +1,6 @@
-// range_job: the unit of work shared by the single-process Indexer and the fleet Worker: fetch the
-// blocks of one range (with their receipts) from a JSON-RPC node and decode them.
+// range_job: the unit of work shared by the single-process Indexer, the fleet Worker and the Kafka
+// worker: fetch the blocks of one range (with their receipts) from a block source
+// (source/block_source.h: a JSON-RPC node, blocks received from Kafka) and decode them.
 //
 // Nothing is written here: the caller commits the decoded blocks (store/writer.h), so a range is
 // fetched and decoded whole or not at all, and a failure leaves nothing behind to clean up.
@@ -10,7 +11,7 @@
 // rate-limit error, told by the status's typed reason) calls limiter->SlowDown() before the
 // failure is returned, so the whole process backs off.
 //
-// Thread-safety: the JsonRpcClient is used from the calling thread only (clients are not
+// Thread-safety: the source is used from the calling thread only (RPC clients are not
 // thread-safe); the limiter is thread-safe and may be shared.
 #pragma once
 
@@ -27,6 +28,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "rpc/json_rpc.h"
+#include "source/block_source.h"
 
 namespace gapless {
 
@@ -50,19 +52,24 @@ inline bool IsInterrupted(const Status& status) {
 using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 
 // Appends the decoded blocks from..to (inclusive, in order) to *out, fetching them in batches of
-// blocks_per_request (>= 1) blocks. When chain_id is set, every transaction carrying a chainId
-// must match it (FailedPrecondition otherwise: the node serves another chain).
+// blocks_per_request (>= 1) blocks from `source` and decoding each with every check
+// (DecodeRawBlock). When chain_id is set, every transaction carrying a chainId must match it
+// (FailedPrecondition otherwise: the source serves another chain). The limiter (nullable) is
+// asked before each batch of a rate-limited source (an RPC node), not of blocks in hand.
 //
-// Errors (the code is the retry policy): as JsonRpcClient::FetchBlocks and DecodeBlock, with the
-// block in the message: Unavailable (transport, 429, 5xx after the client's retries), InvalidData
-// (a malformed or inconsistent answer), NotFound (a block above the node's head),
-// FailedPrecondition (wrong chain, bad config); the limiter's Unavailable when Redis is
-// unreachable. Interrupted() when *stop (nullable) becomes true between two batches.
-// On failure *out holds a partial range: clear it before retrying.
-Status FetchAndDecodeRange(JsonRpcClient& rpc, uint64_t from, uint64_t to,
+// Errors (the code is the retry policy): the source's (rpc/json_rpc.h FetchBlocks for a node:
+// Unavailable for transport, 429, 5xx after the client's retries; NotFound for a block above the
+// node's head or not received) and the decoder's (InvalidData for a malformed or inconsistent
+// block, FailedPrecondition for the wrong chain), with the block in the message; the limiter's
+// Unavailable when Redis is unreachable. Interrupted() when *stop (nullable) becomes true between
+// two batches. On failure *out holds a partial range: clear it before retrying.
+Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, std::optional<uint64_t> chain_id,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out);
+
+// A factory of RpcBlockSources over the clients `make_client` makes.
+BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);
 
 // True for a rate-limited answer: Unavailable with reason HttpStatusReason(429) or
 // kRpcRateLimitedReason (rpc/json_rpc.h). Decided on the reason, never on the message, which

@@ -94,7 +94,7 @@ TEST(InterruptedTest, OtherAbortedIsNotInterrupted) {
 
 TEST(InterruptedTest, StoppedFetchReturnsInterruptedWithoutARequest) {
   int posts = 0;
-  JsonRpcClient rpc(std::make_unique<CountingTransport>(&posts));
+  RpcBlockSource rpc(std::make_unique<JsonRpcClient>(std::make_unique<CountingTransport>(&posts)));
   std::atomic<bool> stop{true};
   std::vector<BlockData> blocks;
   Status st = FetchAndDecodeRange(rpc, 0, 9, 5, std::nullopt, /*limiter=*/nullptr, &stop, &blocks);

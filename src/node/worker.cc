@@ -38,10 +38,10 @@ std::string HostName() {
 
 }  // namespace
 
-Worker::Worker(WorkerOptions options, RpcClientFactory rpc_factory, std::string redis_url,
+Worker::Worker(WorkerOptions options, BlockSourceFactory source_factory, std::string redis_url,
                Keys keys, PgPool* pool)
     : options_(std::move(options)),
-      rpc_factory_(std::move(rpc_factory)),
+      source_factory_(std::move(source_factory)),
       redis_url_(std::move(redis_url)),
       keys_(std::move(keys)),
       pool_(pool) {
@@ -65,7 +65,9 @@ Status Worker::Validate() const {
   if (options_.idle_poll_ms <= 0 || options_.heartbeat_interval_ms <= 0) {
     return FailedPrecondition("worker: intervals must be > 0");
   }
-  if (pool_ == nullptr || !rpc_factory_) return FailedPrecondition("worker: no pool or RPC");
+  if (pool_ == nullptr || !source_factory_) {
+    return FailedPrecondition("worker: no pool or block source");
+  }
   return Status::Ok();
 }
 
@@ -97,7 +99,7 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   redis_options.env = options_.env;
   GAPLESS_ASSIGN_OR_RETURN(auto redis, RedisConn::Connect(redis_url_, redis_options));
   GAPLESS_ASSIGN_OR_RETURN(auto keeper_redis, RedisConn::Connect(redis_url_, redis_options));
-  std::unique_ptr<JsonRpcClient> rpc = rpc_factory_();
+  std::unique_ptr<BlockSource> source = source_factory_();
   Queue queue(redis.get(), keys_);
 
   stop_ = &stop;
@@ -144,7 +146,7 @@ Status Worker::Run(const std::atomic<bool>& stop) {
       AddSince(options_.env, idle_start, counters_.idle_micros);
       continue;
     }
-    Status st = Process(queue, *rpc, **claim, &committed);
+    Status st = Process(queue, *source, **claim, &committed);
     if (!st.ok()) {
       result = st;
       break;
@@ -160,7 +162,7 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   return result;
 }
 
-Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease,
+Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
                        std::optional<Committed>* committed) {
   const TaskRange& task = lease.task;
   {
@@ -188,7 +190,7 @@ Status Worker::Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease,
   for (int attempt = 1; attempt <= options_.local_attempts; ++attempt) {
     write.blocks.clear();
     int64_t fetch_start = options_.env->NowMicros();
-    st = FetchAndDecodeRange(rpc, write.from_block, write.to_block, options_.blocks_per_request,
+    st = FetchAndDecodeRange(source, write.from_block, write.to_block, options_.blocks_per_request,
                              options_.chain_id, options_.limiter, &abort_, &write.blocks);
     if (st.ok() && options_.check_blocks) st = options_.check_blocks(write.blocks);
     AddSince(options_.env, fetch_start, counters_.fetch_micros);

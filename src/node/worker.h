@@ -1,5 +1,6 @@
 // Worker: the fleet's data-path role (DESIGN "Roles"). Claims range tasks from the leased work
-// queue, fetches and decodes their blocks, commits them to PostgreSQL in one fenced transaction,
+// queue, fetches and decodes their blocks from a block source (source/block_source.h: a JSON-RPC
+// node), commits them to PostgreSQL in one fenced transaction,
 // and completes the task together with claiming the next one (Queue::CompleteAndClaim: one Redis
 // round trip between two tasks). Many workers, in one process or many, share a queue with no
 // coordinator in the data path.
@@ -116,7 +117,7 @@ struct WorkerCounters {
 class Worker {
  public:
   // `pool` is borrowed and must outlive the worker.
-  Worker(WorkerOptions options, RpcClientFactory rpc_factory, std::string redis_url, Keys keys,
+  Worker(WorkerOptions options, BlockSourceFactory source_factory, std::string redis_url, Keys keys,
          PgPool* pool);
   ~Worker();
   Worker(const Worker&) = delete;
@@ -142,7 +143,7 @@ class Worker {
   };
   // Processes one claimed task; sets *committed when its range was committed (the caller
   // completes it). Returns a non-ok Status only for errors that stop the worker.
-  Status Process(Queue& queue, JsonRpcClient& rpc, const Lease& lease,
+  Status Process(Queue& queue, BlockSource& source, const Lease& lease,
                  std::optional<Committed>* committed);
   // Completes `done` and claims the next task in one round trip (Queue::CompleteAndClaim); after
   // a failed call, completes `done` on its own and returns the call's error.
@@ -159,7 +160,7 @@ class Worker {
   mutable std::mutex error_mu_;
   std::string last_error_;
   WorkerOptions options_;
-  RpcClientFactory rpc_factory_;
+  BlockSourceFactory source_factory_;
   std::string redis_url_;
   Keys keys_;
   PgPool* pool_;

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "core/raw_block.h"
 #include "core/status.h"
 #include "rpc/http_transport.h"
 
@@ -47,13 +48,6 @@ namespace gapless {
 struct RpcRequest {
   std::string method;              // e.g. "eth_getBlockByNumber"
   std::string params_json = "[]";  // a JSON array, sent as is, e.g. R"(["0x10",true])"
-};
-
-// One block as the node sent it.
-struct RawBlock {
-  uint64_t number = 0;
-  std::string block_json;     // eth_getBlockByNumber(number, true): full transaction objects
-  std::string receipts_json;  // a JSON array of the block's receipts, in transaction order
 };
 
 struct JsonRpcClientOptions {
@@ -109,9 +103,9 @@ class JsonRpcClient {
   // eth_getBlockReceipts with -32601 (method not found), the client remembers it and fetches
   // receipts with a second batch of eth_getTransactionReceipt(hash), one per transaction,
   // assembling the array in transaction order.
-  // Checks before returning: a block's "number" is the one asked for; the receipts are as many as
-  // the transactions, in the same order (transactionHash), and belong to the block (blockHash) —
-  // a mismatch means the node answered from two sides of a re-org, and is InvalidData.
+  // The answers are not checked here beyond what pairing the calls needs: the block's number,
+  // the receipts against the transactions and the block hash are checked by the decoder, the one
+  // place every block source goes through (source/block_source.h DecodeRawBlock).
   // Failures: a null block is NotFound "block N not found" (above the node's head); null receipts
   // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; others
   // as for Batch, with "block N" in the message.

@@ -611,37 +611,6 @@ TEST(FetchBlocksTest, NullReceiptInFallbackIsInvalidDataNamingTheTx) {
   EXPECT_TRUE(Contains(r.status(), "block 5")) << r.status().message();
 }
 
-TEST(FetchBlocksTest, ReceiptsFromAnotherForkAreInvalidData) {
-  ReplayTransport node;
-  AddBlocks(node, 8, 8, true);  // 2 transactions
-  std::string other_fork =
-      fmt::format("[{},{}]", ReceiptJson(8, 0, BlockHash(999)), ReceiptJson(8, 1, BlockHash(999)));
-  ASSERT_TRUE(node.Add("eth_getBlockReceipts", R"(["0x8"])", other_fork).ok());
-  Fixture f(HttpTestServer::ForwardTo(&node));
-  Result<std::vector<RawBlock>> r = f.client->FetchBlocks(8, 1);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kInvalidData);
-  EXPECT_TRUE(Contains(r.status(), "block 8")) << r.status().message();
-  EXPECT_TRUE(Contains(r.status(), "re-org")) << r.status().message();
-
-  ASSERT_TRUE(
-      node.Add("eth_getBlockReceipts", R"(["0x8"])", fmt::format("[{}]", ReceiptJson(8, 0))).ok());
-  r = f.client->FetchBlocks(8, 1);
-  ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Contains(r.status(), "1 receipts for 2 transactions")) << r.status().message();
-}
-
-TEST(FetchBlocksTest, WrongBlockNumberIsInvalidData) {
-  ReplayTransport node;
-  AddBlocks(node, 7, 7, true);
-  ASSERT_TRUE(node.Add("eth_getBlockByNumber", R"(["0x7",true])", BlockJson(6)).ok());
-  Fixture f(HttpTestServer::ForwardTo(&node));
-  Result<std::vector<RawBlock>> r = f.client->FetchBlocks(7, 1);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kInvalidData);
-  EXPECT_TRUE(Contains(r.status(), "returned block 6")) << r.status().message();
-}
-
 TEST(FetchBlocksTest, TransportFailureNamesTheRange) {
   Fixture f([](const Request&) { return Response::Json("down", 503); }, 2);
   Result<std::vector<RawBlock>> r = f.client->FetchBlocks(300, 5);

@@ -1,0 +1,18 @@
+// RawBlock: one block as a block source delivered it (source/block_source.h), not decoded yet.
+// Every source fills it the same way, so decoding and the block/receipts consistency checks are
+// done once, in one place, for all of them (decode/decode.h DecodeBlock, through
+// source/block_source.h DecodeRawBlock).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gapless {
+
+struct RawBlock {
+  uint64_t number = 0;        // the block number the source was asked for / keyed it by
+  std::string block_json;     // eth_getBlockByNumber(number, true): full transaction objects
+  std::string receipts_json;  // a JSON array of the block's receipts, in transaction order
+};
+
+}  // namespace gapless

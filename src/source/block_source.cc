@@ -1,0 +1,45 @@
+#include "source/block_source.h"
+
+#include <fmt/format.h>
+
+#include "decode/decode.h"
+
+namespace gapless {
+
+Result<std::vector<RawBlock>> HeldBlockSource::Fetch(uint64_t first, uint64_t count) {
+  std::vector<RawBlock> out;
+  out.reserve(count);
+  for (uint64_t n = first; n < first + count;) {
+    auto it = blocks_.find(n);
+    if (it != blocks_.end()) {
+      RawBlock copy = it->second;
+      // DecodeBlock parses in place when the string has simdjson's padding to spare.
+      copy.block_json.reserve(copy.block_json.size() + 64);
+      copy.receipts_json.reserve(copy.receipts_json.size() + 64);
+      out.push_back(std::move(copy));
+      ++n;
+      continue;
+    }
+    uint64_t end = n;  // the run of missing blocks [n, end)
+    while (end < first + count && blocks_.count(end) == 0) ++end;
+    if (fallback_ == nullptr) {
+      return NotFound(fmt::format("block {} was not received from {}", n, description_));
+    }
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<RawBlock> fetched, fallback_->Fetch(n, end - n));
+    for (RawBlock& b : fetched) out.push_back(std::move(b));
+    n = end;
+  }
+  return out;
+}
+
+Result<BlockData> DecodeRawBlock(RawBlock& block, std::optional<uint64_t> chain_id,
+                                 const std::string& source) {
+  DecodeOptions options;
+  options.expected_number = block.number;
+  options.expected_chain_id = chain_id;
+  Result<BlockData> data = DecodeBlock(block.block_json, block.receipts_json, options);
+  if (!data.ok()) return data.status().WithContext("from " + source);
+  return data;
+}
+
+}  // namespace gapless

@@ -1,0 +1,89 @@
+// block_source: where blocks come from (issue 9 item 1). A BlockSource hands out raw blocks
+// (core/raw_block.h: the block JSON and its receipts JSON) by number; what turns them into rows is
+// the same for every source: DecodeRawBlock, which runs decode/decode.h DecodeBlock with its
+// checks (the number asked for, one receipt per transaction in the same order, receipts and logs
+// of this block hash, the chain id). No source checks a block's content itself.
+//
+// Sources:
+//   RpcBlockSource     a JSON-RPC node (rpc/json_rpc.h FetchBlocks: eth_getBlockByNumber +
+//                      eth_getBlockReceipts in one batch, per-transaction receipts fallback).
+//   HeldBlockSource    blocks already in hand: the messages a Kafka consumer received
+//                      (source/block_message.h parses them), optionally backed by another
+//                      source for the blocks it does not hold (the Kafka worker's --rpc).
+// The workers (node/range_job.h FetchAndDecodeRange) take any of them.
+//
+// Thread-safety: a BlockSource is used by one thread at a time (RPC clients are not
+// thread-safe); make one per thread with a BlockSourceFactory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/raw_block.h"
+#include "core/status.h"
+#include "rpc/json_rpc.h"
+
+namespace gapless {
+
+class BlockSource {
+ public:
+  virtual ~BlockSource() = default;
+  // Blocks first..first+count-1, in order, raw. NotFound when a block is not available (above
+  // the node's head, not received); otherwise the source's own errors (rpc/json_rpc.h).
+  virtual Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) = 0;
+  // For messages and logs: "http://node:8545", "kafka topic blocks", never a secret.
+  virtual std::string Describe() const = 0;
+  // True when fetching costs a rate-limited request (the fleet's RPC limiter applies).
+  virtual bool rate_limited() const { return false; }
+};
+
+using BlockSourceFactory = std::function<std::unique_ptr<BlockSource>()>;
+
+// A JSON-RPC node. Owns its client.
+class RpcBlockSource : public BlockSource {
+ public:
+  explicit RpcBlockSource(std::unique_ptr<JsonRpcClient> client) : client_(std::move(client)) {}
+  Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override {
+    return client_->FetchBlocks(first, count);
+  }
+  std::string Describe() const override { return client_->Describe(); }
+  bool rate_limited() const override { return true; }
+  JsonRpcClient& client() { return *client_; }
+
+ private:
+  std::unique_ptr<JsonRpcClient> client_;
+};
+
+// Blocks in hand, by number. Fetch copies them out (they stay held until Drop), and asks
+// `fallback` (borrowed, nullable) for the runs it does not hold; without one a missing block is
+// NotFound naming it.
+class HeldBlockSource : public BlockSource {
+ public:
+  explicit HeldBlockSource(std::string description, BlockSource* fallback = nullptr)
+      : description_(std::move(description)), fallback_(fallback) {}
+  void Put(RawBlock block) { blocks_[block.number] = std::move(block); }
+  bool Holds(uint64_t number) const { return blocks_.count(number) != 0; }
+  void Drop(uint64_t number) { blocks_.erase(number); }
+  size_t size() const { return blocks_.size(); }
+  Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override;
+  std::string Describe() const override { return description_; }
+  bool rate_limited() const override { return false; }
+
+ private:
+  std::string description_;
+  BlockSource* fallback_;
+  std::map<uint64_t, RawBlock> blocks_;
+};
+
+// Decodes one raw block with every consistency check (see the file comment). The error names the
+// block; `source` (Describe()) is added as context.
+Result<BlockData> DecodeRawBlock(RawBlock& block, std::optional<uint64_t> chain_id,
+                                 const std::string& source);
+
+}  // namespace gapless
