@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "coord/keys.h"
 #include "coord/queue.h"
@@ -32,12 +34,21 @@ class RangeLocks {
   // `conn` must outlive this.
   RangeLocks(RedisConn* conn, const Keys& keys) : conn_(conn), keys_(keys) {}
 
-  // True when `owner` holds the range's lock now (taken, or already held: its TTL renewed).
-  Result<bool> Acquire(const TaskRange& range, const std::string& owner, int64_t ttl_ms);
+  // When `owner` holds the range's lock now (taken, or already held: its TTL renewed), a fresh
+  // fencing token for the write (the queue's counter: higher than every earlier lease or lock);
+  // nullopt while another owner holds it. Resending after a lost answer is safe (the owner gets
+  // the lock again, with a higher token).
+  Result<std::optional<int64_t>> Acquire(const TaskRange& range, const std::string& owner,
+                                         int64_t ttl_ms);
   // Renews the TTL while `owner` holds it; false when the lock was lost (expired or taken).
   Result<bool> Extend(const TaskRange& range, const std::string& owner, int64_t ttl_ms);
   // Deletes the lock if `owner` holds it; false otherwise (nothing changes).
   Result<bool> Release(const TaskRange& range, const std::string& owner);
+  // The reclaimer (seed 000): frees every range lock whose holder's heartbeat (coord/registry.h)
+  // is gone, checked and deleted atomically per lock, so a live holder's lock is never touched.
+  // One SCAN pass over the lock keys. Returns the ranges freed and who held them.
+  Result<std::vector<std::pair<TaskRange, std::string>>> ReclaimOrphans();
+
   // The lock's holder, nullopt when free.
   Result<std::optional<std::string>> Holder(const TaskRange& range);
 

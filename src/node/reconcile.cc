@@ -58,6 +58,18 @@ Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, 
   return Status::Ok();
 }
 
+Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const std::string& who) {
+  GAPLESS_ASSIGN_OR_RETURN(bool missing, RedisStateMissing(redis, keys));
+  if (!missing) return Status::Ok();
+  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
+  Queue queue(&redis, keys);
+  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
+  // 0: a fresh start (nothing fenced yet); above: Redis lost its data and the floor restored it.
+  spdlog::log(counter > 0 ? spdlog::level::warn : spdlog::level::info,
+              "{}: the fence counter was missing from Redis; floored at {}", who, counter);
+  return Status::Ok();
+}
+
 Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys) {
   GAPLESS_ASSIGN_OR_RETURN(auto reply, redis.Command({"EXISTS", keys.fence_counter()}));
   if (reply.type != RedisReply::Type::kInteger) return Internal("EXISTS: unexpected reply");

@@ -52,4 +52,9 @@ Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, 
 // which exists from the first claim (or reconciliation) on and never expires, is absent.
 Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys);
 
+// Before a process takes fencing tokens: when the counter is missing (RedisStateMissing: a fresh
+// start, or Redis lost its data), floors it at PostgreSQL's highest recorded token, so a token
+// taken afterwards is above every token a commit ever carried. Logs the floor as `who`.
+Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const std::string& who);
+
 }  // namespace gapless

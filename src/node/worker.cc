@@ -80,17 +80,8 @@ void Worker::SleepUnlessAborted(int64_t micros) {
 }
 
 Status Worker::EnsureFenceFloor(RedisConn& redis) {
-  GAPLESS_ASSIGN_OR_RETURN(bool missing, RedisStateMissing(redis, keys_));
-  if (!missing) return Status::Ok();
   auto conn = pool_->Acquire();
-  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(*conn));
-  Queue queue(&redis, keys_);
-  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
-  // 0: a fresh start (nothing fenced yet); above: Redis lost its data and the floor restored it.
-  spdlog::log(counter > 0 ? spdlog::level::warn : spdlog::level::info,
-              "worker {}: the fence counter was missing from Redis; floored at {}",
-              options_.worker_id, counter);
-  return Status::Ok();
+  return gapless::EnsureFenceFloor(redis, keys_, *conn, "worker " + options_.worker_id);
 }
 
 Status Worker::Run(const std::atomic<bool>& stop) {
