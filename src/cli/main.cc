@@ -66,7 +66,51 @@ struct RunArgs {  // run, leader, worker
   bool follow = false;
   uint64_t confirmations = 0;
   int64_t max_lease_expiries = 10;
+  std::string source = "rpc";  // rpc | kafka
+  std::string brokers;
+  std::string topic;
+  std::string group = "gapless-blocks";
+  int64_t kafka_flush_ms = 2'000;
+  int64_t range_lock_ttl_ms = 60'000;
+  int64_t heal_gaps_after_ms = 30'000;
 };
+
+// --source and the Kafka block stream's flags (run, leader, worker).
+void AddSourceOptions(CLI::App* sub, RunArgs* run, bool with_leader) {
+  sub->add_option("--source", run->source,
+                  with_leader ? "Where the blocks come from: rpc (the work queue, fetched over "
+                                "--rpc) or kafka (a block stream consumed by Kafka workers; the "
+                                "leader then queues only gaps for RPC workers)"
+                              : "Where the blocks come from: rpc (ranges from the Redis queue, "
+                                "fetched over --rpc) or kafka (a consumer group on --topic; --rpc "
+                                "optional: it fetches blocks the stream lacks)")
+      ->check(CLI::IsMember({"rpc", "kafka"}))
+      ->capture_default_str();
+  if (with_leader) {
+    sub->add_option("--heal-gaps-after", run->heal_gaps_after_ms,
+                    "With --source kafka: queue blocks missing from the stream for RPC workers "
+                    "once the gap is this old, ms (0: only report it in status)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
+  }
+  if (sub->get_name() == "leader") return;
+  sub->add_option("--brokers", run->brokers,
+                  "With --source kafka: the brokers, host:port[,host:port...]");
+  sub->add_option("--topic", run->topic,
+                  "With --source kafka: the block topic (docs/kafka-blocks.md)");
+  sub->add_option("--group", run->group, "With --source kafka: the consumer group")
+      ->capture_default_str();
+  sub->add_option("--kafka-flush", run->kafka_flush_ms,
+                  "With --source kafka: write a range not received whole once its newest block "
+                  "is this old, ms")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{10}, int64_t{600'000}));
+  sub->add_option("--range-lock-ttl", run->range_lock_ttl_ms,
+                  "With --source kafka: TTL of a range lock, ms (the heartbeat extends it every "
+                  "third)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{300}, int64_t{3'600'000}));
+}
 
 struct ReconcileArgs {
   std::string redis;
@@ -116,6 +160,7 @@ struct EventsArgs {
   // produce
   std::string brokers;
   std::string topic;
+  uint64_t window = 50;
   // consume
   std::string redis;
   std::string group = "balances";
@@ -332,6 +377,8 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
         ->capture_default_str()
         ->check(CLI::Range(int64_t{1}, int64_t{1000}));
   }
+  AddSourceOptions(s.run, &a->run, /*with_leader=*/true);
+  AddSourceOptions(s.leader, &a->run, /*with_leader=*/true);
   s.leader->get_option("--workers")
       ->default_str("0")
       ->description("Must be 0 (a leader candidate has no workers; use run for both)");
@@ -339,10 +386,14 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   DocumentEnv(s.leader);
   s.worker = app->add_subcommand(
       "worker",
-      "Run N workers that claim ranges from the Redis queue until stopped (SIGTERM); they check "
-      "every block against the head log and never lead");
+      "Run N workers that claim ranges from the Redis queue and check every block against the "
+      "head log, or with --source kafka consume a Kafka block stream (docs/kafka-blocks.md), "
+      "until stopped (SIGTERM); workers never lead");
   AddRunOptions(s.worker, a);
   AddElectionOptions(s.worker, a, /*with_lease=*/false);
+  AddSourceOptions(s.worker, &a->run, /*with_leader=*/false);
+  s.worker->get_option("--rpc")->required(false)->description(
+      "JSON-RPC URL of an EVM node (http or https); required unless --source kafka");
   DocumentEnv(s.worker);
 
   s.reconcile = app->add_subcommand(
@@ -481,6 +532,11 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
     p->add_option("--batch", a->index.batch, "Blocks per JSON-RPC batch and Kafka batch")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
+    p->add_option("--window", a->events.window,
+                  "Blocks n with the same n / WINDOW go to one partition, (n / WINDOW) mod "
+                  "partitions, so a Kafka worker with --range-size WINDOW gets each range whole; "
+                  "0: the partitioner hashes the key")
+        ->capture_default_str();
     p->add_option("--rpc-timeout", a->index.rpc_timeout_ms, "JSON-RPC request timeout, ms")
         ->capture_default_str();
     DocumentEnv(p);
@@ -650,6 +706,13 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.follow = a.run.follow;
   command.confirmations = a.run.confirmations;
   command.max_lease_expiries = a.run.max_lease_expiries;
+  command.source = a.run.source == "kafka" ? BlockSourceKind::kKafka : BlockSourceKind::kRpc;
+  command.kafka.brokers = a.run.brokers;
+  command.kafka.topic = a.run.topic;
+  command.kafka.group = a.run.group;
+  command.kafka.flush_after_ms = a.run.kafka_flush_ms;
+  command.kafka.lock_ttl_ms = a.run.range_lock_ttl_ms;
+  command.heal_gaps_after_ms = a.run.heal_gaps_after_ms;
   if (with_leader) command.events = EventsFromFlags(a);
   return RunFleet(command);
 }
@@ -765,6 +828,7 @@ int main(int argc, char** argv) {
     command.brokers = a.events.brokers;
     command.topic = a.events.topic;
     command.batch = a.index.batch;
+    command.window = a.events.window;
     auto from = ParseBlockBound(a.index.from, "--from");
     auto to = ParseBlockBound(a.index.to, "--to");
     if (!from.ok() || !to.ok()) {

@@ -41,6 +41,8 @@ struct OutgoingEvent {
   std::string event_type;  // "block.new"
   std::string event_id;    // the envelope's event_id (a UUID)
   std::string body;        // the envelope, compact JSON
+  // Kafka: the partition to write to; -1: chosen by the producer's partitioner from the key.
+  int32_t partition = -1;
 };
 
 struct PublisherOptions {

@@ -150,13 +150,14 @@ struct PendingBatch {
 rd_kafka_resp_err_t Produce(rd_kafka_t* rk, const std::string& topic, const std::string& key,
                             const std::string& body,
                             const std::vector<std::pair<const char*, const std::string*>>& headers,
-                            void* tag) {
+                            void* tag, int32_t partition = RD_KAFKA_PARTITION_UA) {
   rd_kafka_headers_t* hdrs = rd_kafka_headers_new(headers.size());
   for (const auto& [name, value] : headers) {
     rd_kafka_header_add(hdrs, name, -1, value->data(), static_cast<ssize_t>(value->size()));
   }
   rd_kafka_resp_err_t err =
       rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic.c_str()),
+                        RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
                         RD_KAFKA_V_KEY(const_cast<char*>(key.data()), key.size()),
                         RD_KAFKA_V_VALUE(const_cast<char*>(body.data()), body.size()),
                         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs),
@@ -242,7 +243,7 @@ class KafkaPublisher final : public Publisher {
     auto produce = [&](size_t i, void* tag) {
       const OutgoingEvent& e = events[i];
       return Produce(rk_, e.topic, e.key, e.body,
-                     {{"event_type", &e.event_type}, {"event_id", &e.event_id}}, tag);
+                     {{"event_type", &e.event_type}, {"event_id", &e.event_id}}, tag, e.partition);
     };
     Status st = ProduceAndWait(rk_, batch_, events.size(), deadline,
                                /*purge_on_timeout=*/!url_.transactional, produce, topics);
@@ -843,6 +844,40 @@ Result<std::unique_ptr<Publisher>> OpenKafkaPublisher(std::string_view url,
     return FailedPrecondition("kafka publisher: ?transactional=1 needs a transactional id");
   }
   return std::unique_ptr<Publisher>(new KafkaPublisher(std::move(parsed), options));
+}
+
+Result<int> KafkaPartitionCount(std::string_view url, const std::string& topic) {
+  GAPLESS_ASSIGN_OR_RETURN(KafkaUrl parsed, ParseKafkaUrl(url));
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  Status st = SetAll(conf, {{"bootstrap.servers", parsed.bootstrap}});
+  if (st.ok()) st = SetAll(conf, parsed.properties);
+  if (!st.ok()) {
+    rd_kafka_conf_destroy(conf);
+    return st;
+  }
+  rd_kafka_conf_set_log_cb(conf, &LogCb);
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return FailedPrecondition(std::string("kafka producer: ") + errstr);
+  }
+  rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, kMetadataTimeoutMs);
+  Result<int> out = Unavailable("kafka metadata of " + topic);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    out = KafkaStatus(err, "kafka metadata of " + topic + ": " + rd_kafka_err2str(err));
+  } else if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR ||
+             md->topics[0].partition_cnt <= 0) {
+    out = NotFound("kafka topic " + topic + " does not exist (create it, with its partitions)");
+  } else {
+    out = md->topics[0].partition_cnt;
+  }
+  if (md != nullptr) rd_kafka_metadata_destroy(md);
+  rd_kafka_topic_destroy(t);
+  rd_kafka_destroy(rk);
+  return out;
 }
 
 Result<int64_t> KafkaGroupLag(std::string_view url, const SubscribeOptions& options) {

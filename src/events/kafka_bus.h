@@ -94,6 +94,9 @@ Result<std::unique_ptr<Publisher>> OpenKafkaPublisher(std::string_view url,
 Result<std::unique_ptr<Subscriber>> OpenKafkaSubscriber(std::string_view url,
                                                         const SubscribeOptions& options);
 
+// The number of partitions of `topic` (metadata). NotFound when the topic does not exist.
+Result<int> KafkaPartitionCount(std::string_view url, const std::string& topic);
+
 // The group's lag over the topics' partitions (high watermark - committed offset; a partition
 // without a committed offset counts from its low watermark), read with a consumer handle that
 // never joins the group. NotFound when the group has committed no offset.

@@ -72,8 +72,28 @@ struct IndexCommand {
 // node's, the database's, and the first range that failed for good.
 Result<Outcome> RunIndex(const IndexCommand& command);
 
+// Where a fleet's workers take their blocks from.
+enum class BlockSourceKind {
+  kRpc,    // ranges from the Redis work queue, fetched over --rpc
+  kKafka,  // a Kafka block stream (docs/kafka-blocks.md), node/kafka_worker.h
+};
+
+struct KafkaSourceOptions {
+  std::string brokers;  // host:port[,host:port...]
+  std::string topic;
+  std::string group = "gapless-blocks";
+  int64_t flush_after_ms = 2'000;  // KafkaWorkerOptions
+  int64_t lock_ttl_ms = 60'000;
+};
+
 struct FleetCommand {
   IndexingOptions indexing;
+  // worker: kKafka runs `workers` Kafka consumers (and, with --rpc, one queue worker fetching the
+  // gaps the leader queues); run: the same beside the leader; run and leader: kKafka makes the
+  // leader seed only gaps open longer than heal_gaps_after_ms (LeaderOptions).
+  BlockSourceKind source = BlockSourceKind::kRpc;
+  KafkaSourceOptions kafka;
+  int64_t heal_gaps_after_ms = 30'000;
   // run and leader: a candidate for the HA leader (elected on the lock nodes; while leading it
   // writes the head log and runs the seeder/janitor/frontier duties) beside the workers (none for
   // leader); worker: only workers, which never lead.
@@ -196,6 +216,9 @@ struct ProduceCommand {
   BlockBound from{"0", 0};
   BlockBound to{"latest", std::nullopt};
   uint32_t batch = 10;  // blocks per JSON-RPC batch and per Kafka batch
+  // Blocks n with the same n / window go to partition (n / window) mod partitions, so a Kafka
+  // worker receives each range of `window` blocks whole; 0: the partitioner hashes the key.
+  uint64_t window = 50;
   PublisherOptions publisher;
 };
 Result<Outcome> RunProduce(const ProduceCommand& command);

@@ -8,6 +8,7 @@
 
 #include "events/balances.h"
 #include "events/event.h"
+#include "events/kafka_bus.h"
 #include "events/open_bus.h"
 #include "node/commands.h"
 #include "source/block_message.h"
@@ -129,6 +130,14 @@ Result<Outcome> RunProduce(const ProduceCommand& command) {
   if (from > to) return FailedPrecondition(fmt::format("--from {} is above --to {}", from, to));
   GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Publisher> publisher,
                            OpenPublisher("kafka://" + command.brokers, command.publisher));
+  // A window of blocks goes to one partition, so one consumer receives it whole and writes it as
+  // one range (node/kafka_worker.h).
+  int partitions = 1;
+  if (command.window > 0) {
+    Result<int> count = KafkaPartitionCount("kafka://" + command.brokers, command.topic);
+    if (!count.ok()) return count.status().WithContext("--topic");
+    partitions = *count;
+  }
   spdlog::info("producing blocks {}..{} from {} to topic {} on {}", from, to, rpc->Describe(),
                command.topic, publisher->name());
   SignalStop signals;
@@ -143,6 +152,10 @@ Result<Outcome> RunProduce(const ProduceCommand& command) {
       m.key = std::to_string(b.number);
       m.event_type = "block";
       m.event_id = m.key;
+      if (command.window > 0) {
+        m.partition =
+            static_cast<int32_t>((b.number / command.window) % static_cast<uint64_t>(partitions));
+      }
       GAPLESS_ASSIGN_OR_RETURN(m.body, EncodeBlockMessage(b));
       messages.push_back(std::move(m));
     }

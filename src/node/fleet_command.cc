@@ -25,6 +25,7 @@
 #include "coord/elector.h"
 #include "node/commands.h"
 #include "node/head_tracker.h"
+#include "node/kafka_worker.h"
 #include "node/leader.h"
 #include "node/progress.h"
 #include "node/worker.h"
@@ -89,6 +90,8 @@ std::unique_ptr<Leader> MakeLeader(const FleetCommand& command, const CheckedCha
   options.range_size = command.indexing.range_size;
   options.holder_id = process_id;
   options.max_lease_expiries = command.max_lease_expiries;
+  options.blocks_from_stream = command.source == BlockSourceKind::kKafka;
+  options.heal_gaps_after_ms = command.heal_gaps_after_ms;
   if (command.follow) {
     options.follow = true;
     options.to_tag = command.indexing.to.text;
@@ -127,10 +130,10 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
                                                  const std::string& process_id,
                                                  const RpcClientFactory& make_client,
                                                  RateLimiter* limiter, const Leader* leader,
-                                                 const Election* head_log) {
+                                                 const Election* head_log, uint32_t count) {
   const IndexingOptions& args = command.indexing;
   std::vector<std::unique_ptr<Worker>> workers;
-  for (uint32_t i = 0; i < command.workers; ++i) {
+  for (uint32_t i = 0; i < count; ++i) {
     WorkerOptions options;
     options.worker_id = fmt::format("{}:{}", process_id, i);
     options.lease_ttl_ms = command.lease_ttl_ms;
@@ -144,8 +147,39 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.check_blocks = [head_log](const std::vector<BlockData>& blocks) {
       return HeadLogCheck(*head_log, blocks);
     };
+    workers.push_back(std::make_unique<Worker>(options, RpcBlockSources(make_client), command.redis,
+                                               keys, chain.pool.get()));
+  }
+  return workers;
+}
+
+// The process's Kafka workers, "host:pid:k0".."host:pid:kN-1", one consumer each in the group.
+// With --rpc they fetch blocks the stream lacks or that the decoder refused from the node.
+std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(const FleetCommand& command,
+                                                           const CheckedChain& chain,
+                                                           const Keys& keys,
+                                                           const std::string& process_id,
+                                                           const RpcClientFactory* make_client) {
+  const IndexingOptions& args = command.indexing;
+  std::vector<std::unique_ptr<KafkaWorker>> workers;
+  for (uint32_t i = 0; i < command.workers; ++i) {
+    KafkaWorkerOptions options;
+    options.worker_id = fmt::format("{}:k{}", process_id, i);
+    options.bus_url = "kafka://" + command.kafka.brokers;
+    options.topic = command.kafka.topic;
+    options.group = command.kafka.group;
+    options.from = chain.from;
+    // A tag (the default "finalized") bounds nothing here: the workers follow the stream.
+    if (!command.follow && args.to.number.has_value()) options.to = *args.to.number;
+    options.range_size = args.range_size;
+    options.flush_after_ms = command.kafka.flush_after_ms;
+    options.lock_ttl_ms = command.kafka.lock_ttl_ms;
+    options.max_attempts = args.rpc.max_attempts;
+    options.chain_id = chain.chain_id;
+    options.write_mode = args.write_mode;
+    if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
     workers.push_back(
-        std::make_unique<Worker>(options, RpcBlockSources(make_client), command.redis, keys, chain.pool.get()));
+        std::make_unique<KafkaWorker>(options, command.redis, keys, chain.pool.get()));
   }
   return workers;
 }
@@ -153,20 +187,30 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
 // Until every role has returned: feeds the workers' counters to the progress display every
 // 200 ms and, without the live bar (logs), writes a status line every 30 s: tasks done, rate,
 // success ratio, last error.
-void WatchFleet(const RoleThreads& roles, const std::vector<std::unique_ptr<Worker>>& workers,
-                bool live_bar, IndexCounters* totals) {
+void WatchFleet(const RoleThreads& roles, const std::vector<std::unique_ptr<Worker>>& queue_workers,
+                const std::vector<std::unique_ptr<KafkaWorker>>& kafka_workers, bool live_bar,
+                IndexCounters* totals) {
+  std::vector<const WorkerCounters*> workers;
+  for (auto& w : queue_workers) workers.push_back(&w->counters());
+  for (auto& w : kafka_workers) workers.push_back(&w->counters());
+  auto last_error = [&] {
+    std::string last;
+    for (auto& w : queue_workers) {
+      if (std::string e = w->last_error(); !e.empty()) last = e;
+    }
+    return last;
+  };
   auto next_report = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   auto started = std::chrono::steady_clock::now();
   while (roles.running()) {
     if (!live_bar && std::chrono::steady_clock::now() >= next_report) {
       next_report += std::chrono::seconds(30);
       uint64_t done = 0, failed = 0, blocks = 0;
-      std::string last_error;
+      std::string error = last_error();
       for (auto& w : workers) {
-        done += w->counters().tasks.load();
-        failed += w->counters().failed.load();
-        blocks += w->counters().blocks.load();
-        if (std::string e = w->last_error(); !e.empty()) last_error = e;
+        done += w->tasks.load();
+        failed += w->failed.load();
+        blocks += w->blocks.load();
       }
       double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -174,16 +218,16 @@ void WatchFleet(const RoleThreads& roles, const std::vector<std::unique_ptr<Work
           "status: {} ranges done, {} failed attempts handed back, success {:.1f}%, {:.1f} "
           "blocks/s, last error: {}",
           done, failed, done + failed > 0 ? 100.0 * done / (done + failed) : 100.0,
-          elapsed > 0 ? blocks / elapsed : 0.0, last_error.empty() ? "none" : last_error);
+          elapsed > 0 ? blocks / elapsed : 0.0, error.empty() ? "none" : error);
     }
     uint64_t blocks = 0, txs = 0, logs = 0, transfers = 0, tasks = 0, retries = 0;
     for (auto& w : workers) {
-      blocks += w->counters().blocks.load();
-      txs += w->counters().transactions.load();
-      logs += w->counters().logs.load();
-      transfers += w->counters().token_transfers.load();
-      tasks += w->counters().tasks.load();
-      retries += w->counters().retries.load();
+      blocks += w->blocks.load();
+      txs += w->transactions.load();
+      logs += w->logs.load();
+      transfers += w->token_transfers.load();
+      tasks += w->tasks.load();
+      retries += w->retries.load();
     }
     totals->blocks = blocks;
     totals->transactions = txs;
@@ -193,6 +237,40 @@ void WatchFleet(const RoleThreads& roles, const std::vector<std::unique_ptr<Work
     totals->retries = retries;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+}
+
+// The chain and bounds of a Kafka worker that has no node: the database's recorded chain (it
+// must agree with --chain-id when given), waited for up to a minute (workers and their leader are
+// often started together; the leader, which has the node, records it); --from and --to must be
+// numbers (a tag such as the default "finalized" means no upper bound: follow the stream).
+Result<CheckedChain> ChainFromDatabase(const IndexingOptions& args, size_t connections) {
+  CheckedChain chain;
+  GAPLESS_ASSIGN_OR_RETURN(chain.pool, OpenDatabase(args.db, connections));
+  for (int waited_s = 0;; ++waited_s) {
+    auto conn = chain.pool->Acquire();
+    Result<uint64_t> id = RecordedChainId(
+        *conn,
+        "the database records no chain yet: start the leader (`gapless leader --source kafka "
+        "--rpc URL ...`), or give this worker --rpc");
+    if (id.ok()) {
+      chain.chain_id = *id;
+      break;
+    }
+    if (id.status().code() != Code::kFailedPrecondition || waited_s >= 60) return id.status();
+    if (waited_s == 0) spdlog::info("waiting for the leader to record the chain in the database");
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (args.chain_id != 0 && args.chain_id != chain.chain_id) {
+    return FailedPrecondition(fmt::format("--chain-id {} but the database holds chain {}",
+                                          args.chain_id, chain.chain_id));
+  }
+  if (!args.from.number.has_value()) {
+    return FailedPrecondition(fmt::format(
+        "--from {}: without --rpc a Kafka worker needs a block number", args.from.text));
+  }
+  chain.from = *args.from.number;
+  chain.to = args.to.number.value_or(UINT64_MAX);
+  return chain;
 }
 
 }  // namespace
@@ -208,12 +286,34 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
         "to one slow request",
         args.rpc.request_timeout_ms, command.lease_ttl_ms));
   }
+  const bool kafka = command.source == BlockSourceKind::kKafka;
+  if (kafka && command.workers > 0 &&
+      (command.kafka.brokers.empty() || command.kafka.topic.empty())) {
+    return FailedPrecondition("--source kafka needs --brokers and --topic");
+  }
+  if (kafka && command.kafka.brokers.find("://") != std::string::npos) {
+    return FailedPrecondition("--brokers takes host:port[,host:port...], not a URL");
+  }
+  const bool has_rpc = !args.rpc.url.empty();
+  if (!has_rpc && (!kafka || command.with_leader)) {
+    return FailedPrecondition(command.with_leader
+                                  ? "--rpc is required (the leader tracks the chain's head)"
+                                  : "--rpc is required (or --source kafka)");
+  }
   RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
-  auto rpc = make_client();
-  GAPLESS_ASSIGN_OR_RETURN(
-      CheckedChain chain, CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db,
-                                     std::max<size_t>(args.db_connections, command.workers + 1) +
-                                         command.events.buses.size()));
+  std::unique_ptr<JsonRpcClient> rpc = has_rpc ? make_client() : nullptr;
+  const size_t connections =
+      std::max<size_t>(args.db_connections, command.workers + 2) + command.events.buses.size();
+  CheckedChain chain;
+  if (has_rpc) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        chain,
+        CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db, connections));
+  } else {
+    // A Kafka worker without a node: the chain is the one the database records (the leader,
+    // which has the node, recorded it), and the bounds must be numbers.
+    GAPLESS_ASSIGN_OR_RETURN(chain, ChainFromDatabase(args, connections));
+  }
   auto open_coordination = [&] {
     auto conn = chain.pool->Acquire();
     return OpenCoordination(command.redis, *conn, chain.chain_id,
@@ -222,7 +322,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, open_coordination());
   GAPLESS_ASSIGN_OR_RETURN(
       SharedRateLimiter limiter,
-      OpenRateLimiter(command.redis, coord.keys, rpc->Describe(), command.rate_limit));
+      OpenRateLimiter(command.redis, coord.keys, has_rpc ? rpc->Describe() : std::string(),
+                      has_rpc ? command.rate_limit : 0));
 
   const std::string process_id = ProcessId();
   // The head log, as the workers read it (connections of their own, shared by all of them).
@@ -263,9 +364,16 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
                                   command.follow ? std::nullopt : std::optional(chain.to),
                                   lease.get(), make_client));
   }
+  // Kafka: the consumers, plus one queue worker fetching the gaps the leader queues from the node
+  // (when there is one). RPC: the queue workers.
+  std::vector<std::unique_ptr<KafkaWorker>> kafka_workers;
+  if (kafka) {
+    kafka_workers =
+        MakeKafkaWorkers(command, chain, coord.keys, process_id, has_rpc ? &make_client : nullptr);
+  }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
-                  leader.get(), head_log.get());
+                  leader.get(), head_log.get(), kafka ? (has_rpc ? 1 : 0) : command.workers);
 
   spdlog::info(
       "{} blocks {}..{} of chain {} with {} workers{} (coordination: redis {}; {} lock node{})",
@@ -281,6 +389,9 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   SignalStop signals;
   RoleThreads roles(&signals.flag());
   for (auto& w : workers) {
+    roles.Start([worker = w.get()](const std::atomic<bool>& stop) { return worker->Run(stop); });
+  }
+  for (auto& w : kafka_workers) {
     roles.Start([worker = w.get()](const std::atomic<bool>& stop) { return worker->Run(stop); });
   }
   if (leader != nullptr) {
@@ -307,7 +418,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     }
   }
   if (args.progress != ProgressDisplay::kOff) progress.Start();
-  WatchFleet(roles, workers, live_bar, &totals);
+  WatchFleet(roles, workers, kafka_workers, live_bar, &totals);
   Status first_error = roles.StopAndJoin();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
@@ -317,6 +428,14 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     dead += w->counters().dead_lettered.load();
     lost += w->counters().leases_lost.load();
   }
+  for (auto& w : kafka_workers) {
+    if (uint64_t d = w->counters().dead_lettered.load(); d > 0) {
+      spdlog::warn("{} block messages were dead-lettered to {}.dlq (see the log for why)", d,
+                   command.kafka.topic);
+    }
+    spdlog::info("kafka worker {}: {} windows written, {} skipped as already committed", w->id(),
+                 w->counters().tasks.load(), w->skipped());
+  }
   if (dead > 0) {
     spdlog::warn(
         "{} ranges were dead-lettered: see `gapless dlq list`, re-queue with `gapless dlq retry`",
@@ -324,6 +443,12 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   }
   if (lost > 0) spdlog::info("{} tasks were dropped after their lease was lost", lost);
   GAPLESS_RETURN_IF_ERROR(first_error);
+  if (!kafka_workers.empty() && leader == nullptr &&
+      std::all_of(kafka_workers.begin(), kafka_workers.end(),
+                  [](const auto& w) { return w->done(); })) {
+    spdlog::info("done: the fleet's frontier passed block {}", *command.indexing.to.number);
+    return Outcome::kDone;
+  }
   if (leader != nullptr && leader->done()) {
     spdlog::info("done: blocks {}..{} are committed (frontier {})", chain.from, chain.to,
                  leader->frontier());

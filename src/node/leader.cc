@@ -7,6 +7,7 @@
 
 #include "coord/frontier.h"
 #include "coord/queue.h"
+#include "coord/range_lock.h"
 #include "node/ranges.h"
 #include "node/reconcile.h"
 #include "store/queries.h"
@@ -167,6 +168,77 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
   return Status::Ok();
 }
 
+Status Leader::HealGaps(uint64_t bound, uint64_t epoch) {
+  const uint64_t at = frontier_.load();
+  // The first completed range above the frontier: everything before it is the gap.
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply next,
+                           redis_->Command({"ZRANGEBYSCORE", keys_.completed(), std::to_string(at),
+                                            "+inf", "LIMIT", "0", "1"}));
+  std::optional<TaskRange> above;
+  if (next.type == RedisReply::Type::kArray && !next.elements.empty()) {
+    Result<TaskRange> r = ParseTask(next.elements[0].str);
+    if (r.ok() && static_cast<uint64_t>(r->from) > at) above = *r;
+  }
+  if (!above.has_value()) {
+    if (gap_from_ != UINT64_MAX) {
+      spdlog::info("leader {}: the gap at block {} is closed", options_.holder_id, gap_from_);
+      (void)redis_->Command({"DEL", keys_.gap()});
+    }
+    gap_from_ = UINT64_MAX;
+    gap_healing_ = false;
+    return Status::Ok();
+  }
+  const uint64_t gap_to = std::min<uint64_t>(static_cast<uint64_t>(above->from) - 1, bound);
+  const int64_t now = options_.env->NowMicros();
+  if (gap_from_ != at) {
+    gap_from_ = at;
+    gap_since_micros_ = now;
+    gap_healing_ = false;
+  }
+  const int64_t open_ms = (now - gap_since_micros_) / 1000;
+  const bool heal = options_.heal_gaps_after_ms > 0 && open_ms >= options_.heal_gaps_after_ms;
+  GAPLESS_RETURN_IF_ERROR(
+      redis_
+          ->Command({"SET", keys_.gap(),
+                     fmt::format(R"({{"from":{},"to":{},"open_ms":{},"healing":{}}})", at, gap_to,
+                                 open_ms, heal ? "true" : "false"),
+                     "PX", std::to_string(std::max<int64_t>(10'000, 20 * options_.tick_ms))})
+          .status());
+  if (!heal || at > gap_to) return Status::Ok();
+  std::vector<std::pair<uint64_t, uint64_t>> committed;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(committed, CommittedRanges(*conn, at, gap_to));
+  }
+  std::vector<TaskRange> tasks;
+  for (const BlockRange& r : PendingRanges(at, gap_to, options_.range_size, committed)) {
+    tasks.push_back(TaskRange{static_cast<int64_t>(r.from), static_cast<int64_t>(r.to)});
+  }
+  Queue queue(redis_.get(), keys_);
+  GAPLESS_ASSIGN_OR_RETURN(int64_t pushed, queue.Push(tasks, epoch));
+  if (!gap_healing_ || pushed > 0) {
+    spdlog::warn(
+        "leader {}: blocks {}..{} are missing from the stream after {:.1f} s; queued {} ranges "
+        "for RPC workers to fetch",
+        options_.holder_id, at, gap_to, static_cast<double>(open_ms) / 1e3, tasks.size());
+  }
+  gap_healing_ = true;
+  return Status::Ok();
+}
+
+Status Leader::ReclaimLocks() {
+  const int64_t now = options_.env->NowMicros();
+  if (now < next_reclaim_micros_) return Status::Ok();
+  next_reclaim_micros_ = now + options_.reclaim_every_ms * 1000;
+  RangeLocks locks(redis_.get(), keys_);
+  GAPLESS_ASSIGN_OR_RETURN(auto freed, locks.ReclaimOrphans());
+  for (const auto& [range, holder] : freed) {
+    spdlog::warn("leader {}: freed the lock of blocks {} held by {}, whose heartbeat is gone",
+                 options_.holder_id, range.id(), holder);
+  }
+  return Status::Ok();
+}
+
 Status Leader::CheckStuck() {
   uint64_t frontier_now = frontier_.load();
   if (!options_.to.has_value() || frontier_now > *options_.to || cursor_ <= *options_.to) {
@@ -244,7 +316,9 @@ Status Leader::Step(uint64_t epoch) {
         StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
     term_epoch_ = epoch;
   }
-  if (bound.has_value()) GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
+  if (bound.has_value() && !options_.blocks_from_stream) {
+    GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
+  }
   Queue queue(redis_.get(), keys_);
   GAPLESS_ASSIGN_OR_RETURN(
       auto expired, queue.Janitor(options_.janitor_limit, options_.max_lease_expiries, epoch));
@@ -263,6 +337,10 @@ Status Leader::Step(uint64_t epoch) {
     }
   }
   GAPLESS_RETURN_IF_ERROR(AdvanceFrontier(epoch));
+  if (options_.blocks_from_stream) {
+    GAPLESS_RETURN_IF_ERROR(HealGaps(bound.value_or(options_.to.value_or(UINT64_MAX)), epoch));
+    GAPLESS_RETURN_IF_ERROR(ReclaimLocks());
+  }
   return CheckStuck();
 }
 

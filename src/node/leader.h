@@ -64,6 +64,16 @@ struct LeaderOptions {
   // retry` after fixing the cause), so after this long stuck Run gives up with FailedPrecondition
   // naming the range and its error, instead of waiting forever. 0 = wait forever (and log).
   int64_t give_up_when_stuck_ms = 30'000;
+  // Blocks come from a Kafka stream (node/kafka_worker.h), not from the queue: the seeder pushes
+  // only gaps. A gap is the blocks from the frontier up to the next completed range: a message
+  // lost or dead-lettered, a producer that skipped blocks. It is written to Keys::gap() for
+  // `status` at once, and once it has stayed open heal_gaps_after_ms its uncommitted aligned
+  // ranges are pushed to the queue for RPC workers (a Kafka worker given --rpc runs one) to fetch
+  // from the node. 0: report only. The reclaimer runs too: every reclaim_every_ms it frees the
+  // range locks of workers whose heartbeat is gone (coord/range_lock.h ReclaimOrphans).
+  bool blocks_from_stream = false;
+  int64_t heal_gaps_after_ms = 30'000;
+  int64_t reclaim_every_ms = 5'000;
   std::string holder_id;  // for logs
   Env* env = Env::Default();
 };
@@ -110,6 +120,9 @@ class Leader : public Duty {
   Status StartTerm(uint64_t bound, uint64_t epoch);
   Status Seed(uint64_t bound, uint64_t epoch);
   Status AdvanceFrontier(uint64_t epoch);
+  // blocks_from_stream: report and heal the gap at the frontier; free dead workers' range locks.
+  Status HealGaps(uint64_t bound, uint64_t epoch);
+  Status ReclaimLocks();
   // Fixed range only: a non-ok Status once the range has been stuck on a dead letter for
   // give_up_when_stuck_ms (see LeaderOptions).
   Status CheckStuck();
@@ -130,6 +143,10 @@ class Leader : public Duty {
   int64_t stuck_since_micros_ = 0;  // 0: not stuck
   PgWaker* waker_ = nullptr;
   uint64_t stalled_at_ = UINT64_MAX;  // the frontier the last step could not move past
+  uint64_t gap_from_ = UINT64_MAX;    // the open gap's first block, and since when (micros)
+  int64_t gap_since_micros_ = 0;
+  bool gap_healing_ = false;
+  int64_t next_reclaim_micros_ = 0;
 };
 
 }  // namespace gapless

@@ -1,0 +1,495 @@
+#include "node/kafka_worker.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "coord/frontier.h"
+#include "coord/range_lock.h"
+#include "coord/registry.h"
+#include "core/failpoint.h"
+#include "events/open_bus.h"
+#include "node/range_job.h"
+#include "node/ranges.h"
+#include "node/reconcile.h"
+#include "source/block_message.h"
+#include "store/queries.h"
+
+namespace gapless {
+namespace {
+
+constexpr int64_t kSliceMicros = 20'000;
+constexpr int64_t kPollTimeoutMs = 100;
+constexpr size_t kPollMax = 500;
+// How soon a window whose lock another worker holds is looked at again.
+constexpr int64_t kLockWaitMicros = 200'000;
+
+std::string PartitionName(const std::string& topic, int32_t partition) {
+  return topic + "[" + std::to_string(partition) + "]";
+}
+
+std::string Where(const Delivery& d) {
+  return fmt::format("{}@{}", PartitionName(d.topic, d.partition), d.position);
+}
+
+bool IsFenceRejection(const Status& st) {
+  return st.code() == Code::kAborted && st.reason() == kStaleFenceReason;
+}
+
+// Contiguous runs of the held block numbers.
+std::vector<BlockRange> Runs(const std::map<uint64_t, int>& blocks) {
+  std::vector<BlockRange> runs;
+  for (const auto& [n, unused] : blocks) {
+    if (!runs.empty() && runs.back().to + 1 == n) {
+      runs.back().to = n;
+    } else {
+      runs.push_back(BlockRange{n, n});
+    }
+  }
+  return runs;
+}
+
+bool Covers(const std::vector<std::pair<uint64_t, uint64_t>>& committed, uint64_t from,
+            uint64_t to) {
+  for (const auto& [a, b] : committed) {
+    if (a <= from && b >= to) return true;
+  }
+  return false;
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+KafkaWorker::KafkaWorker(KafkaWorkerOptions options, std::string redis_url, Keys keys, PgPool* pool)
+    : options_(std::move(options)),
+      redis_url_(std::move(redis_url)),
+      keys_(std::move(keys)),
+      pool_(pool) {
+  if (options_.env == nullptr) options_.env = Env::Default();
+}
+
+KafkaWorker::~KafkaWorker() = default;
+
+Status KafkaWorker::Validate() const {
+  if (options_.worker_id.empty()) return FailedPrecondition("kafka worker: empty worker id");
+  if (options_.topic.empty()) return FailedPrecondition("--topic must not be empty");
+  if (options_.group.empty()) return FailedPrecondition("--group must not be empty");
+  if (options_.range_size == 0) return FailedPrecondition("--range-size must be at least 1");
+  if (options_.lock_ttl_ms < 300) return FailedPrecondition("the range lock TTL must be >= 300 ms");
+  if (options_.to.has_value() && *options_.to < options_.from) {
+    return FailedPrecondition(
+        fmt::format("--from {} is above --to {}", options_.from, *options_.to));
+  }
+  if (pool_ == nullptr) return FailedPrecondition("kafka worker: no database");
+  return Status::Ok();
+}
+
+Status KafkaWorker::Run(const std::atomic<bool>& stop) {
+  GAPLESS_RETURN_IF_ERROR(Validate());
+  RedisOptions redis_options;
+  redis_options.env = options_.env;
+  GAPLESS_ASSIGN_OR_RETURN(redis_, RedisConn::Connect(redis_url_, redis_options));
+  GAPLESS_ASSIGN_OR_RETURN(keeper_redis_, RedisConn::Connect(redis_url_, redis_options));
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_RETURN_IF_ERROR(
+        EnsureFenceFloor(*redis_, keys_, *conn, "kafka worker " + options_.worker_id));
+  }
+  if (options_.open_subscriber) {
+    GAPLESS_ASSIGN_OR_RETURN(subscriber_, options_.open_subscriber());
+  } else {
+    SubscribeOptions subscribe;
+    subscribe.group = options_.group;
+    subscribe.topics = {options_.topic};
+    subscribe.from_beginning = true;
+    subscribe.consumer_name = options_.worker_id;
+    Result<std::unique_ptr<Subscriber>> opened = OpenSubscriber(options_.bus_url, subscribe);
+    if (!opened.ok()) return opened.status().WithContext("--brokers");
+    subscriber_ = std::move(opened).value();
+  }
+  if (options_.fallback) fallback_ = options_.fallback();
+  held_ = std::make_unique<HeldBlockSource>("kafka topic " + options_.topic, fallback_.get());
+
+  keeper_quit_.store(false);
+  std::thread keeper([this] { KeeperLoop(); });
+
+  Status result;
+  int64_t poll_failures = 0;
+  Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from,
+                    keys_.leader_epoch());
+  while (!stop.load()) {
+    Result<std::vector<Delivery>> polled = subscriber_->Poll(kPollMax, kPollTimeoutMs);
+    if (!polled.ok()) {
+      spdlog::warn("kafka worker {}: {}", options_.worker_id, polled.status().ToString());
+      options_.env->SleepMicros(
+          BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>(poll_failures++, 5)),
+                        200'000, 5'000'000));
+      continue;
+    }
+    poll_failures = 0;
+    const bool idle = polled->empty();
+    for (Delivery& d : *polled) Take(std::move(d));
+    DropRevoked();
+    for (uint64_t start : ReadyWindows(/*all=*/false)) {
+      if (stop.load()) break;
+      Status st = ProcessWindow(start);
+      if (!st.ok()) {
+        result = st;
+        break;
+      }
+    }
+    if (!result.ok()) break;
+    if (idle && windows_.empty() && options_.to.has_value() && options_.stop_when_done) {
+      Result<uint64_t> at = frontier.Get();
+      if (at.ok() && *at > *options_.to) {
+        done_.store(true);
+        break;
+      }
+    }
+  }
+
+  keeper_quit_.store(true);
+  keeper.join();
+  Registry registry(redis_.get(), &keys_);
+  (void)registry.Leave(options_.worker_id);
+  subscriber_.reset();  // commits what was acknowledged, leaves the group
+  return result;
+}
+
+void KafkaWorker::Take(Delivery delivery) {
+  const std::string where = Where(delivery);
+  Result<RawBlock> raw = ParseBlockMessage(delivery.body, "", where);
+  if (!raw.ok()) {
+    // Not a block at all: nothing to retry. Kept in the dead-letter topic, never skipped silently.
+    spdlog::error("kafka worker {}: dead-lettering message {}: {}", options_.worker_id, where,
+                  raw.status().ToString());
+    Status dlq = subscriber_->DeadLetter(delivery, raw.status().ToString());
+    if (!dlq.ok()) {
+      // Not acknowledged either: the message comes again after a restart or rebalance.
+      spdlog::error("kafka worker {}: dead letter of {} failed: {}", options_.worker_id, where,
+                    dlq.ToString());
+      return;
+    }
+    counters_.dead_lettered += 1;
+    (void)subscriber_->Ack(delivery);
+    return;
+  }
+  const uint64_t n = raw->number;
+  if (n < options_.from || (options_.to.has_value() && n > *options_.to)) {
+    (void)subscriber_->Ack(delivery);
+    return;
+  }
+  const uint64_t size = options_.range_size;
+  const uint64_t start = std::max(options_.from, n / size * size);
+  uint64_t end = n / size * size + (size - 1);
+  if (options_.to.has_value()) end = std::min(end, *options_.to);
+  Window& w = windows_[start];
+  w.start = start;
+  w.end = end;
+  if (!held_->Holds(n)) held_->Put(std::move(raw).value());
+  w.blocks[n] = 0;
+  delivery.body.clear();  // the block holds the text; DeadLetter restores it
+  w.deliveries.emplace_back(n, std::move(delivery));
+  w.last_added_micros = options_.env->NowMicros();
+}
+
+void KafkaWorker::DropRevoked() {
+  std::vector<std::string> assignment = subscriber_->Assignment();
+  std::set<std::string> assigned(assignment.begin(), assignment.end());
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    Window& w = it->second;
+    std::erase_if(w.deliveries, [&](const auto& entry) {
+      return assigned.count(PartitionName(entry.second.topic, entry.second.partition)) == 0;
+    });
+    std::set<uint64_t> kept;
+    for (const auto& [n, d] : w.deliveries) kept.insert(n);
+    for (auto b = w.blocks.begin(); b != w.blocks.end();) {
+      if (kept.count(b->first) == 0) {
+        held_->Drop(b->first);
+        b = w.blocks.erase(b);
+      } else {
+        ++b;
+      }
+    }
+    it = w.blocks.empty() ? windows_.erase(it) : std::next(it);
+  }
+}
+
+std::vector<uint64_t> KafkaWorker::ReadyWindows(bool all) {
+  const int64_t now = options_.env->NowMicros();
+  const bool over = held_->size() > options_.max_held_blocks;
+  std::vector<uint64_t> ready;
+  for (const auto& [start, w] : windows_) {
+    if (now < w.not_before_micros) continue;
+    const bool whole = w.blocks.size() == w.end - w.start + 1;
+    const bool quiet = now - w.last_added_micros >= options_.flush_after_ms * 1000;
+    if (whole || quiet || all || over) ready.push_back(start);
+  }
+  return ready;
+}
+
+Status KafkaWorker::ProcessWindow(uint64_t start) {
+  auto it = windows_.find(start);
+  if (it == windows_.end()) return Status::Ok();
+  Window& w = it->second;
+  Status error;
+  Outcome outcome = WriteWindow(w, &error);
+  if (outcome == Outcome::kDone) {
+    Acknowledge(w);
+    windows_.erase(it);
+    return Status::Ok();
+  }
+  if (outcome == Outcome::kDeadLetter) {
+    DeadLetter(w, error);
+    windows_.erase(it);
+    return Status::Ok();
+  }
+  if (error.code() == Code::kFailedPrecondition) {
+    return error.WithContext(fmt::format("blocks {}..{}", w.start, w.end));
+  }
+  if (!error.ok()) {
+    counters_.retries += 1;
+    w.not_before_micros = options_.env->NowMicros() +
+                          BackoffMicros(options_.env, std::min(w.attempts, 5),
+                                        options_.retry_base_micros, options_.retry_cap_micros);
+    spdlog::warn("kafka worker {}: blocks {}..{}: {}; retrying", options_.worker_id, w.start, w.end,
+                 error.ToString());
+  } else {
+    w.not_before_micros = options_.env->NowMicros() + kLockWaitMicros;
+  }
+  return Status::Ok();
+}
+
+KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
+  const TaskRange window{static_cast<int64_t>(w.start), static_cast<int64_t>(w.end)};
+  RangeLocks locks(redis_.get(), keys_);
+  Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from,
+                    keys_.leader_epoch());
+  auto fail = [&](Status st) {
+    *error = std::move(st);
+    return Outcome::kRetry;
+  };
+
+  // 1. Completion: the marker, else PostgreSQL.
+  Result<bool> marked = locks.IsCompleted(window);
+  if (!marked.ok()) return fail(marked.status());
+  if (*marked) {
+    skipped_ += 1;
+    return Outcome::kDone;
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> committed;
+  {
+    auto conn = pool_->Acquire();
+    Result<std::vector<std::pair<uint64_t, uint64_t>>> c = CommittedRanges(*conn, w.start, w.end);
+    if (!c.ok()) return fail(c.status());
+    committed = std::move(c).value();
+  }
+  std::vector<BlockRange> todo;
+  for (const BlockRange& run : Runs(w.blocks)) {
+    std::vector<BlockRange> open = PendingRanges(run.from, run.to, options_.range_size, committed);
+    if (open.empty()) {
+      // Committed by an earlier holder that may have died before recording it: record it now.
+      Status recorded = frontier.Record(run.from, run.to);
+      if (!recorded.ok()) return fail(recorded);
+    }
+    todo.insert(todo.end(), open.begin(), open.end());
+  }
+  if (todo.empty()) {
+    if (Covers(committed, w.start, w.end)) (void)locks.MarkCompleted(window);
+    skipped_ += 1;
+    return Outcome::kDone;
+  }
+
+  // 2. The window's lock, with a fresh fencing token.
+  Result<std::optional<int64_t>> token =
+      locks.Acquire(window, options_.worker_id, options_.lock_ttl_ms);
+  if (!token.ok()) return fail(token.status());
+  if (!token->has_value()) return Outcome::kRetry;  // another worker writes it: look again soon
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    locked_ = window;
+    lock_lost_.store(false);
+  }
+  auto release = [&] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      locked_.reset();
+    }
+    (void)locks.Release(window, options_.worker_id);
+  };
+
+  // 3. Decode and write each run, fenced by the token.
+  WriteOptions write_options;
+  write_options.mode = options_.write_mode;
+  for (const BlockRange& run : todo) {
+    RangeWrite write;
+    write.from_block = run.from;
+    write.to_block = run.to;
+    write.fence_token = **token;
+    int64_t fetch_start = options_.env->NowMicros();
+    Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100, options_.chain_id, nullptr,
+                                    nullptr, &write.blocks);
+    if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
+      spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
+                   options_.worker_id, st.ToString(), run.from, run.to, fallback_->Describe());
+      write.blocks.clear();
+      st = FetchAndDecodeRange(*fallback_, run.from, run.to, 10, options_.chain_id, nullptr,
+                               nullptr, &write.blocks);
+    }
+    counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
+    if (!st.ok()) {
+      release();
+      *error = st;
+      if (st.code() == Code::kInvalidData) {
+        return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
+      }
+      return Outcome::kRetry;
+    }
+    // A full TTL ahead of the write; lost (expired while paused, taken over): start again.
+    Result<bool> extended = locks.Extend(window, options_.worker_id, options_.lock_ttl_ms);
+    if (!extended.ok() || !*extended || lock_lost_.load()) {
+      counters_.leases_lost += extended.ok() ? 1 : 0;
+      release();
+      return fail(extended.ok() ? Aborted("the range lock was lost before the write")
+                                : extended.status());
+    }
+    if (FailpointFiresOnce("kafka-worker-stop-before-write")) raise(SIGSTOP);
+    int64_t write_start = options_.env->NowMicros();
+    {
+      auto conn = pool_->Acquire();
+      st = WriteRange(*conn, write, write_options);
+    }
+    counters_.write_micros += static_cast<uint64_t>(options_.env->NowMicros() - write_start);
+    if (!st.ok()) {
+      release();
+      if (IsFenceRejection(st)) counters_.leases_lost += 1;
+      *error = st;
+      if (st.code() == Code::kInvalidData) {
+        return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
+      }
+      return Outcome::kRetry;
+    }
+    // 4. Recorded for the frontier (a failure here is repaired by step 1 on redelivery, and by
+    // the leader's PostgreSQL catch-up).
+    Status recorded = frontier.Record(run.from, run.to);
+    if (!recorded.ok()) {
+      spdlog::warn("kafka worker {}: blocks {}..{} committed, not recorded in Redis: {}",
+                   options_.worker_id, run.from, run.to, recorded.ToString());
+    }
+    counters_.blocks += write.blocks.size();
+    for (const BlockData& b : write.blocks) {
+      counters_.transactions += b.transactions.size();
+      counters_.logs += b.logs.size();
+      counters_.token_transfers += b.token_transfers.size();
+    }
+    committed.emplace_back(run.from, run.to);
+  }
+  std::sort(committed.begin(), committed.end());
+  uint64_t covered = w.start;  // committed ∪ written covers [w.start, covered)
+  for (const auto& [a, b] : committed) {
+    if (a > covered) break;
+    covered = std::max(covered, b + 1);
+  }
+  if (covered > w.end) (void)locks.MarkCompleted(window);
+  release();
+  counters_.tasks += 1;
+  // Test hook: die after the commit and before the offsets are committed.
+  if (FailpointFiresOnce("kafka-worker-exit-before-ack")) raise(SIGKILL);
+  return Outcome::kDone;
+}
+
+void KafkaWorker::Acknowledge(Window& w) {
+  for (const auto& [n, d] : w.deliveries) {
+    Status st = subscriber_->Ack(d);
+    if (!st.ok()) {
+      spdlog::warn("kafka worker {}: ack of {} failed: {}", options_.worker_id, Where(d),
+                   st.ToString());
+    }
+  }
+  for (const auto& [n, unused] : w.blocks) held_->Drop(n);
+}
+
+void KafkaWorker::DeadLetter(Window& w, const Status& error) {
+  spdlog::error("kafka worker {}: blocks {}..{} dead-lettered to {}.dlq after {} attempts: {}",
+                options_.worker_id, w.start, w.end, options_.topic, w.attempts, error.ToString());
+  for (auto& [n, d] : w.deliveries) {
+    Result<std::vector<RawBlock>> raw = held_->Fetch(n, 1);
+    // The held block text is the message as it arrived.
+    if (raw.ok() && !raw->empty()) d.body = std::move(raw->front().block_json);
+    Status st = subscriber_->DeadLetter(d, error.ToString());
+    if (!st.ok()) {
+      spdlog::error("kafka worker {}: dead letter of {} failed: {}", options_.worker_id, Where(d),
+                    st.ToString());
+      continue;  // not acknowledged: it comes again after a restart or rebalance
+    }
+    counters_.dead_lettered += 1;
+    (void)subscriber_->Ack(d);
+  }
+  for (const auto& [n, unused] : w.blocks) held_->Drop(n);
+}
+
+void KafkaWorker::KeeperLoop() {
+  RangeLocks locks(keeper_redis_.get(), keys_);
+  Registry registry(keeper_redis_.get(), &keys_);
+  Env* env = options_.env;
+  const int64_t extend_every = std::max<int64_t>(1, options_.lock_ttl_ms / 3) * 1000;
+  const int64_t beat_every = options_.heartbeat_interval_ms * 1000;
+  const std::string host = HostName();
+  int64_t next_beat = env->NowMicros();
+  int64_t next_extend = 0;
+  std::optional<TaskRange> extended_for;
+  uint64_t last_blocks = 0;
+  int64_t last_beat = next_beat;
+  while (!keeper_quit_.load()) {
+    int64_t now = env->NowMicros();
+    std::optional<TaskRange> locked;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      locked = locked_;
+    }
+    if (locked != extended_for) {  // a new holding: its acquire granted a full TTL
+      extended_for = locked;
+      next_extend = now + extend_every;
+    }
+    if (locked.has_value() && now >= next_extend) {
+      Result<bool> ok = locks.Extend(*locked, options_.worker_id, options_.lock_ttl_ms);
+      next_extend = now + extend_every;
+      if (ok.ok() && !*ok) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (locked_ == locked) lock_lost_.store(true);
+      } else if (!ok.ok()) {
+        next_extend = now + extend_every / 4;
+      }
+    }
+    if (now >= next_beat) {
+      uint64_t blocks = counters_.blocks.load();
+      WorkerInfo info;
+      info.worker = options_.worker_id;
+      info.host = host;
+      info.pid = static_cast<int64_t>(getpid());
+      info.range = locked.has_value() ? locked->id() : "";
+      info.blocks_per_s = static_cast<double>(blocks - last_blocks) /
+                          (static_cast<double>(std::max<int64_t>(1, now - last_beat)) / 1e6);
+      last_blocks = blocks;
+      last_beat = now;
+      Status beat = registry.Beat(info, 3 * options_.heartbeat_interval_ms);
+      if (!beat.ok()) {
+        spdlog::warn("kafka worker {}: heartbeat failed: {}", options_.worker_id, beat.ToString());
+      }
+      next_beat = now + beat_every;
+    }
+    env->SleepMicros(kSliceMicros);
+  }
+}
+
+}  // namespace gapless

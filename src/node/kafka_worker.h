@@ -1,0 +1,168 @@
+// KafkaWorker: the fleet's data path fed by a Kafka block stream instead of the work queue (issue
+// 9, seed 000). One consumer in a consumer group reads the topic (docs/kafka-blocks.md: one
+// message per block), groups the blocks it holds into ranges, and commits each range through the
+// same fenced, idempotent writer as the RPC workers (store/writer.h).
+//
+// Ranges. Blocks are grouped by window: the aligned range of range_size blocks a block belongs to
+// (node/ranges.h, the cut the seeder uses), clipped to [from, to]. A window is written when the
+// worker holds all of it, or when its newest block is flush_after_ms old (the chain tip, or a
+// producer whose partitioner scatters a window over several partitions): then the contiguous runs
+// it holds are written. `gapless produce` keeps a window in one partition, so normally each window
+// is written whole, once.
+//
+// Per window, in this order (the order is the safety argument):
+//  1. Completion: the window's completion marker (24 h TTL) or, without one, PostgreSQL's
+//     indexed_ranges. Runs already committed are recorded for the frontier again (a worker killed
+//     between its commit and its Redis record left them out), their messages acknowledged, and
+//     nothing is written.
+//  2. The window's range lock (SET NX PX with this worker's id; coord/range_lock.h), which hands
+//     out a fresh fencing token. Held by another worker: the window waits and is looked at again
+//     (after that worker commits, step 1 skips it). A keeper thread extends the lock every third of
+//     its TTL; the lock is extended once more right before the write.
+//  3. Decode (source/block_source.h, the same checks as for RPC blocks) and WriteRange with the
+//     token, one transaction per run. A holder paused past its TTL whose lock was taken over is
+//     refused by the fence when it resumes; it then starts the window again from step 1.
+//  4. The run is recorded in the frontier's completed set; the window's marker is set once the
+//     whole window is committed; the lock is released.
+//  5. Only now are the window's messages acknowledged (Subscriber::Ack: the partition's offset is
+//     committed up to the lowest message not yet done). A crash anywhere before leaves the
+//     messages uncommitted: the group delivers them again, and step 1 skips them.
+// Rebalances: messages of a partition this consumer lost are dropped from its windows (their new
+// owner reads them again from the committed offset); duplicates of a block (a producer that
+// re-published, a redelivery) join the same window and are acknowledged together.
+//
+// Bad input: a message that is not a block (docs/kafka-blocks.md) is sent to the topic's dead-
+// letter topic "{topic}.dlq" with the error and acknowledged, logged with its partition and
+// offset. A block the decoder refuses (naming the block and field) is fetched from the RPC node
+// instead when a fallback is configured; otherwise it is retried max_attempts times and then
+// dead-lettered the same way. Its blocks stay missing: the frontier stops at the gap, `gapless
+// status` shows it, and a leader with RPC workers heals it (node/leader.h heal_gaps_after_ms).
+// Failures of PostgreSQL or Redis are retried with backoff for as long as they last: nothing is
+// acknowledged before it is committed.
+//
+// Thread-safety: Run is called by one thread; it starts one keeper thread. counters() may be read
+// from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coord/keys.h"
+#include "coord/queue.h"
+#include "coord/redis.h"
+#include "core/env.h"
+#include "core/status.h"
+#include "events/bus.h"
+#include "node/worker.h"
+#include "source/block_source.h"
+#include "store/pg.h"
+#include "store/writer.h"
+
+namespace gapless {
+
+struct KafkaWorkerOptions {
+  std::string worker_id;  // unique in the fleet ("host:pid:n"); the lock owner and group member
+  // kafka://host:port[,host:port][?property=value...] (events/kafka_bus.h: librdkafka properties
+  // pass through the query).
+  std::string bus_url;
+  std::string topic;
+  std::string group = "gapless-blocks";
+  uint64_t from = 0;                // blocks below are acknowledged and ignored
+  std::optional<uint64_t> to;       // blocks above too
+  uint64_t range_size = 50;         // the window (aligned, like the seeder's ranges)
+  int64_t flush_after_ms = 2'000;   // a window not held whole is written when this quiet
+  size_t max_held_blocks = 20'000;  // above it the oldest windows are written at once
+  int64_t lock_ttl_ms = 60'000;
+  int max_attempts = 5;  // decode/refused-row failures of one window before dead-lettering
+  int64_t retry_base_micros = 200'000;
+  int64_t retry_cap_micros = 5'000'000;
+  int64_t heartbeat_interval_ms = 2'000;
+  std::optional<uint64_t> chain_id;
+  WriteMode write_mode = WriteMode::kStagingUpsert;
+  // Blocks missing from the stream or refused by the decoder come from here (an RPC node);
+  // nullable: none.
+  BlockSourceFactory fallback;
+  // With `to`: Run returns Ok once idle and the fleet's frontier has passed `to` (the fleet's
+  // leader advances it; the last window may have been written by another worker).
+  bool stop_when_done = true;
+  // Test hook: the subscriber to use instead of opening bus_url (the worker owns it).
+  std::function<Result<std::unique_ptr<Subscriber>>()> open_subscriber;
+  Env* env = Env::Default();
+};
+
+class KafkaWorker {
+ public:
+  // `pool` is borrowed and must outlive the worker.
+  KafkaWorker(KafkaWorkerOptions options, std::string redis_url, Keys keys, PgPool* pool);
+  ~KafkaWorker();
+  KafkaWorker(const KafkaWorker&) = delete;
+  KafkaWorker& operator=(const KafkaWorker&) = delete;
+
+  // Consumes until `stop` (or, with `to`, until idle and done: see stop_when_done). Ok then;
+  // FailedPrecondition for bad options or a wrong chain; Unavailable when Redis or the brokers
+  // cannot be reached at start.
+  Status Run(const std::atomic<bool>& stop);
+
+  // blocks/transactions/logs/token_transfers/tasks (windows written)/retries/dead_lettered/
+  // leases_lost (locks lost while writing) as in worker.h.
+  const WorkerCounters& counters() const { return counters_; }
+  const std::string& id() const { return options_.worker_id; }
+  // Windows skipped because they were already committed (duplicates, redeliveries).
+  uint64_t skipped() const { return skipped_.load(); }
+  // True once Run returned because the fleet's frontier passed `to`.
+  bool done() const { return done_.load(); }
+
+ private:
+  struct Window {
+    uint64_t start = 0, end = 0;     // the aligned window, clipped to [from, to]
+    std::map<uint64_t, int> blocks;  // held block numbers (value unused)
+    // Every message of those blocks (block number, delivery), to acknowledge or dead-letter.
+    std::vector<std::pair<uint64_t, Delivery>> deliveries;
+    int64_t last_added_micros = 0;
+    int64_t not_before_micros = 0;  // retry backoff
+    int attempts = 0;
+  };
+  enum class Outcome { kDone, kRetry, kDeadLetter };
+
+  Status Validate() const;
+  void Take(Delivery delivery);
+  void DropRevoked();
+  // Windows ready now, oldest first.
+  std::vector<uint64_t> ReadyWindows(bool all);
+  // Steps 1-5 for one window; the window is erased unless it is to be retried.
+  Status ProcessWindow(uint64_t start);
+  Outcome WriteWindow(Window& w, Status* error);
+  void Acknowledge(Window& w);
+  void DeadLetter(Window& w, const Status& error);
+  void KeeperLoop();
+
+  KafkaWorkerOptions options_;
+  std::string redis_url_;
+  Keys keys_;
+  PgPool* pool_;
+  WorkerCounters counters_;
+  std::atomic<uint64_t> skipped_{0};
+  std::atomic<bool> done_{false};
+
+  std::unique_ptr<RedisConn> redis_;
+  std::unique_ptr<RedisConn> keeper_redis_;  // the keeper thread's
+  std::unique_ptr<Subscriber> subscriber_;
+  std::unique_ptr<BlockSource> fallback_;
+  std::unique_ptr<HeldBlockSource> held_;
+  std::map<uint64_t, Window> windows_;  // by start
+
+  // Shared with the keeper thread: the lock being held, extended every lock_ttl_ms / 3.
+  std::mutex mu_;
+  std::optional<TaskRange> locked_;
+  std::atomic<bool> lock_lost_{false};
+  std::atomic<bool> keeper_quit_{false};
+};
+
+}  // namespace gapless
