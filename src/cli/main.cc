@@ -259,7 +259,8 @@ void AddElectionOptions(CLI::App* sub, Args* a, bool with_lease) {
   sub->add_option("--lock-nodes", a->election.lock_nodes,
                   "Comma-separated redis:// URLs of the leader's lock nodes, 1, 3 or 5 "
                   "independent servers (a quorum of them elects the leader and holds the head "
-                  "log); default: the coordination Redis alone");
+                  "log; a node may be a primary with its replicas, redis://h1,h2); default: "
+                  "the coordination Redis alone");
   sub->add_option("--lock-node-timeout", a->election.lock_node_timeout_ms,
                   "Per lock node and operation, ms")
       ->capture_default_str()
