@@ -135,8 +135,9 @@ struct ExportArgs {
 
 struct FleetArgs {  // status, dlq
   std::string redis;
-  uint64_t chain_id = 0;  // 0: the chain recorded in the database
-  std::string rpc;        // status: the head, for the lag
+  uint64_t chain_id = 0;      // 0: the chain recorded in the database
+  std::string rpc;            // status: the head, for the lag
+  std::string redis_replica;  // status: display data from this replica
   std::string dlq_action;
   std::string dlq_task;
 };
@@ -281,7 +282,9 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
 void AddRunOptions(CLI::App* sub, Args* a) {
   AddIndexOptions(sub, a, /*single=*/false);
   sub->add_option("--redis", a->run.redis,
-                  "Coordination Redis URL (maxmemory-policy must be noeviction)")
+                  "Coordination Redis URL (maxmemory-policy must be noeviction); a primary "
+                  "and its replicas as redis://h1:6379,h2:6379 to follow a manual failover "
+                  "(every reconnect takes the server whose ROLE is master)")
       ->required();
   sub->add_option("--workers", a->run.workers,
                   "Worker threads in this process (run: 0 = only the seeder/janitor/frontier "
@@ -301,7 +304,8 @@ void AddElectionOptions(CLI::App* sub, Args* a, bool with_lease) {
   sub->add_option("--lock-nodes", a->election.lock_nodes,
                   "Comma-separated redis:// URLs of the leader's lock nodes, 1, 3 or 5 "
                   "independent servers (a quorum of them elects the leader and holds the head "
-                  "log); default: the coordination Redis alone");
+                  "log; a node may be a primary with its replicas, redis://h1,h2); default: "
+                  "the coordination Redis alone");
   sub->add_option("--lock-node-timeout", a->election.lock_node_timeout_ms,
                   "Per lock node and operation, ms")
       ->capture_default_str()
@@ -336,7 +340,9 @@ void AddEventsOptions(CLI::App* sub, Args* a) {
 // status and dlq.
 void AddFleetOptions(CLI::App* sub, Args* a) {
   AddCommon(sub, &a->common);
-  sub->add_option("--redis", a->fleet.redis, "Coordination Redis URL, e.g. redis://127.0.0.1:6379")
+  sub->add_option("--redis", a->fleet.redis,
+                  "Coordination Redis URL, e.g. redis://127.0.0.1:6379; a primary and its "
+                  "replicas as redis://h1:6379,h2:6379 (the primary is found by ROLE)")
       ->required();
   sub->add_option("--chain-id", a->fleet.chain_id,
                   "Chain whose coordination state to use (0: the one recorded in the database)")
@@ -439,12 +445,18 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.status = app->add_subcommand(
       "status",
       "Show the fleet at a glance: the leader and each lock node's view, the head log, the "
-      "coordination Redis (keys, memory, each replica's lag), "
+      "coordination Redis (keys, memory, each replica's lag, a warning when the key count keeps "
+      "growing), "
       "frontier, queue depths, leases, dead letters, live workers with their ranges and rates, "
       "lag to the chain head, and the events: outbox backlog, each bus's cursor, group lag");
   AddFleetOptions(s.status, a);
   AddElectionOptions(s.status, a, /*with_lease=*/false);
   s.status->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL, to show the head and the lag");
+  s.status->add_option(
+      "--redis-replica", a->fleet.redis_replica,
+      "A replica of the coordination Redis, e.g. redis://replica:6379: the display data (keys, "
+      "memory, Redis frontier, queue, leases, workers) is read there, with a line giving its lag; "
+      "status only (coordination reads and writes always go to the --redis primary)");
   s.status->add_option("--bus", a->events.bus,
                        "Event bus URLs, comma-separated: show the lag of --group's groups there");
   s.status->add_option("--group", a->events.groups,
@@ -795,7 +807,7 @@ int main(int argc, char** argv) {
   if (sub.exp->parsed()) return ExitCode(ExportFromFlags(a));
   if (sub.status->parsed()) {
     return ExitCode(RunStatus({FleetStateFromFlags(a), a.fleet.rpc, SplitUrlList(a.events.bus),
-                               SplitUrlList(a.events.groups)},
+                               SplitUrlList(a.events.groups), a.fleet.redis_replica},
                               std::cout));
   }
   if (sub.events_tail->parsed()) {

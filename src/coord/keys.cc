@@ -32,6 +32,7 @@ std::string Keys::heartbeat(std::string_view worker) const {
   return prefix_ + "heartbeat:" + std::string(worker);
 }
 std::string Keys::registry() const { return prefix_ + "registry"; }
+std::string Keys::key_count_samples() const { return prefix_ + "keywatch:samples"; }
 std::string Keys::registry_expiries() const { return prefix_ + "registry:expiries"; }
 std::string Keys::election_lock() const { return prefix_ + "election:lock"; }
 std::string Keys::election_epoch() const { return prefix_ + "election:epoch"; }

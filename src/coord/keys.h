@@ -28,6 +28,9 @@
 //                                 dead ones not yet pruned: every beat prunes up to
 //                                 Registry::kMaxPrunePerBeat expired entries (registry_beat.lua),
 //                                 and List() prunes the dead ones it sees.
+//   key_count_samples             at most KeyWatchOptions::max_samples (30) entries, LTRIMmed by
+//                                 every write (key_watch_sample.lua), and a TTL (24 h) renewed
+//                                 by each sample.
 //
 // Thread-safety: immutable after construction; safe to share.
 #pragma once
@@ -102,6 +105,11 @@ class Keys {
   // Sorted set worker -> expiry (Redis TIME ms) of its registry entry: how a beat finds dead
   // entries to prune without scanning the hash.
   std::string registry_expiries() const;
+
+  // --- memory watch (key_watch.h) ---
+  // List, newest first: "<Redis TIME ms>:<DBSIZE>" samples of the coordination Redis's key count,
+  // for the growth warning of `gapless status`.
+  std::string key_count_samples() const;
 
   // --- HA leader (election.h). These live on every lock node (independent redis-servers), not
   // only on the coordination Redis; each node keeps its own copy and a quorum decides. ---

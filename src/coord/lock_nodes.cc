@@ -109,8 +109,12 @@ Result<std::unique_ptr<LockNodes>> LockNodes::Open(const std::vector<std::string
     GAPLESS_ASSIGN_OR_RETURN(auto conn, RedisConn::Connect(url, redis_options,
                                                            /*connect_now=*/false));
     std::string describe = conn->Describe();
-    if (!seen.insert(describe).second) {
-      return FailedPrecondition("lock nodes: " + describe + " is given twice");
+    // A node given as several servers (a primary and its replicas) is one node: no server may
+    // appear in two nodes, or one server would count twice towards the quorum.
+    for (const RedisUrl::Host& host : conn->url().hosts) {
+      if (!seen.insert(host.Describe()).second) {
+        return FailedPrecondition("lock nodes: " + host.Describe() + " is given twice");
+      }
     }
     auto node = std::make_unique<Node>();
     node->url = url;

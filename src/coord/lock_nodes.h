@@ -72,7 +72,8 @@ class LockNodes {
 };
 
 // Splits "redis://a:1,redis://b:2" on commas (spaces around items are dropped); a piece without
-// "://" continues the URL before it, so "kafka://h1:9092,h2:9092,redis://r" is two URLs.
+// "://" continues the URL before it, so "kafka://h1:9092,h2:9092,redis://r" is two URLs and so is
+// "redis://p:6379,r:6380/2,redis://n:6379" (a multi-server Redis URL, RedisUrl, stays whole).
 std::vector<std::string> SplitUrlList(const std::string& text);
 
 }  // namespace gapless

@@ -252,15 +252,62 @@ const RedisScript& LoadScript(std::string_view file_name) {
 
 // --- RedisConn -----------------------------------------------------------------------------
 
-Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
-                                                      const RedisOptions& options,
-                                                      bool connect_now) {
+namespace {
+
+// One "host[:port]" or "[v6]:port" of a URL's host list.
+Result<RedisUrl::Host> ParseHost(std::string_view hostport) {
+  RedisUrl::Host h;
+  std::string_view port_text;
+  if (StartsWith(hostport, "[")) {  // [::1]:6379
+    size_t close = hostport.find(']');
+    if (close == std::string_view::npos) return FailedPrecondition("redis URL: unclosed '['");
+    h.host = std::string(hostport.substr(1, close - 1));
+    std::string_view after = hostport.substr(close + 1);
+    if (StartsWith(after, ":")) {
+      port_text = after.substr(1);
+    } else if (!after.empty()) {
+      return FailedPrecondition("redis URL: unexpected '" + std::string(after) + "' after ']'");
+    }
+  } else if (size_t colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    h.host = std::string(hostport.substr(0, colon));
+    port_text = hostport.substr(colon + 1);
+  } else {
+    h.host = std::string(hostport);
+  }
+  if (h.host.empty()) return FailedPrecondition("redis URL: missing host");
+  if (!port_text.empty()) {
+    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), h.port);
+    if (ec != std::errc() || p != port_text.data() + port_text.size() || h.port <= 0 ||
+        h.port > 65535) {
+      return FailedPrecondition("redis URL: bad port '" + std::string(port_text) + "'");
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string RedisUrl::Host::Describe() const {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::string RedisUrl::Describe() const {
+  std::string out;
+  for (const Host& h : hosts) {
+    if (!out.empty()) out += ",";
+    out += h.Describe();
+  }
+  return out;
+}
+
+Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   constexpr std::string_view kScheme = "redis://";
   if (!StartsWith(url, kScheme)) {
     return FailedPrecondition("redis URL must start with redis://");
   }
-  std::string_view rest = std::string_view(url).substr(kScheme.size());
-  Url u;
+  std::string_view rest = url.substr(kScheme.size());
+  RedisUrl u;
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
@@ -272,9 +319,9 @@ Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
       u.password = PercentDecode(userinfo);
     }
   }
-  std::string_view hostport = rest;
+  std::string_view host_list = rest;
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
-    hostport = rest.substr(0, slash);
+    host_list = rest.substr(0, slash);
     std::string_view db = rest.substr(slash + 1);
     if (!db.empty()) {
       auto [p, ec] = std::from_chars(db.data(), db.data() + db.size(), u.db);
@@ -283,27 +330,28 @@ Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
       }
     }
   }
-  std::string_view port_text;
-  if (StartsWith(hostport, "[")) {  // [::1]:6379
-    size_t close = hostport.find(']');
-    if (close == std::string_view::npos) return FailedPrecondition("redis URL: unclosed '['");
-    u.host = std::string(hostport.substr(1, close - 1));
-    std::string_view after = hostport.substr(close + 1);
-    if (StartsWith(after, ":")) port_text = after.substr(1);
-  } else if (size_t colon = hostport.rfind(':'); colon != std::string_view::npos) {
-    u.host = std::string(hostport.substr(0, colon));
-    port_text = hostport.substr(colon + 1);
-  } else {
-    u.host = std::string(hostport);
-  }
-  if (u.host.empty()) return FailedPrecondition("redis URL: missing host");
-  if (!port_text.empty()) {
-    auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), u.port);
-    if (ec != std::errc() || p != port_text.data() + port_text.size() || u.port <= 0 ||
-        u.port > 65535) {
-      return FailedPrecondition("redis URL: bad port '" + std::string(port_text) + "'");
+  // "h1:p1,h2:p2": one primary and its replicas (RedisConn takes whichever is the primary).
+  size_t start = 0;
+  while (true) {
+    size_t comma = host_list.find(',', start);
+    std::string_view item = host_list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    if (item.empty() && (comma != std::string_view::npos || !u.hosts.empty())) {
+      return FailedPrecondition("redis URL: empty host in the list '" + std::string(host_list) +
+                                "'");
     }
+    GAPLESS_ASSIGN_OR_RETURN(RedisUrl::Host host, ParseHost(item));
+    u.hosts.push_back(std::move(host));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
   }
+  return u;
+}
+
+Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
+                                                      const RedisOptions& options,
+                                                      bool connect_now) {
+  GAPLESS_ASSIGN_OR_RETURN(RedisUrl u, ParseRedisUrl(url));
   // hiredis writes with write(2): a write to a connection the server reset would raise SIGPIPE
   // and kill the process. Ignore it (once, and only if nobody installed a handler); the write
   // then fails with EPIPE, which is a transport failure like any other.
@@ -319,7 +367,7 @@ Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
   return conn;
 }
 
-RedisConn::RedisConn(Url url, const RedisOptions& options)
+RedisConn::RedisConn(RedisUrl url, const RedisOptions& options)
     : url_(std::move(url)),
       options_(options),
       env_(options.env != nullptr ? options.env : Env::Default()) {
@@ -335,27 +383,57 @@ void RedisConn::Close() {
   }
 }
 
-std::string RedisConn::Describe() const {
-  if (url_.host.find(':') != std::string::npos) {
-    return "[" + url_.host + "]:" + std::to_string(url_.port);
-  }
-  return url_.host + ":" + std::to_string(url_.port);
-}
+std::string RedisConn::Describe() const { return url_.Describe(); }
+
+std::string RedisConn::DescribeCurrent() const { return url_.hosts[current_].Describe(); }
 
 Status RedisConn::Open() {
   Close();
+  const size_t n = url_.hosts.size();
+  if (n == 1) return OpenHost(0);
+  // Several servers: the first primary, starting with the one that answered last (after a
+  // failover that is the new primary at once, and a host that is down costs a connect timeout
+  // only when it is not the one in use).
+  std::string errors;
+  size_t replicas = 0;
+  Status refused;  // a FailedPrecondition (AUTH, SELECT): a configuration error
+  const size_t first = current_;
+  for (size_t k = 0; k < n; ++k) {
+    size_t i = (first + k) % n;
+    Status st = OpenHost(i);
+    if (st.ok()) {
+      current_ = i;
+      return st;
+    }
+    if (st.reason() == ReplicaReason()) ++replicas;
+    if (st.code() == Code::kFailedPrecondition && refused.ok()) refused = st;
+    errors += (errors.empty() ? "" : "; ") + st.message();
+  }
+  current_ = first;
+  if (!refused.ok()) return FailedPrecondition(errors);
+  Status out = Unavailable("no primary among redis " + Describe() + ": " + errors);
+  // Every server a replica: the caller tells this apart (at start, a configuration error).
+  return replicas == n ? std::move(out).WithReason(ReplicaReason()) : out;
+}
+
+Status RedisConn::OpenHost(size_t i) {
+  Close();
+  current_ = i;  // so that every message below names this host
+  const RedisUrl::Host& host = url_.hosts[i];
   redisContext* c =
-      redisConnectWithTimeout(url_.host.c_str(), url_.port, ToTimeval(options_.connect_timeout_ms));
-  if (c == nullptr) return Unavailable("connect to redis " + Describe() + " failed: out of memory");
+      redisConnectWithTimeout(host.host.c_str(), host.port, ToTimeval(options_.connect_timeout_ms));
+  if (c == nullptr) {
+    return Unavailable("connect to redis " + DescribeCurrent() + " failed: out of memory");
+  }
   if (c->err != 0) {
     std::string err = c->errstr;
     redisFree(c);
-    return Unavailable("connect to redis " + Describe() + " failed: " + err);
+    return Unavailable("connect to redis " + DescribeCurrent() + " failed: " + err);
   }
   if (redisSetTimeout(c, ToTimeval(options_.command_timeout_ms)) != REDIS_OK) {
     std::string err = c->errstr;
     redisFree(c);
-    return Unavailable("redis " + Describe() + ": cannot set socket timeout: " + err);
+    return Unavailable("redis " + DescribeCurrent() + ": cannot set socket timeout: " + err);
   }
   if (options_.keepalive_interval_s > 0) {
     // hiredis 0.14's redisEnableKeepAlive has a fixed interval; set the options ourselves.
@@ -374,7 +452,7 @@ Status RedisConn::Open() {
     auto r = RoundTrip(argv, &transport);
     if (r.ok()) return Status::Ok();
     if (transport || r.status().code() == Code::kUnavailable) return r.status();
-    return FailedPrecondition("redis " + Describe() + ": " + what +
+    return FailedPrecondition("redis " + DescribeCurrent() + ": " + what +
                               " failed: " + r.status().message());
   };
   if (!url_.password.empty()) {
@@ -401,11 +479,18 @@ Status RedisConn::Open() {
       Close();
       return role.status();
     }
-    // An error reply (ROLE denied or renamed): nothing to tell; take the server as it is.
+    // An error reply (ROLE denied or renamed): with one server, nothing to tell; take it as it
+    // is. With several, ROLE is how the primary is told apart: refuse rather than guess.
+    if (!role.ok() && url_.hosts.size() > 1) {
+      Close();
+      return FailedPrecondition("redis " + DescribeCurrent() + ": ROLE failed (" +
+                                role.status().message() +
+                                "); a URL with several servers needs ROLE to find the primary");
+    }
     if (role.ok() && !role->elements.empty() && role->elements[0].str != "master") {
       std::string what = role->elements[0].str;
       Close();
-      return Unavailable("redis " + Describe() + " is a replica (ROLE " + what +
+      return Unavailable("redis " + DescribeCurrent() + " is a replica (ROLE " + what +
                          "), not the primary: gapless coordinates only through the primary")
           .WithReason(ReplicaReason());
     }
@@ -435,7 +520,8 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
       err = "timed out after " + std::to_string(options_.command_timeout_ms) + " ms";
     }
     Close();  // the stream is out of sync now; the next command reconnects
-    return Unavailable("redis " + Describe() + ": " + (argv.empty() ? "" : argv[0]) + ": " + err);
+    return Unavailable("redis " + DescribeCurrent() + ": " + (argv.empty() ? "" : argv[0]) + ": " +
+                       err);
   }
   Result<RedisReply> out = Internal("unreachable");
   if (r->type == REDIS_REPLY_ERROR) {
@@ -444,8 +530,8 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
     Code status_code = IsTransientError(code)       ? Code::kUnavailable
                        : code == kCorruptStateError ? Code::kDataLoss
                                                     : Code::kInternal;
-    out =
-        Status(status_code, "redis " + Describe() + ": " + err).WithReason(RedisErrorReason(code));
+    out = Status(status_code, "redis " + DescribeCurrent() + ": " + err)
+              .WithReason(RedisErrorReason(code));
   } else {
     out = Convert(r);
   }
@@ -527,7 +613,7 @@ Status RedisConn::CheckNoEviction() {
     // CONFIG renamed or disabled (some managed services), or denied by an ACL. Not knowing the
     // policy is refused like an evicting one: an evicted lease or queue key loses work silently.
     return FailedPrecondition(
-        "redis " + Describe() + ": cannot read maxmemory-policy (" +
+        "redis " + DescribeCurrent() + ": cannot read maxmemory-policy (" +
         (r.ok() ? std::string("CONFIG GET returned nothing") : r.status().message()) +
         "); gapless refuses to run on a Redis that may evict its coordination keys. Let gapless "
         "run CONFIG GET (do not rename or disable CONFIG; with ACLs grant +config|get) and set "
@@ -535,7 +621,7 @@ Status RedisConn::CheckNoEviction() {
   }
   const std::string& policy = r->elements[1].str;
   if (policy != "noeviction") {
-    return FailedPrecondition("redis " + Describe() + " has maxmemory-policy " + policy +
+    return FailedPrecondition("redis " + DescribeCurrent() + " has maxmemory-policy " + policy +
                               ", which can evict leases and queue keys; set it to noeviction "
                               "(CONFIG SET maxmemory-policy noeviction, and in redis.conf)");
   }
@@ -543,12 +629,12 @@ Status RedisConn::CheckNoEviction() {
 }
 
 Result<std::optional<RedisReply>> RedisConn::ReadPushed(int64_t timeout_ms) {
-  if (ctx_ == nullptr) return Unavailable("redis " + Describe() + ": not connected");
+  if (ctx_ == nullptr) return Unavailable("redis " + DescribeCurrent() + ": not connected");
   void* raw = nullptr;
   // A message may already sit in hiredis's buffer (several arrive in one read).
   if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
     Close();
-    return Unavailable("redis " + Describe() + ": bad pushed message");
+    return Unavailable("redis " + DescribeCurrent() + ": bad pushed message");
   }
   if (raw == nullptr) {
     pollfd p{ctx_->fd, POLLIN, 0};
@@ -557,7 +643,7 @@ Result<std::optional<RedisReply>> RedisConn::ReadPushed(int64_t timeout_ms) {
     if (n < 0 || redisBufferRead(ctx_) != REDIS_OK ||
         redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
       Close();
-      return Unavailable("redis " + Describe() + ": subscription connection lost");
+      return Unavailable("redis " + DescribeCurrent() + ": subscription connection lost");
     }
     if (raw == nullptr) return std::optional<RedisReply>();
   }

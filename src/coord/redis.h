@@ -16,7 +16,11 @@
 // answers at the address (a Sentinel-managed VIP, a proxy, DNS). The command did not run, so this
 // holds even for non-idempotent commands. Every connect checks ROLE (RedisOptions::
 // require_primary): a replica at the address is refused like a server that is down, so reads
-// never come from a replica either.
+// never come from a replica either. A URL may name several servers, "redis://h1:p1,h2:p2/db"
+// (one primary and its replicas, same credentials and db): every (re)connect tries them in turn,
+// starting with the one that answered last, and takes the first whose ROLE is master, so after a
+// manual failover (a replica promoted with REPLICAOF NO ONE) the next reconnect finds the new
+// primary without Sentinel, a proxy or a DNS change.
 //
 // Retries: a command is resent after a transport failure only when the caller says it is
 // idempotent; a non-idempotent command (EVAL of a script that writes) may have run before the
@@ -33,6 +37,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,8 +65,29 @@ struct RedisOptions {
   bool require_primary = true;
 };
 
-// Status::reason() of a connection refused because the server is a replica (ROLE).
+// Status::reason() of a connection refused because the server is a replica (ROLE); with several
+// servers in the URL, because every one of them answered as a replica.
 std::string ReplicaReason();
+
+// A parsed Redis URL: "redis://[user:password@]host[:port][,host[:port]...][/db]". IPv6 hosts in
+// brackets ("[::1]:6379"); user and password percent-decoded; the port defaults to 6379 per host.
+struct RedisUrl {
+  struct Host {
+    std::string host;
+    int port = 6379;
+    std::string Describe() const;  // "host:port", "[::1]:port"
+  };
+  std::string user;
+  std::string password;
+  std::vector<Host> hosts;  // at least one
+  int db = 0;
+  // "host:port" or "h1:p1,h2:p2": the servers, never the credentials (nor the db).
+  std::string Describe() const;
+};
+
+// FailedPrecondition naming what is wrong (scheme, host, port, db number, an empty host in the
+// list).
+Result<RedisUrl> ParseRedisUrl(std::string_view url);
 
 struct RedisReply {
   // An error reply becomes a non-ok Result instead.
@@ -109,8 +135,9 @@ inline constexpr std::string_view kCorruptStateError = "CORRUPT";
 // One connection. Not thread-safe: one per thread.
 class RedisConn {
  public:
-  // "redis://[user:password@]host:port[/db]". Unavailable naming host:port when it cannot
-  // connect; FailedPrecondition for a bad URL or failed AUTH.
+  // "redis://[user:password@]host:port[,host:port...][/db]" (ParseRedisUrl). Unavailable naming
+  // host:port when it cannot connect (every host, with several; reason ReplicaReason() when each
+  // one that answered is a replica); FailedPrecondition for a bad URL or failed AUTH.
   // With connect_now false only the URL is checked: the first command opens the connection.
   static Result<std::unique_ptr<RedisConn>> Connect(const std::string& url,
                                                     const RedisOptions& options = {},
@@ -137,7 +164,13 @@ class RedisConn {
   // evict its leases (DESIGN). Unavailable when the server cannot be reached.
   Status CheckNoEviction();
 
-  std::string Describe() const;  // "host:port", never the password
+  // The URL's servers, "host:port" or "h1:p1,h2:p2" (RedisUrl::Describe), never the password.
+  // Stable across failovers: it names the URL, not the server in use (an event bus's cursor is
+  // keyed by it).
+  std::string Describe() const;
+  // "host:port" of the server in use, or of the one that answered last (the first before any).
+  std::string DescribeCurrent() const;
+  const RedisUrl& url() const { return url_; }
 
   // Pub/sub: after a (P)SUBSCRIBE sent with Command, waits up to timeout_ms for the next pushed
   // message. nullopt when none came in time; Unavailable when the connection broke (it is closed:
@@ -145,22 +178,19 @@ class RedisConn {
   Result<std::optional<RedisReply>> ReadPushed(int64_t timeout_ms);
 
  private:
-  struct Url {
-    std::string user;
-    std::string password;
-    std::string host;
-    int port = 6379;
-    int db = 0;
-  };
-  RedisConn(Url url, const RedisOptions& options);
-  // Opens (or reopens) the connection: connect, timeouts, keepalive, AUTH, SELECT.
+  RedisConn(RedisUrl url, const RedisOptions& options);
+  // Opens (or reopens) the connection to the first host, from current_ on, that accepts it
+  // (OpenHost) and makes it current_.
   Status Open();
+  // Connect to url_.hosts[i], timeouts, keepalive, AUTH, SELECT, ROLE (require_primary).
+  Status OpenHost(size_t i);
   void Close();
   // One round trip on the current connection; transport failures close it.
   // `transport_failure` tells the caller whether the command may be retried on a new connection.
   Result<RedisReply> RoundTrip(const std::vector<std::string>& argv, bool* transport_failure);
 
-  Url url_;
+  RedisUrl url_;
+  size_t current_ = 0;  // index in url_.hosts of the server in use or that answered last
   RedisOptions options_;
   Env* env_;
   redisContext* ctx_ = nullptr;

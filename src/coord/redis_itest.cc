@@ -12,6 +12,7 @@
 
 #include "coord/queue.h"
 #include "coord/redis.h"
+#include "testing/redis_failover.h"
 #include "testing/redis_server.h"
 #include "testing/redis_test_db.h"
 #include "testing/tcp_proxy.h"
@@ -49,28 +50,6 @@ class RawSocket {
   int fd_ = -1;
   int port_ = 0;
 };
-
-// One field of `INFO <section>`, e.g. Info(c, "replication", "role") -> "master"; "" if absent.
-std::string Info(RedisConn& c, const std::string& section, const std::string& field) {
-  auto r = c.Command({"INFO", section});
-  if (!r.ok()) return "";
-  std::string needle = field + ":";
-  size_t at = r->str.find("\n" + needle);
-  if (at == std::string::npos) return "";
-  at += 1 + needle.size();
-  size_t end = r->str.find_first_of("\r\n", at);
-  return r->str.substr(at, end - at);
-}
-
-// One counter of a command's INFO commandstats line, e.g. CommandStat(c, "rpush",
-// "rejected_calls"); -1 if absent. rejected_calls counts commands refused before they ran
-// (READONLY among them).
-int64_t CommandStat(RedisConn& c, const std::string& command, const std::string& counter) {
-  std::string line = Info(c, "commandstats", "cmdstat_" + command);
-  size_t at = line.find(counter + "=");
-  if (at == std::string::npos) return -1;
-  return std::stoll(line.substr(at + counter.size() + 1));
-}
 
 TEST(RedisConnItest, ConnectRefusedIsUnavailableNamingTheAddress) {
   RawSocket closed(false);
@@ -297,7 +276,7 @@ TEST(RedisConnItest, ErrorRepliesCarryTheirCodeAsReason) {
 }
 
 // Two private servers, B a replica of A (no delay before the full sync: the default waits 5 s for
-// more replicas), with an admin connection to each, opened while both are primaries.
+// more replicas), with an admin connection to each that works whatever their roles.
 struct ReplicatedPair {
   std::unique_ptr<RedisServer> a_server, b_server;
   std::unique_ptr<RedisConn> a_admin, b_admin;
@@ -309,8 +288,10 @@ void StartReplicatedPair(ReplicatedPair* pair) {
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   pair->a_server = std::move(a).value();
   pair->b_server = std::move(b).value();
-  auto admin_a = RedisConn::Connect(pair->a_server->url());
-  auto admin_b = RedisConn::Connect(pair->b_server->url());
+  RedisOptions any;  // the admin connections outlive role changes
+  any.require_primary = false;
+  auto admin_a = RedisConn::Connect(pair->a_server->url(), any);
+  auto admin_b = RedisConn::Connect(pair->b_server->url(), any);
   ASSERT_TRUE(admin_a.ok() && admin_b.ok());
   pair->a_admin = std::move(admin_a).value();
   pair->b_admin = std::move(admin_b).value();
@@ -333,10 +314,11 @@ TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimar
   RedisServer& b = *pair.b_server;
   std::unique_ptr<RedisConn>* admin_a = &pair.a_admin;
   std::unique_ptr<RedisConn>* admin_b = &pair.b_admin;
-  for (int i = 0; i < 200 && Info(**admin_b, "replication", "master_link_status") != "up"; ++i) {
+  for (int i = 0; i < 200 && InfoField(**admin_b, "replication", "master_link_status") != "up";
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
-  ASSERT_EQ(Info(**admin_b, "replication", "master_link_status"), "up");
+  ASSERT_EQ(InfoField(**admin_b, "replication", "master_link_status"), "up");
 
   TcpProxy proxy("127.0.0.1", a.port());
   SimEnv env;  // the reconnect backoff sleeps are virtual
@@ -357,8 +339,8 @@ TEST(RedisFailoverItest, AfterReplicaofGaplessReconnectsAndWritesOnlyToThePrimar
   ASSERT_TRUE((*admin_b)->Command({"REPLICAOF", "NO", "ONE"}).ok());
   ASSERT_TRUE((*admin_a)->Command({"REPLICAOF", "127.0.0.1", std::to_string(b.port())}).ok());
   proxy.SetTarget("127.0.0.1", b.port());
-  ASSERT_EQ(Info(**admin_a, "replication", "role"), "slave");
-  ASSERT_EQ(Info(**admin_b, "replication", "role"), "master");
+  ASSERT_EQ(InfoField(**admin_a, "replication", "role"), "slave");
+  ASSERT_EQ(InfoField(**admin_b, "replication", "role"), "master");
   const int64_t rejected_before =
       std::max<int64_t>(0, CommandStat(**admin_a, "rpush", "rejected_calls"));
 
@@ -424,6 +406,92 @@ TEST(RedisFailoverItest, AReplicaIsRefusedAtConnectAndAtEveryReconnect) {
   ASSERT_TRUE((*admin_a2)->Command({"REPLICAOF", "NO", "ONE"}).ok());
   auto again = (*conn)->Command({"GET", "k"});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
+}
+
+// Failover without Sentinel: the URL names both servers, the replica first. Every connect takes
+// the primary; after a manual failover the same RedisConn follows the new primary at its next
+// reconnect, whether the demoted server answers its next write with READONLY or closes its
+// clients (Sentinel's way), and nothing is read from or written to the demoted server.
+TEST(RedisFailoverItest, AMultiServerUrlFollowsManualFailoversBothWays) {
+  ReplicatedPair pair;
+  StartReplicatedPair(&pair);
+  if (HasFatalFailure()) return;
+  RedisServer& a = *pair.a_server;
+  RedisServer& b = *pair.b_server;
+  RedisConn& admin_a = *pair.a_admin;
+  RedisConn& admin_b = *pair.b_admin;
+  ASSERT_TRUE(WaitForReplicaLink(admin_b, 10'000).ok());
+  const std::string a_addr = "127.0.0.1:" + std::to_string(a.port());
+  const std::string b_addr = "127.0.0.1:" + std::to_string(b.port());
+
+  // No primary among the servers named (the replica under two names): a replica, as with one.
+  auto replicas_only =
+      RedisConn::Connect("redis://" + b_addr + ",localhost:" + std::to_string(b.port()));
+  ASSERT_FALSE(replicas_only.ok());
+  EXPECT_EQ(replicas_only.status().code(), Code::kUnavailable);
+  EXPECT_EQ(replicas_only.status().reason(), ReplicaReason()) << replicas_only.status().ToString();
+
+  SimEnv env;  // the reconnect backoff sleeps are virtual
+  RedisOptions options;
+  options.env = &env;
+  auto connected = RedisConn::Connect("redis://" + b_addr + "," + a_addr, options);
+  ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+  RedisConn& conn = **connected;
+  EXPECT_EQ(conn.DescribeCurrent(), a_addr) << "the replica listed first is passed over";
+  EXPECT_EQ(conn.Describe(), b_addr + "," + a_addr);
+  ASSERT_TRUE(admin_b.Command({"CONFIG", "RESETSTAT"}).ok());
+  auto list = [&] {
+    auto r = conn.Command({"LRANGE", "writes", "0", "-1"});
+    std::vector<std::string> out;
+    if (r.ok()) {
+      for (const auto& e : r->elements) out.push_back(e.str);
+    }
+    return out;
+  };
+  auto first = conn.Command({"RPUSH", "writes", "before"}, /*idempotent=*/false);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(list(), std::vector<std::string>{"before"});
+  EXPECT_EQ(CommandStat(admin_b, "lrange", "calls"), 0) << "read from the replica";
+  EXPECT_EQ(CommandStat(admin_b, "rpush", "rejected_calls"), 0) << "wrote to the replica";
+  EXPECT_EQ(CommandStat(admin_b, "role", "calls"), 0);
+
+  // 1. B promoted, A demoted; A keeps its clients, and answers the next write with READONLY.
+  Status st = ManualFailover(admin_a, admin_b, "127.0.0.1", b.port(), /*close_clients=*/false);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(InfoField(admin_a, "replication", "role"), "slave");
+  ASSERT_EQ(InfoField(admin_b, "replication", "role"), "master");
+  // Not idempotent on purpose: a READONLY write did not run, so resending it is safe.
+  for (int i = 0; i < 5; ++i) {
+    auto r = conn.Command({"RPUSH", "writes", "after-" + std::to_string(i)}, /*idempotent=*/false);
+    ASSERT_TRUE(r.ok()) << "write " << i << ": " << r.status().ToString();
+    EXPECT_EQ(r->integer, i + 2) << "each write lands once, after the ones before it";
+  }
+  EXPECT_EQ(conn.DescribeCurrent(), b_addr);
+  const std::vector<std::string> six = {"before",  "after-0", "after-1",
+                                        "after-2", "after-3", "after-4"};
+  EXPECT_EQ(list(), six);
+  auto on_b = admin_b.Command({"LLEN", "writes"});
+  ASSERT_TRUE(on_b.ok());
+  EXPECT_EQ(on_b->integer, 6) << "the writes are on the new primary";
+  // The demoted A (its stats reset at the demotion) refused the first write and saw nothing else
+  // from gapless (its rpush "calls" are B's writes, replicated to it).
+  EXPECT_EQ(CommandStat(admin_a, "rpush", "rejected_calls"), 1);
+  EXPECT_EQ(CommandStat(admin_a, "lrange", "calls"), 0) << "read from the demoted server";
+
+  // 2. And back, Sentinel's way: A promoted, B demoted and its clients closed. The next command
+  // is a read: it must reconnect (B, the server that answered last, is passed over) and read A.
+  st = ManualFailover(admin_b, admin_a, "127.0.0.1", a.port(), /*close_clients=*/true);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(InfoField(admin_b, "replication", "role"), "slave");
+  ASSERT_EQ(InfoField(admin_a, "replication", "role"), "master");
+  EXPECT_EQ(list(), six);
+  EXPECT_EQ(conn.DescribeCurrent(), a_addr);
+  auto last = conn.Command({"RPUSH", "writes", "after-failback"}, /*idempotent=*/false);
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ(last->integer, 7);
+  EXPECT_EQ(CommandStat(admin_b, "lrange", "calls"), 0) << "read from the demoted server";
+  EXPECT_EQ(CommandStat(admin_b, "rpush", "rejected_calls"), 0);
+  EXPECT_EQ(CommandStat(admin_b, "role", "calls"), 1) << "one reconnect probed it and moved on";
 }
 
 TEST(RedisConnItest, SharedTestServerIsNoEviction) {

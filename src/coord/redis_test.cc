@@ -51,12 +51,63 @@ TEST(RedisScriptDeathTest, MissingScriptAborts) {
 }
 
 TEST(RedisConnTest, BadUrlsAreFailedPrecondition) {
-  for (const char* url : {"http://127.0.0.1:6379", "redis://", "redis://host:notaport",
-                          "redis://host:70000", "redis://host:6379/x", "redis://[::1"}) {
+  for (const char* url :
+       {"http://127.0.0.1:6379", "redis://", "redis://host:notaport", "redis://host:70000",
+        "redis://host:6379/x", "redis://[::1", "redis://a:1,,b:2", "redis://a:1,", "redis://,a:1",
+        "redis://a:1,b:notaport", "redis://[::1]x"}) {
     auto c = RedisConn::Connect(url);
     ASSERT_FALSE(c.ok()) << url;
     EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << url << ": " << c.status().ToString();
   }
+}
+
+TEST(RedisUrlTest, OneServer) {
+  auto u = ParseRedisUrl("redis://user:p%40ss@redis.example:6380/3");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->user, "user");
+  EXPECT_EQ(u->password, "p@ss");
+  ASSERT_EQ(u->hosts.size(), 1u);
+  EXPECT_EQ(u->hosts[0].host, "redis.example");
+  EXPECT_EQ(u->hosts[0].port, 6380);
+  EXPECT_EQ(u->db, 3);
+  EXPECT_EQ(u->Describe(), "redis.example:6380");
+  auto plain = ParseRedisUrl("redis://localhost");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->Describe(), "localhost:6379");
+  EXPECT_EQ(plain->db, 0);
+}
+
+// A primary and its replica in one URL (failover without Sentinel): every server with its own
+// port (6379 when left out, IPv6 in brackets), one set of credentials and one db for all.
+TEST(RedisUrlTest, SeveralServersShareCredentialsAndDb) {
+  auto u = ParseRedisUrl("redis://:secret@10.0.0.1:6379,10.0.0.2,[::1]:6390/2");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->password, "secret");
+  EXPECT_EQ(u->user, "");
+  EXPECT_EQ(u->db, 2);
+  ASSERT_EQ(u->hosts.size(), 3u);
+  EXPECT_EQ(u->hosts[0].host, "10.0.0.1");
+  EXPECT_EQ(u->hosts[0].port, 6379);
+  EXPECT_EQ(u->hosts[1].host, "10.0.0.2");
+  EXPECT_EQ(u->hosts[1].port, 6379);
+  EXPECT_EQ(u->hosts[2].host, "::1");
+  EXPECT_EQ(u->hosts[2].port, 6390);
+  EXPECT_EQ(u->Describe(), "10.0.0.1:6379,10.0.0.2:6379,[::1]:6390");
+}
+
+// What gapless prints about a URL (logs, status, a bus's name) never carries its password, with
+// one server or several; the connection names the server in use apart from the whole list.
+TEST(RedisUrlTest, DescribeNeverShowsThePassword) {
+  for (const char* url : {"redis://admin:hunter2@h1:1,h2:2/1", "redis://hunter2@h1:1"}) {
+    auto c = RedisConn::Connect(url, {}, /*connect_now=*/false);
+    ASSERT_TRUE(c.ok()) << url;
+    EXPECT_EQ((*c)->Describe().find("hunter2"), std::string::npos) << (*c)->Describe();
+    EXPECT_EQ((*c)->Describe().find("admin"), std::string::npos) << (*c)->Describe();
+  }
+  auto c = RedisConn::Connect("redis://admin:hunter2@h1:1,h2:2/1", {}, /*connect_now=*/false);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ((*c)->Describe(), "h1:1,h2:2");
+  EXPECT_EQ((*c)->DescribeCurrent(), "h1:1") << "the first server until another one answers";
 }
 
 }  // namespace
@@ -71,6 +122,25 @@ TEST(SplitUrlListTest, SplitsOnCommasAndKeepsMultiHostUrlsWhole) {
   EXPECT_EQ(SplitUrlList("kafka://h1:9092,h2:9092,redis://r:6379"),
             (std::vector<std::string>{"kafka://h1:9092,h2:9092", "redis://r:6379"}));
   EXPECT_TRUE(SplitUrlList("").empty());
+  // --lock-nodes / --events: a lock node (or a bus) that is a primary with its replica.
+  EXPECT_EQ(SplitUrlList("redis://:pw@p:6379,r:6380/2, redis://n2:6379,redis://n3:6379"),
+            (std::vector<std::string>{"redis://:pw@p:6379,r:6380/2", "redis://n2:6379",
+                                      "redis://n3:6379"}));
+  EXPECT_EQ(SplitUrlList("redis://p:6379,r:6380"),
+            (std::vector<std::string>{"redis://p:6379,r:6380"}));
+}
+
+// One server must not count twice towards the lock-node quorum, also when a node is given as a
+// primary with its replicas.
+TEST(LockNodesTest, AServerInTwoNodesIsRefused) {
+  auto nodes = LockNodes::Open({"redis://a:1,b:2", "redis://c:3", "redis://b:2"});
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_EQ(nodes.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(nodes.status().message().find("b:2 is given twice"), std::string::npos)
+      << nodes.status().ToString();
+  auto fine = LockNodes::Open({"redis://a:1,b:2", "redis://c:3", "redis://d:4"});
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  EXPECT_EQ((*fine)->describe(0), "a:1,b:2");
 }
 
 }  // namespace

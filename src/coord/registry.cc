@@ -101,7 +101,7 @@ Status Registry::Leave(const std::string& worker) {
       .status();
 }
 
-Result<std::vector<WorkerInfo>> Registry::List() {
+Result<std::vector<WorkerInfo>> Registry::List(bool prune_dead) {
   GAPLESS_ASSIGN_OR_RETURN(auto all, redis_->Command({"HGETALL", keys_->registry()}));
   std::vector<WorkerInfo> live;
   for (size_t i = 0; i + 1 < all.elements.size(); i += 2) {
@@ -110,7 +110,7 @@ Result<std::vector<WorkerInfo>> Registry::List() {
     WorkerInfo info;
     if (alive.integer == 1 && Decode(worker, all.elements[i + 1].str, &info)) {
       live.push_back(std::move(info));
-    } else if (alive.integer == 0) {
+    } else if (alive.integer == 0 && prune_dead) {
       // Dead and not yet pruned by a beat: prune it now.
       GAPLESS_RETURN_IF_ERROR(Leave(worker));
     }

@@ -42,8 +42,9 @@ class Registry {
   Status Beat(const WorkerInfo& info, int64_t ttl_ms);
   // Removes the process's heartbeat and entry (graceful shutdown). Errors: from Redis.
   Status Leave(const std::string& worker);
-  // The live processes, sorted by worker id; prunes entries whose heartbeat is gone.
-  Result<std::vector<WorkerInfo>> List();
+  // The live processes, sorted by worker id; prunes entries whose heartbeat is gone unless
+  // prune_dead is false (a read-only listing, e.g. from a replica, which refuses writes).
+  Result<std::vector<WorkerInfo>> List(bool prune_dead = true);
 
   // JSON encoding of the registry entry (exposed for tests).
   static std::string Encode(const WorkerInfo& info);

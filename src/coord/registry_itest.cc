@@ -51,6 +51,12 @@ TEST_F(RegistryTest, LiveWorkersAreListedAndDeadOnesPruned) {
 
   // b stops beating: its heartbeat expires and the next List() drops it from the hash too.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // A read-only listing (status on a replica) leaves it out but writes nothing.
+  list = registry.List(/*prune_dead=*/false);
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0].worker, "a");
+  EXPECT_EQ(redis_->Command({"HLEN", keys_->registry()})->integer, 2) << "not pruned";
   list = registry.List();
   ASSERT_TRUE(list.ok());
   ASSERT_EQ(list->size(), 1u);

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "events/open_bus.h"
 #include "store/testdata.h"
 
 namespace gapless {
@@ -139,6 +140,20 @@ TEST(AppendJsonString, Escapes) {
   std::string out;
   AppendJsonString(out, "a\"b\\c\n\x01");
   EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\u0001\"");
+}
+
+}  // namespace
+}  // namespace gapless
+
+namespace gapless {
+namespace {
+
+// A bus URL as logs and status show it: without credentials, also for a Redis bus given as a
+// primary with its replica.
+TEST(BusName, DropsCredentialsOfMultiServerRedisUrls) {
+  EXPECT_EQ(BusName("redis://:hunter2@p:6379,r:6380/2"), "redis://p:6379,r:6380/2");
+  EXPECT_EQ(BusName("redis://user:hunter2@p:6379"), "redis://p:6379");
+  EXPECT_EQ(BusName("kafka://h1:9092,h2:9092?acks=all"), "kafka://h1:9092,h2:9092");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "coord/key_watch.h"
 #include "coord/queue.h"
 #include "coord/registry.h"
 #include "events/event.h"
@@ -286,21 +287,22 @@ std::map<std::string, std::string> InfoFields(RedisConn& redis, const std::strin
   return out;
 }
 
-// The coordination Redis itself: keys and memory (seed 000: TTL everything, watch the count), and
-// each replica's replication lag as the primary sees it (INFO replication: slaveN offset and
-// seconds since its last ack), with a warning above 5 s.
-void WriteRedisStatus(RedisConn& redis, std::ostream& out) {
-  Result<RedisReply> keys = redis.Command({"DBSIZE"});
-  std::map<std::string, std::string> memory = InfoFields(redis, "memory");
-  out << fmt::format(
-      "redis                  {} keys, {} used (peak {})\n",
-      keys.ok() ? std::to_string(keys->integer) : std::string("?"),
-      memory.count("used_memory_human") ? memory["used_memory_human"] : "?",
-      memory.count("used_memory_peak_human") ? memory["used_memory_peak_human"] : "?");
-  std::map<std::string, std::string> replication = InfoFields(redis, "replication");
-  const int64_t primary_offset = replication.count("master_repl_offset")
-                                     ? std::atoll(replication["master_repl_offset"].c_str())
-                                     : 0;
+// One replica as the primary sees it (INFO replication "slaveN:ip=...,port=...,state=...,
+// offset=...,lag=...").
+struct ReplicaView {
+  std::string ip;
+  std::string port;
+  std::string state;
+  int64_t behind_bytes = 0;  // the primary's master_repl_offset minus the replica's offset
+  int64_t lag_s = 0;         // seconds since the replica's last acknowledgement
+};
+
+std::vector<ReplicaView> ReplicasOf(RedisConn& primary, int64_t* primary_offset) {
+  std::map<std::string, std::string> replication = InfoFields(primary, "replication");
+  *primary_offset = replication.count("master_repl_offset")
+                        ? std::atoll(replication["master_repl_offset"].c_str())
+                        : 0;
+  std::vector<ReplicaView> out;
   for (const auto& [name, value] : replication) {
     if (!name.starts_with("slave") ||
         name.find_first_not_of("0123456789", 5) != std::string::npos) {
@@ -317,13 +319,125 @@ void WriteRedisStatus(RedisConn& redis, std::ostream& out) {
       if (eq != std::string::npos) f[kv.substr(0, eq)] = kv.substr(eq + 1);
       start = comma + 1;
     }
-    const int64_t lag_s = std::atoll(f["lag"].c_str());
-    const int64_t behind = primary_offset - std::atoll(f["offset"].c_str());
-    out << fmt::format("  replica {}:{}  {}, {} bytes behind, last ack {} s ago{}\n", f["ip"],
-                       f["port"], f["state"], std::max<int64_t>(behind, 0), lag_s,
-                       lag_s > 5 ? "  WARNING: lagging more than 5 s (coordination uses the "
-                                   "primary only; never point --redis at it)"
-                                 : "");
+    out.push_back(
+        ReplicaView{f["ip"], f["port"], f["state"],
+                    std::max<int64_t>(*primary_offset - std::atoll(f["offset"].c_str()), 0),
+                    std::atoll(f["lag"].c_str())});
+  }
+  return out;
+}
+
+constexpr int64_t kReplicaLagWarningS = 5;
+
+// The coordination Redis itself: keys and memory (seed 000: TTL everything, watch the count) as
+// `display` (the primary, or the --redis-replica) reports them, and each replica's replication
+// lag as the primary sees it (INFO replication: slaveN offset and seconds since its last ack),
+// with a warning above 5 s.
+void WriteRedisStatus(RedisConn& primary, RedisConn& display, bool display_is_replica,
+                      std::ostream& out) {
+  if (primary.url().hosts.size() > 1) {
+    out << fmt::format("redis primary          {} (of {})\n", primary.DescribeCurrent(),
+                       primary.Describe());
+  }
+  Result<RedisReply> keys = display.Command({"DBSIZE"});
+  std::map<std::string, std::string> memory = InfoFields(display, "memory");
+  out << fmt::format(
+      "redis                  {} keys, {} used (peak {}){}\n",
+      keys.ok() ? std::to_string(keys->integer) : std::string("?"),
+      memory.count("used_memory_human") ? memory["used_memory_human"] : "?",
+      memory.count("used_memory_peak_human") ? memory["used_memory_peak_human"] : "?",
+      display_is_replica ? " on the replica " + display.DescribeCurrent() : "");
+  int64_t primary_offset = 0;
+  for (const ReplicaView& r : ReplicasOf(primary, &primary_offset)) {
+    out << fmt::format("  replica {}:{}  {}, {} bytes behind, last ack {} s ago{}\n", r.ip, r.port,
+                       r.state, r.behind_bytes, r.lag_s,
+                       r.lag_s > kReplicaLagWarningS
+                           ? "  WARNING: lagging more than 5 s (coordination uses the "
+                             "primary only; never point --redis at it)"
+                           : "");
+  }
+}
+
+// The --redis-replica: which server serves the display data, and how far behind the primary it
+// is. Its own INFO gives its offset and link; the primary's INFO gives the seconds since its last
+// acknowledgement (matched by port, and by address when the URL names an IP).
+void WriteDisplaySource(RedisConn& primary, RedisConn& replica, std::ostream& out) {
+  std::map<std::string, std::string> info = InfoFields(replica, "replication");
+  const std::string where = replica.DescribeCurrent();
+  if (info["role"] != "slave") {
+    out << fmt::format(
+        "display data           from {} (--redis-replica), which is a {}, not a replica: "
+        "WARNING: check --redis-replica\n",
+        where, info["role"].empty() ? "server of unknown role" : info["role"]);
+    return;
+  }
+  int64_t primary_offset = 0;
+  std::vector<ReplicaView> replicas = ReplicasOf(primary, &primary_offset);
+  const RedisUrl::Host& host = replica.url().hosts.front();
+  const ReplicaView* seen = nullptr;
+  for (const ReplicaView& r : replicas) {
+    if (r.port == std::to_string(host.port) && (seen == nullptr || r.ip == host.host)) {
+      seen = &r;
+    }
+  }
+  const bool link_up = info["master_link_status"] == "up";
+  if (seen == nullptr) {
+    out << fmt::format(
+        "display data           from replica {} (--redis-replica): link {} to {}:{}  WARNING: the "
+        "primary {} lists no replica at this port (this one follows {}:{})\n",
+        where, link_up ? "up" : "down", info["master_host"], info["master_port"],
+        primary.DescribeCurrent(), info["master_host"], info["master_port"]);
+    return;
+  }
+  const int64_t behind =
+      std::max<int64_t>(primary_offset - std::atoll(info["slave_repl_offset"].c_str()), 0);
+  out << fmt::format(
+      "display data           from replica {} (--redis-replica): link {}, {} bytes behind the "
+      "primary, last ack {} s ago{}\n",
+      where, link_up ? "up" : "down", behind, seen->lag_s,
+      !link_up || seen->lag_s > kReplicaLagWarningS ? "  WARNING: the display data may be stale"
+                                                    : "");
+}
+
+// The key-count history (coord/key_watch.h): this run's sample on the primary (a write), the
+// growth rule over the samples, and when it holds, the prefixes that hold the most keys in a SCAN
+// sample of `display`, with how many of the sampled keys have no TTL.
+void WriteKeyWatch(RedisConn& primary, RedisConn& display, const Keys& keys, std::ostream& out) {
+  Result<KeyCountHistory> history = RecordKeyCountSample(primary, keys);
+  if (!history.ok()) {
+    out << fmt::format("  key count history    unknown: {}\n", history.status().message());
+    return;
+  }
+  const std::vector<KeyCountSample>& samples = history->samples;
+  const double span_min =
+      samples.empty()
+          ? 0.0
+          : static_cast<double>(samples.back().time_ms - samples.front().time_ms) / 60'000;
+  KeyGrowth growth = DetectKeyGrowth(samples);
+  if (!growth.growing) {
+    out << fmt::format("  key count history    {} sample{} over {:.1f} min: no steady growth\n",
+                       samples.size(), samples.size() == 1 ? "" : "s", span_min);
+    return;
+  }
+  out << fmt::format(
+      "  key count history    {} samples over {:.1f} min  WARNING: the key count rose at each of "
+      "the last {} samples over {:.1f} min, {} -> {} keys: some keys may lack a TTL or a bound\n",
+      samples.size(), span_min, growth.rising_samples, static_cast<double>(growth.span_ms) / 60'000,
+      growth.from_keys, growth.to_keys);
+  Result<PrefixSample> prefixes = SampleKeyPrefixes(display);
+  if (!prefixes.ok()) {
+    out << fmt::format("    largest prefixes unknown: {}\n", prefixes.status().message());
+    return;
+  }
+  Result<RedisReply> dbsize = display.Command({"DBSIZE"});
+  const int64_t total = dbsize.ok() ? dbsize->integer : prefixes->keys_scanned;
+  for (const PrefixCount& p : prefixes->top) {
+    const int64_t estimate =
+        prefixes->keys_scanned > 0
+            ? p.keys_seen * std::max(total, prefixes->keys_scanned) / prefixes->keys_scanned
+            : p.keys_seen;
+    out << fmt::format("    {:<40} ~{} keys, {} of {} sampled without a TTL\n", p.prefix, estimate,
+                       p.without_ttl, p.ttl_checked);
   }
 }
 
@@ -367,16 +481,39 @@ Status WriteEventsStatus(PgConn& conn, uint64_t chain_id, const StatusCommand& c
 
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
   GAPLESS_ASSIGN_OR_RETURN(FleetState fleet, OpenFleetState(command.fleet));
-  RedisConn& redis = *fleet.coord->redis;
+  RedisConn& primary = *fleet.coord->redis;
   const Keys& keys = fleet.coord->keys;
-  Queue queue(&redis, keys);
+
+  // Display data from the --redis-replica when it answers; the primary otherwise. A replica that
+  // does not answer (paused, down) must not hang status: a short timeout, one attempt, and a probe
+  // (its INFO, needed for the lag line anyway) before it is used.
+  std::unique_ptr<RedisConn> replica;
+  std::string replica_problem;
+  if (!command.redis_replica.empty()) {
+    RedisOptions options;
+    options.require_primary = false;  // display only: reading a replica is the point
+    options.connect_timeout_ms = 1'000;
+    options.command_timeout_ms = 2'000;
+    options.max_attempts = 1;
+    auto conn = RedisConn::Connect(command.redis_replica, options);
+    Status probe = conn.ok() ? (*conn)->Command({"INFO", "replication"}).status() : conn.status();
+    if (probe.ok()) {
+      replica = std::move(conn).value();
+    } else if (probe.code() == Code::kFailedPrecondition) {
+      return probe.WithContext("--redis-replica");
+    } else {
+      replica_problem = probe.message();
+    }
+  }
+  RedisConn& display = replica != nullptr ? *replica : primary;
+  Queue queue(&display, keys);
 
   std::optional<uint64_t> pg_frontier;
   {
     auto conn = fleet.pool->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(pg_frontier, LoadFrontier(*conn));
   }
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply redis_frontier, redis.Command({"GET", keys.frontier()}));
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply redis_frontier, display.Command({"GET", keys.frontier()}));
   std::string head_text = "unknown (no --rpc)";
   std::optional<uint64_t> head;
   if (!command.rpc.empty()) {
@@ -390,7 +527,15 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
   }
   out << fmt::format("chain {}   (redis keys {}*)\n", fleet.chain_id, keys.prefix());
   WriteLeaderStatus(command.fleet, keys, out);
-  WriteRedisStatus(redis, out);
+  WriteRedisStatus(primary, display, replica != nullptr, out);
+  WriteKeyWatch(primary, display, keys, out);
+  if (replica != nullptr) {
+    WriteDisplaySource(primary, *replica, out);
+  } else if (!command.redis_replica.empty()) {
+    out << fmt::format(
+        "display data           from the primary: --redis-replica unavailable ({})  WARNING\n",
+        replica_problem);
+  }
   std::optional<uint64_t> redis_next;
   if (!redis_frontier.is_nil()) redis_next = std::stoull(redis_frontier.str);
   out << fmt::format("frontier (PostgreSQL)  {}\n", FrontierText(pg_frontier));
@@ -421,8 +566,9 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
     GAPLESS_RETURN_IF_ERROR(WriteEventsStatus(*conn, fleet.chain_id, command, out));
   }
 
-  Registry registry(&redis, &keys);
-  GAPLESS_ASSIGN_OR_RETURN(auto workers, registry.List());
+  Registry registry(&display, &keys);
+  // A replica refuses writes: list without pruning there (the fleet's beats prune anyway).
+  GAPLESS_ASSIGN_OR_RETURN(auto workers, registry.List(/*prune_dead=*/replica == nullptr));
   out << fmt::format("live workers ({})\n", workers.size());
   for (const auto& w : workers) {
     out << fmt::format("  {:<32} {}:{:<8} {:<24} {:.1f} blocks/s, beat {} ago\n", w.worker, w.host,

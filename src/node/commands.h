@@ -160,13 +160,21 @@ struct StatusCommand {
   // optional: consumer groups whose lag to show, on each of these buses
   std::vector<std::string> buses;
   std::vector<std::string> groups;
+  // optional: a replica of the coordination Redis (--redis-replica) that serves the display data
+  // (key count and memory, Redis frontier, queue depths, leases, workers) instead of the primary.
+  // Display only: no coordination path reads it.
+  std::string redis_replica;
 };
 
 // The leader (host, pid, epoch, since), each lock node's view (holder, epoch, log length,
 // reachable), the head log's committed height, the coordination Redis's keys, memory and each
-// replica's lag (warned above 5 s), frontier (Redis and PostgreSQL), queue depths,
-// leases, dead letters, live workers, lag; events: the outbox backlog, each bus's cursor (last
-// published block, events sent, when), and the lag of the named consumer groups.
+// replica's lag (warned above 5 s), the key-count history with a warning when it keeps growing
+// (coord/key_watch.h; each run adds a sample, at most one a minute), frontier (Redis and
+// PostgreSQL), queue depths, leases, dead letters, live workers, lag; events: the outbox backlog,
+// each bus's cursor (last published block, events sent, when), and the lag of the named consumer
+// groups. With redis_replica the display data comes from that replica (a line says so, with its
+// lag; an unreachable replica falls back to the primary); the primary still serves the replicas'
+// lag and the key-count samples, which are writes.
 Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out);
 
 // `gapless events tail`: envelopes from a bus as JSON lines, like kcat.
