@@ -244,5 +244,36 @@ TEST_F(KafkaSourceTest, AWorkerKilledBetweenItsCommitAndItsOffsetCommitIsSkipped
   ExpectEqualsACleanRun(chain->devnet(), pool_.get(), kTo);
 }
 
+// Blocks 100..149 never reach the stream: the leader reports the gap in `status` and, after
+// --heal-gaps-after, queues it for the RPC worker a Kafka worker given --rpc runs.
+TEST_F(KafkaSourceTest, AGapInTheStreamIsReportedAndHealedFromRpc) {
+  constexpr uint64_t kTo = 199;
+  auto chain = StartChain(kTo);
+  if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+  const std::string log = ::testing::TempDir() + "kafka-source-gap.log";
+  ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 0, 99), log), 120), 0) << "see " << log;
+  ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 150, kTo), log), 120), 0) << "see " << log;
+  std::vector<std::string> leader_args = Leader(*chain, kTo);
+  leader_args.insert(leader_args.end(), {"--heal-gaps-after", "6000"});
+  pid_t leader = Track(Spawn(leader_args, log));
+  std::vector<std::string> worker_args = Worker(kTo);
+  worker_args.insert(worker_args.end(), {"--rpc", chain->url});
+  pid_t worker = Track(Spawn(worker_args, log));
+  std::string shown;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto [code, out] = RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis",
+                                         redis_url_, "--log-level", "error"});
+        shown = out;
+        return out.find("blocks 100..149 missing from the stream") != std::string::npos;
+      },
+      60'000))
+      << shown;
+  EXPECT_NE(shown.find("WARNING"), std::string::npos) << shown;
+  ASSERT_EQ(WaitForExit(leader, 120), 0) << "the gap was not healed; see " << log;
+  EXPECT_EQ(WaitForExit(worker, 30), 0) << "see " << log;
+  ExpectEqualsACleanRun(chain->devnet(), pool_.get(), kTo);
+}
+
 }  // namespace
 }  // namespace gapless::e2e

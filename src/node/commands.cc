@@ -3,6 +3,7 @@
 #include "node/commands.h"
 
 #include <fmt/format.h>
+#include <simdjson.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -546,6 +547,26 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
     out << fmt::format(" (lag {} blocks)", *head + 1 > done ? *head + 1 - done : 0);
   }
   out << "\n";
+  // A Kafka fleet's leader reports the gap at the frontier (LeaderOptions::blocks_from_stream).
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply gap, display.Command({"GET", keys.gap()}));
+  if (!gap.is_nil()) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element g;
+    uint64_t from = 0, to = 0;
+    int64_t open_ms = 0;
+    bool healing = false;
+    if (parser.parse(gap.str).get(g) == simdjson::SUCCESS &&
+        g["from"].get_uint64().get(from) == simdjson::SUCCESS &&
+        g["to"].get_uint64().get(to) == simdjson::SUCCESS &&
+        g["open_ms"].get_int64().get(open_ms) == simdjson::SUCCESS &&
+        g["healing"].get_bool().get(healing) == simdjson::SUCCESS) {
+      out << fmt::format(
+          "gap                    blocks {}..{} missing from the stream for {:.0f} s, "
+          "{}  WARNING\n",
+          from, to, static_cast<double>(open_ms) / 1e3,
+          healing ? "queued for RPC workers" : "not healed yet");
+    }
+  }
 
   GAPLESS_ASSIGN_OR_RETURN(auto depths, queue.Depths());
   out << fmt::format("queue                  {} pending, {} processing, {} dead-lettered\n",

@@ -130,7 +130,8 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
                                                  const std::string& process_id,
                                                  const RpcClientFactory& make_client,
                                                  RateLimiter* limiter, const Leader* leader,
-                                                 const Election* head_log, uint32_t count) {
+                                                 const Election* head_log, uint32_t count,
+                                                 std::function<bool()> done = nullptr) {
   const IndexingOptions& args = command.indexing;
   std::vector<std::unique_ptr<Worker>> workers;
   for (uint32_t i = 0; i < count; ++i) {
@@ -144,6 +145,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.write_mode = args.write_mode;
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
+    if (done) options.done = done;
     options.check_blocks = [head_log](const std::vector<BlockData>& blocks) {
       return HeadLogCheck(*head_log, blocks);
     };
@@ -373,7 +375,13 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
-                  leader.get(), head_log.get(), kafka ? (has_rpc ? 1 : 0) : command.workers);
+                  leader.get(), head_log.get(), kafka ? (has_rpc ? 1 : 0) : command.workers,
+                  // The gap healer beside Kafka workers stops with them.
+                  kafka && leader == nullptr ? std::function<bool()>([&kafka_workers] {
+                    return std::all_of(kafka_workers.begin(), kafka_workers.end(),
+                                       [](const auto& w) { return w->done(); });
+                  })
+                                             : nullptr);
 
   spdlog::info(
       "{} blocks {}..{} of chain {} with {} workers{} (coordination: redis {}; {} lock node{})",
