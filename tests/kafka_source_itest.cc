@@ -7,10 +7,13 @@
 //    range re-published by the producer mid-run: the database equals a clean RPC run (table
 //    checksums) and the leader finishes the fixed range (the frontier passed it: no gap);
 //  - a worker killed after its commit and before its offset commit: the range is delivered again
-//    and skipped by the completion check (its fence token in indexed_ranges is the first write's).
+//    and skipped by the completion check (its fence token in indexed_ranges is the first write's);
+//  - a gap in the stream shows in `status` and is healed from RPC;
+//  - `run --source kafka` (leader and Kafka workers in one process) finishes a fixed range.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <random>
 
 #include "devnet_util.h"
@@ -272,6 +275,26 @@ TEST_F(KafkaSourceTest, AGapInTheStreamIsReportedAndHealedFromRpc) {
   EXPECT_NE(shown.find("WARNING"), std::string::npos) << shown;
   ASSERT_EQ(WaitForExit(leader, 120), 0) << "the gap was not healed; see " << log;
   EXPECT_EQ(WaitForExit(worker, 30), 0) << "see " << log;
+  ExpectEqualsACleanRun(chain->devnet(), pool_.get(), kTo);
+}
+
+// `gapless run --source kafka`: the leader and two Kafka workers in one process (the
+// single-machine form), finishing a fixed range with exit code 0.
+TEST_F(KafkaSourceTest, RunWithKafkaWorkersInOneProcessFinishesTheRange) {
+  constexpr uint64_t kTo = 149;
+  auto chain = StartChain(kTo);
+  if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+  const std::string log = ::testing::TempDir() + "kafka-source-run.log";
+  ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 0, kTo), log), 120), 0) << "see " << log;
+  std::vector<std::string> args = Leader(*chain, kTo);
+  args[1] = "run";
+  std::vector<std::string> worker = Worker(kTo);
+  for (const char* flag : {"--brokers", "--topic", "--group", "--kafka-flush"}) {
+    auto at = std::find(worker.begin(), worker.end(), flag);
+    args.insert(args.end(), {*at, *(at + 1)});
+  }
+  args.insert(args.end(), {"--workers", "2"});
+  ASSERT_EQ(WaitForExit(Track(Spawn(args, log)), 180), 0) << "see " << log;
   ExpectEqualsACleanRun(chain->devnet(), pool_.get(), kTo);
 }
 

@@ -135,7 +135,13 @@ class FakeSubscriber : public Subscriber {
     return lag_;
   }
   std::vector<std::string> Assignment() const override {
-    return {"test.event.1[0]", "test.event.1[1]"};
+    std::lock_guard<std::mutex> lock(mu_);
+    return assignment_;
+  }
+  // What Assignment() reports from now on (a rebalance took partitions away or gave them).
+  void set_assignment(std::vector<std::string> assignment) {
+    std::lock_guard<std::mutex> lock(mu_);
+    assignment_ = std::move(assignment);
   }
 
   void set_lag(int64_t lag) {
@@ -185,7 +191,8 @@ class FakeSubscriber : public Subscriber {
 
  private:
   Env* env_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
+  std::vector<std::string> assignment_{"test.event.1[0]", "test.event.1[1]"};
   uint64_t next_handle_ = 0;
   std::vector<std::pair<int64_t, Delivery>> ready_;
   std::set<std::pair<std::string, int32_t>> paused_;

@@ -218,6 +218,10 @@ TEST_F(FleetTest, LeaderAndThreeWorkersIndexTheDevnetLikeOneProcess) {
   auto depths = queue.Depths();
   ASSERT_TRUE(depths.ok());
   EXPECT_EQ(depths->pending + depths->processing + depths->dlq, 0);
+  // The leader sampled the coordination Redis's key count (coord/key_watch.h) for status.
+  auto samples = redis_.conn()->Command({"LRANGE", keys().key_count_samples(), "0", "-1"});
+  ASSERT_TRUE(samples.ok());
+  EXPECT_GE(samples->elements.size(), 1u) << "the leader recorded no key-count sample";
 
   // The same blocks through the single-process Indexer, into another database.
   PgTestDb reference_db;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "coord/frontier.h"
+#include "coord/key_watch.h"
 #include "coord/queue.h"
 #include "coord/range_lock.h"
 #include "node/ranges.h"
@@ -239,6 +240,29 @@ Status Leader::ReclaimLocks() {
   return Status::Ok();
 }
 
+void Leader::WatchKeys() {
+  const int64_t now = options_.env->NowMicros();
+  if (options_.key_sample_every_ms <= 0 || now < next_key_sample_micros_) return;
+  next_key_sample_micros_ = now + options_.key_sample_every_ms * 1000;
+  KeyWatchOptions watch;
+  watch.min_interval_ms = options_.key_sample_every_ms;
+  Result<KeyCountHistory> history = RecordKeyCountSample(*redis_, keys_, watch);
+  if (!history.ok()) {
+    spdlog::warn("leader {}: key-count sample failed: {}", options_.holder_id,
+                 history.status().ToString());
+    return;
+  }
+  KeyGrowth growth = DetectKeyGrowth(history->samples);
+  if (growth.growing) {
+    spdlog::warn(
+        "leader {}: the coordination Redis's key count rose at every sample for {:.0f} min ({} "
+        "-> {} keys): something writes keys without a TTL or a bound; `gapless status` names the "
+        "largest key prefixes",
+        options_.holder_id, static_cast<double>(growth.span_ms) / 60'000.0, growth.from_keys,
+        growth.to_keys);
+  }
+}
+
 Status Leader::CheckStuck() {
   uint64_t frontier_now = frontier_.load();
   if (!options_.to.has_value() || frontier_now > *options_.to || cursor_ <= *options_.to) {
@@ -341,6 +365,7 @@ Status Leader::Step(uint64_t epoch) {
     GAPLESS_RETURN_IF_ERROR(HealGaps(bound.value_or(options_.to.value_or(UINT64_MAX)), epoch));
     GAPLESS_RETURN_IF_ERROR(ReclaimLocks());
   }
+  WatchKeys();
   return CheckStuck();
 }
 

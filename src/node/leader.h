@@ -74,6 +74,9 @@ struct LeaderOptions {
   bool blocks_from_stream = false;
   int64_t heal_gaps_after_ms = 30'000;
   int64_t reclaim_every_ms = 5'000;
+  // The leader samples the coordination Redis's key count this often (`status` shows the history
+  // and warns about growth without bound; the leader logs the same warning).
+  int64_t key_sample_every_ms = 60'000;
   std::string holder_id;  // for logs
   Env* env = Env::Default();
 };
@@ -123,6 +126,9 @@ class Leader : public Duty {
   // blocks_from_stream: report and heal the gap at the frontier; free dead workers' range locks.
   Status HealGaps(uint64_t bound, uint64_t epoch);
   Status ReclaimLocks();
+  // Every key_sample_every_ms: a sample of the coordination Redis's key count (coord/key_watch.h),
+  // and a warning while the count grows without bound. Failures are logged, never fatal.
+  void WatchKeys();
   // Fixed range only: a non-ok Status once the range has been stuck on a dead letter for
   // give_up_when_stuck_ms (see LeaderOptions).
   Status CheckStuck();
@@ -147,6 +153,7 @@ class Leader : public Duty {
   int64_t gap_since_micros_ = 0;
   bool gap_healing_ = false;
   int64_t next_reclaim_micros_ = 0;
+  int64_t next_key_sample_micros_ = 0;
 };
 
 }  // namespace gapless
