@@ -1,5 +1,7 @@
 #include "core/env.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
@@ -62,6 +64,12 @@ void SimEnv::Advance(int64_t micros) {
 int64_t SimEnv::slept_micros() {
   std::lock_guard<std::mutex> lock(mu_);
   return slept_;
+}
+
+std::string HostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
 }
 
 int64_t BackoffMicros(Env* env, int attempt, int64_t base_micros, int64_t cap_micros) {

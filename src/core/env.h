@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <string>
 
 namespace gapless {
 
@@ -55,5 +56,8 @@ class SimEnv : public Env {
 
 // Exponential backoff with full jitter: a delay in [base*2^attempt / 2, base*2^attempt], capped.
 int64_t BackoffMicros(Env* env, int attempt, int64_t base_micros, int64_t cap_micros);
+
+// This machine's host name (gethostname), or "unknown". For registry entries and logs.
+std::string HostName();
 
 }  // namespace gapless

@@ -846,10 +846,15 @@ Result<std::unique_ptr<Publisher>> OpenKafkaPublisher(std::string_view url,
   return std::unique_ptr<Publisher>(new KafkaPublisher(std::move(parsed), options));
 }
 
-Result<int> KafkaPartitionCount(std::string_view url, const std::string& topic) {
-  GAPLESS_ASSIGN_OR_RETURN(KafkaUrl parsed, ParseKafkaUrl(url));
+namespace {
+
+// A handle for one-off metadata and offset queries of the tools (never joins a group, never
+// produces), on the URL's brokers and properties plus `extra`.
+Result<rd_kafka_t*> OpenToolHandle(const KafkaUrl& parsed, rd_kafka_type_t type,
+                                   const std::vector<std::pair<std::string, std::string>>& extra) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   Status st = SetAll(conf, {{"bootstrap.servers", parsed.bootstrap}});
+  if (st.ok()) st = SetAll(conf, extra);
   if (st.ok()) st = SetAll(conf, parsed.properties);
   if (!st.ok()) {
     rd_kafka_conf_destroy(conf);
@@ -857,62 +862,59 @@ Result<int> KafkaPartitionCount(std::string_view url, const std::string& topic) 
   }
   rd_kafka_conf_set_log_cb(conf, &LogCb);
   char errstr[512];
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
   if (rk == nullptr) {
     rd_kafka_conf_destroy(conf);
-    return FailedPrecondition(std::string("kafka producer: ") + errstr);
+    return FailedPrecondition(std::string("kafka client: ") + errstr);
   }
+  return rk;
+}
+
+// The partition ids of `topic` (metadata). NotFound when the topic does not exist.
+Result<std::vector<int32_t>> TopicPartitions(rd_kafka_t* rk, const std::string& topic) {
   rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
   rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, kMetadataTimeoutMs);
-  Result<int> out = Unavailable("kafka metadata of " + topic);
+  Result<std::vector<int32_t>> out = std::vector<int32_t>();
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
     out = KafkaStatus(err, "kafka metadata of " + topic + ": " + rd_kafka_err2str(err));
   } else if (md->topic_cnt != 1 || md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR ||
              md->topics[0].partition_cnt <= 0) {
     out = NotFound("kafka topic " + topic + " does not exist (create it, with its partitions)");
   } else {
-    out = md->topics[0].partition_cnt;
+    for (int p = 0; p < md->topics[0].partition_cnt; ++p) {
+      out->push_back(md->topics[0].partitions[p].id);
+    }
   }
   if (md != nullptr) rd_kafka_metadata_destroy(md);
   rd_kafka_topic_destroy(t);
-  rd_kafka_destroy(rk);
   return out;
+}
+
+}  // namespace
+
+Result<int> KafkaPartitionCount(std::string_view url, const std::string& topic) {
+  GAPLESS_ASSIGN_OR_RETURN(KafkaUrl parsed, ParseKafkaUrl(url));
+  GAPLESS_ASSIGN_OR_RETURN(rd_kafka_t * rk, OpenToolHandle(parsed, RD_KAFKA_PRODUCER, {}));
+  Result<std::vector<int32_t>> partitions = TopicPartitions(rk, topic);
+  rd_kafka_destroy(rk);
+  if (!partitions.ok()) return partitions.status();
+  return static_cast<int>(partitions->size());
 }
 
 Result<int64_t> KafkaGroupLag(std::string_view url, const SubscribeOptions& options) {
   GAPLESS_ASSIGN_OR_RETURN(KafkaUrl parsed, ParseKafkaUrl(url));
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  Status st = SetAll(conf, {{"bootstrap.servers", parsed.bootstrap},
-                            {"group.id", options.group},
-                            {"enable.auto.commit", "false"}});
-  if (st.ok()) st = SetAll(conf, parsed.properties);
-  if (!st.ok()) {
-    rd_kafka_conf_destroy(conf);
-    return st;
-  }
-  rd_kafka_conf_set_log_cb(conf, &LogCb);
-  char errstr[512];
   // A consumer handle that never subscribes: it reads the group's committed offsets without
   // joining the group (no rebalance of its members).
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return FailedPrecondition(std::string("kafka consumer: ") + errstr);
-  }
+  GAPLESS_ASSIGN_OR_RETURN(rd_kafka_t * rk, OpenToolHandle(parsed, RD_KAFKA_CONSUMER,
+                                                           {{"group.id", options.group},
+                                                            {"enable.auto.commit", "false"}}));
+  Status st;
   rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(8);
   for (const std::string& topic : options.topics) {
-    rd_kafka_topic_t* t = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
-    const rd_kafka_metadata_t* md = nullptr;
-    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, t, &md, kMetadataTimeoutMs);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1 &&
-        md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      for (int p = 0; p < md->topics[0].partition_cnt; ++p) {
-        rd_kafka_topic_partition_list_add(list, topic.c_str(), md->topics[0].partitions[p].id);
-      }
-    }
-    if (md != nullptr) rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(t);
+    Result<std::vector<int32_t>> partitions = TopicPartitions(rk, topic);
+    if (!partitions.ok()) continue;  // a topic nobody created yet has no lag
+    for (int32_t p : *partitions) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
   }
   int64_t lag = 0;
   bool committed_any = false;

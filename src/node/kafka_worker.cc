@@ -62,12 +62,6 @@ bool Covers(const std::vector<std::pair<uint64_t, uint64_t>>& committed, uint64_
   return false;
 }
 
-std::string HostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 }  // namespace
 
 KafkaWorker::KafkaWorker(KafkaWorkerOptions options, std::string redis_url, Keys keys, PgPool* pool)

@@ -30,12 +30,6 @@ void AddSince(Env* env, int64_t start, std::atomic<uint64_t>& counter) {
   if (now > start) counter += static_cast<uint64_t>(now - start);
 }
 
-std::string HostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 }  // namespace
 
 Worker::Worker(WorkerOptions options, BlockSourceFactory source_factory, std::string redis_url,
