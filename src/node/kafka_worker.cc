@@ -281,25 +281,25 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     skipped_ += 1;
     return Outcome::kDone;
   }
+  // PostgreSQL: the runs held that are not committed yet (recording for the frontier those that
+  // are: an earlier holder may have died between its commit and its record). *skip when none.
   std::vector<std::pair<uint64_t, uint64_t>> committed;
-  {
-    auto conn = pool_->Acquire();
-    Result<std::vector<std::pair<uint64_t, uint64_t>>> c = CommittedRanges(*conn, w.start, w.end);
-    if (!c.ok()) return fail(c.status());
-    committed = std::move(c).value();
-  }
   std::vector<BlockRange> todo;
-  for (const BlockRange& run : Runs(w.blocks)) {
-    std::vector<BlockRange> open = PendingRanges(run.from, run.to, options_.range_size, committed);
-    if (open.empty()) {
-      // Committed by an earlier holder that may have died before recording it: record it now.
-      Status recorded = frontier.Record(run.from, run.to);
-      if (!recorded.ok()) return fail(recorded);
+  auto check_committed = [&]() -> Status {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(committed, CommittedRanges(*conn, w.start, w.end));
+    todo.clear();
+    for (const BlockRange& run : Runs(w.blocks)) {
+      std::vector<BlockRange> open =
+          PendingRanges(run.from, run.to, options_.range_size, committed);
+      if (open.empty()) GAPLESS_RETURN_IF_ERROR(frontier.Record(run.from, run.to));
+      todo.insert(todo.end(), open.begin(), open.end());
     }
-    todo.insert(todo.end(), open.begin(), open.end());
-  }
+    if (todo.empty() && Covers(committed, w.start, w.end)) (void)locks.MarkCompleted(window);
+    return Status::Ok();
+  };
+  if (Status st = check_committed(); !st.ok()) return fail(st);
   if (todo.empty()) {
-    if (Covers(committed, w.start, w.end)) (void)locks.MarkCompleted(window);
     skipped_ += 1;
     return Outcome::kDone;
   }
@@ -321,6 +321,17 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     }
     (void)locks.Release(window, options_.worker_id);
   };
+  // Again under the lock: the holder before us may have committed between the first look and our
+  // acquire. Now nobody else can, so what is left is ours to write, once.
+  if (Status st = check_committed(); !st.ok()) {
+    release();
+    return fail(st);
+  }
+  if (todo.empty()) {
+    release();
+    skipped_ += 1;
+    return Outcome::kDone;
+  }
 
   // 3. Decode and write each run, fenced by the token.
   WriteOptions write_options;

@@ -17,8 +17,10 @@
 //     nothing is written.
 //  2. The window's range lock (SET NX PX with this worker's id; coord/range_lock.h), which hands
 //     out a fresh fencing token. Held by another worker: the window waits and is looked at again
-//     (after that worker commits, step 1 skips it). A keeper thread extends the lock every third of
-//     its TTL; the lock is extended once more right before the write.
+//     (after that worker commits, step 1 skips it). Taken: PostgreSQL is asked again, under the
+//     lock (the previous holder may have committed between step 1 and the acquire), so two live
+//     workers never both write a window. A keeper thread extends the lock every third of its
+//     TTL; the lock is extended once more right before the write.
 //  3. Decode (source/block_source.h, the same checks as for RPC blocks) and WriteRange with the
 //     token, one transaction per run. A holder paused past its TTL whose lock was taken over is
 //     refused by the fence when it resumes; it then starts the window again from step 1.

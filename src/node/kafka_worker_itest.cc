@@ -7,7 +7,8 @@
 //  - the same blocks delivered twice (a producer that re-published) and a message that is not a
 //    block: the window is written once and every duplicate acknowledged; the bad message is
 //    dead-lettered with an error naming it, then acknowledged, never silently skipped;
-//  - a window already committed (a redelivery after a crash): skipped, with no new write.
+//  - a window already committed (a redelivery after a crash): skipped, with no new write;
+//  - two members holding one window at once: one writes it, the other skips it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -217,6 +218,27 @@ TEST_F(KafkaWorkerTest, AWindowAlreadyCommittedIsSkippedWithoutAWrite) {
   EXPECT_EQ(b->worker->counters().blocks.load(), 0u);
   EXPECT_EQ(b->worker->skipped(), 1u);
   EXPECT_EQ(Ranges(), std::vector<std::string>{"100-149"});
+}
+
+// Two members holding the same window at once (a rebalance that has not settled): the lock and
+// the check under it let exactly one write it; the other acknowledges its copy as a duplicate.
+TEST_F(KafkaWorkerTest, TwoHoldersOfOneWindowWriteItOnce) {
+  std::vector<std::string> blocks = Messages(0, 49);
+  ASSERT_EQ(blocks.size(), 50u);
+  FakeSubscriber one(Env::Default()), two(Env::Default());
+  for (const std::string& b : blocks) {
+    one.Add(b, kTopic, 0);
+    two.Add(b, kTopic, 0);
+  }
+  auto a = Start("host:1:k0", &one);
+  auto b = Start("host:2:k0", &two);
+  ASSERT_TRUE(
+      WaitUntil([&] { return one.acked_count() == 50 && two.acked_count() == 50; }, 30'000));
+  a->Stop();
+  b->Stop();
+  EXPECT_EQ(a->worker->counters().blocks.load() + b->worker->counters().blocks.load(), 50u);
+  EXPECT_EQ(a->worker->skipped() + b->worker->skipped(), 1u);
+  EXPECT_EQ(Ranges(), std::vector<std::string>{"0-49"});
 }
 
 }  // namespace
