@@ -69,6 +69,7 @@
 // --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
 // --redis a server the caller owns. bench/scale_bench.sh starts both and runs this.
 #include <simdjson.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -960,7 +961,9 @@ std::string LoadAverage() {
 int Main(int argc, char** argv) {
   bench::ProgramName() = "scale_bench";
   Args args = ParseArgs(argc, argv);
-  // The roles' info lines (terms, fence floors) are noise, unless asked for.
+  // Log lines go to stderr, the figures to stdout. The roles' info lines (terms, fence floors)
+  // are noise, unless asked for.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("scale_bench"));
   spdlog::set_level(args.verbose ? spdlog::level::info : spdlog::level::warn);
 
   // The database: created afresh, migrated, dropped at the end.
@@ -1203,7 +1206,8 @@ int Main(int argc, char** argv) {
     std::printf(
         "\nKafka source, medians of %d: tx/s over the whole clock and after the first delivery; "
         "ratios to the RPC fleet of the same worker count (whole clock) and to raw COPY; shares "
-        "of the Kafka workers' summed Run time in the median Kafka run\n",
+        "of the Kafka workers' summed Run time in the median Kafka run; * = a run with a late "
+        "group member (a rebalance: windows re-read and skipped)\n",
         args.repeat);
     std::printf("%-7s %10s %11s %10s %6s %6s %6s %6s %6s %7s %6s %6s %6s %6s %8s   %s\n", "workers",
                 "kafka tx/s", "after join", "rpc tx/s", "/rpc", "/copy", "join%", "poll%",
@@ -1211,8 +1215,9 @@ int Main(int argc, char** argv) {
                 "all runs (kafka | rpc fleet tx/s)");
     for (int w : args.workers) {
       std::string all;
-      for (const KafkaResult& r : kafka_runs[w])
-        all += std::to_string(std::lround(tps(r.seconds))) + " ";
+      for (const KafkaResult& r : kafka_runs[w]) {
+        all += std::to_string(std::lround(tps(r.seconds))) + (r.skipped > 0 ? "* " : " ");
+      }
       all += "| ";
       for (const FleetResult& r : fleet_runs[w])
         all += std::to_string(std::lround(tps(r.seconds))) + " ";
@@ -1226,7 +1231,7 @@ int Main(int argc, char** argv) {
       };
       std::printf(
           "%-7d %10.0f %11.0f %10.0f %6s %6s %5.1f%% %5.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% "
-          "%5.1f%% %7llu %7.1fs   %s\n",
+          "%5.1f%% %7llu %7.2fs   %s\n",
           w, kafka_tps, tps(k.seconds - k.first_delivery), rpc_tps,
           ratio(kafka_tps, rpc_tps).c_str(), ratio(kafka_tps, copy_tps).c_str(),
           100 * k.join / total, 100 * k.poll / total, 100 * k.decode / total, 100 * k.write / total,
