@@ -2,12 +2,14 @@
 # scale_bench.sh: the scaling benchmark of issue 3 (bench/scale_bench.cc): end-to-end tx/s of the
 # fleet with 1, 2 and 4 workers next to the single-process Indexer, against a PostgreSQL and a
 # redis-server of its own, started here with scripts/pg.sh and scripts/redis.sh and stopped when
-# it exits.
+# it exits. With --sources rpc,kafka,copy also the Kafka block source of issue 9 (a mock Kafka
+# cluster that scale_bench starts itself) and raw COPY of the same rows.
 #
 # Usage: bench/scale_bench.sh [build-dir] [scale_bench flags...]
 #          (default build dir: <repo>/build-scale, with scale_bench built)
 #   GAPLESS_RUN_DIR=/tmp/gapless-scale-run  GAPLESS_PG_PORT=55633  GAPLESS_REDIS_PORT=56679
 # e.g. bench/scale_bench.sh build-scale --blocks 400 --range 20 --repeat 3
+#      bench/scale_bench.sh build-scale --blocks 400 --sources rpc,kafka,copy --repeat 5
 # Refuses to run if a Redis already answers on its port (it would not be ours to load and stop).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

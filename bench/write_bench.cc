@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "raw_copy.h"
 #include "store/copy_rows.h"
 #include "store/migrate.h"
 #include "store/pg.h"
@@ -40,6 +41,7 @@ namespace {
 
 using bench::Check;
 using bench::Die;
+using bench::RawCopy;
 
 struct Args {
   std::string url;
@@ -97,29 +99,6 @@ void Truncate(PgConn& conn) {
                   " indexed_ranges"),
         "truncate");
   Check(conn.Exec("CHECKPOINT"), "checkpoint");
-}
-
-// The baseline: the same rows, the same serialiser and chunking, straight into the tables.
-double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges) {
-  std::string buffer;
-  auto start = Clock::now();
-  for (const RangeWrite& w : ranges) {
-    PgTransaction txn(conn);
-    Check(txn.Begin(), "begin");
-    for (DataTable t : kDataTables) {
-      CopyWriter copy(conn, &buffer);
-      Check(copy.Begin(std::string("COPY ") + TableInfo(t).name + " (" + TableInfo(t).columns +
-                       ") FROM STDIN"),
-            "copy");
-      for (const BlockData& d : w.blocks) {
-        Check(AppendCopyRows(t, d, copy.buffer()), "serialise");
-        Check(copy.MaybeFlush(), "copy data");
-      }
-      Check(copy.Finish(), "copy end");
-    }
-    Check(txn.Commit(), "commit");
-  }
-  return Seconds(start, Clock::now());
 }
 
 double Write(PgConn& conn, const std::vector<RangeWrite>& ranges, WriteMode mode,
