@@ -104,6 +104,15 @@ class Subscriber {
   // it again. Acks may come in any order; Kafka commits each partition's offset only up to the
   // lowest delivery not yet acknowledged.
   virtual Status Ack(const Delivery& delivery) = 0;
+  // Ack of each, in order; Kafka sends one offset commit for all of them instead of one each.
+  virtual Status AckAll(const std::vector<Delivery>& deliveries) {
+    Status first;
+    for (const Delivery& d : deliveries) {
+      Status st = Ack(d);
+      if (first.ok()) first = st;
+    }
+    return first;
+  }
   // Sends the delivery's body, with `error`, to the dead-letter destination (see the file
   // comment). The caller acks the delivery afterwards.
   virtual Status DeadLetter(const Delivery& delivery, std::string_view error) = 0;

@@ -470,19 +470,32 @@ class KafkaSubscriber final : public Subscriber {
     return out;
   }
 
-  Status Ack(const Delivery& delivery) override {
-    auto it = pending_.find(delivery.handle);
-    if (it == pending_.end()) return Status::Ok();  // its partition was revoked meanwhile
-    Pending p = std::move(it->second);
-    pending_.erase(it);
-    auto tr = tracks_.find(p.tp);
-    if (tr == tracks_.end()) return Status::Ok();
-    PartitionTrack& track = tr->second;
-    track.outstanding.erase(p.offset);
-    int64_t commit_to = track.outstanding.empty() ? track.highest + 1 : *track.outstanding.begin();
-    if (commit_to <= track.committed) return Status::Ok();
-    track.committed = commit_to;
-    return Commit({{p.tp, commit_to}}, /*sync=*/false);
+  Status Ack(const Delivery& delivery) override { return AckAll({delivery}); }
+
+  // One asynchronous commit for all of them: per partition, up to the lowest delivery still
+  // outstanding.
+  Status AckAll(const std::vector<Delivery>& deliveries) override {
+    std::set<TopicPartition> touched;
+    for (const Delivery& delivery : deliveries) {
+      auto it = pending_.find(delivery.handle);
+      if (it == pending_.end()) continue;  // its partition was revoked meanwhile
+      Pending p = std::move(it->second);
+      pending_.erase(it);
+      auto tr = tracks_.find(p.tp);
+      if (tr == tracks_.end()) continue;
+      tr->second.outstanding.erase(p.offset);
+      touched.insert(p.tp);
+    }
+    std::vector<std::pair<TopicPartition, int64_t>> offsets;
+    for (const TopicPartition& tp : touched) {
+      PartitionTrack& track = tracks_.at(tp);
+      int64_t commit_to =
+          track.outstanding.empty() ? track.highest + 1 : *track.outstanding.begin();
+      if (commit_to <= track.committed) continue;
+      track.committed = commit_to;
+      offsets.emplace_back(tp, commit_to);
+    }
+    return Commit(offsets, /*sync=*/false);
   }
 
   Status DeadLetter(const Delivery& delivery, std::string_view error) override {

@@ -414,12 +414,15 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
 }
 
 void KafkaWorker::Acknowledge(Window& w) {
-  for (const auto& [n, d] : w.deliveries) {
-    Status st = subscriber_->Ack(d);
-    if (!st.ok()) {
-      spdlog::warn("kafka worker {}: ack of {} failed: {}", options_.worker_id, Where(d),
-                   st.ToString());
-    }
+  std::vector<Delivery> all;
+  all.reserve(w.deliveries.size());
+  for (const auto& [n, d] : w.deliveries) all.push_back(d);
+  // One offset commit for the window. A failed commit loses nothing: the messages come again
+  // after a restart or rebalance, and the completion check skips them.
+  Status st = subscriber_->AckAll(all);
+  if (!st.ok()) {
+    spdlog::warn("kafka worker {}: acknowledging blocks {}..{} failed: {}", options_.worker_id,
+                 w.start, w.end, st.ToString());
   }
   for (const auto& [n, unused] : w.blocks) held_->Drop(n);
 }
