@@ -1,0 +1,55 @@
+// rollback: undoes the blocks of a re-orged fork in PostgreSQL (issue 10 item 2), in one
+// transaction, fenced by the leader's epoch.
+//
+// RollBack(fork_point) deletes every row of every block above fork_point (blocks, withdrawals,
+// transactions, logs, token transfers), trims indexed_ranges to end at fork_point (so the fence
+// and CommittedRanges see those heights as never written), lowers the persisted frontier to
+// fork_point + 1 when it was above, deletes the event outbox rows of the orphaned blocks that no
+// bus has published yet, bumps indexer_state 'reorg_generation', and records the re-org in the
+// reorgs table. All or nothing: a failure leaves the database as it was.
+//
+// Bounds and fencing, checked before the first write:
+//   - the depth (blocks stored above the fork point) must not exceed max_depth: a deeper re-org is
+//     FailedPrecondition naming the fork point, the depth and how to recover (reason
+//     kReorgTooDeepReason), and nothing changes;
+//   - leader_epoch must not be below the highest epoch that rolled back before (a deposed
+//     leader, paused across its successor's rollback): Aborted with kStaleReorgEpochReason.
+// Rolling back to a fork point at or above the highest stored block changes nothing but still
+// records nothing (depth 0 is not a re-org).
+//
+// Thread-safety: as the PgConn.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+inline constexpr std::string_view kReorgTooDeepReason = "reorg-too-deep";
+inline constexpr std::string_view kStaleReorgEpochReason = "stale-reorg-epoch";
+
+struct RollbackRequest {
+  uint64_t fork_point = 0;              // the highest block both forks share; kept
+  std::vector<std::string> new_hashes;  // canonical hashes from fork_point + 1, for the record
+  uint64_t leader_epoch = 0;
+  uint64_t max_depth = 64;
+};
+
+struct RollbackResult {
+  uint64_t depth = 0;                   // blocks deleted
+  std::vector<std::string> old_hashes;  // their hashes, from fork_point + 1 up
+  uint64_t generation = 0;              // reorg_generation after the rollback (unchanged if 0)
+  uint64_t frontier = 0;                // the persisted frontier afterwards (0: none recorded)
+};
+
+Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request);
+
+// indexer_state 'reorg_generation': 0 before the first rollback.
+Result<uint64_t> ReorgGeneration(PgConn& conn);
+
+}  // namespace gapless

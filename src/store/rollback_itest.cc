@@ -1,0 +1,114 @@
+// Rolling back a re-orged fork against a real PostgreSQL: every row above the fork point goes in
+// one transaction, indexed_ranges and the frontier follow, the unpublished outbox rows of the
+// orphaned blocks go, the re-org is recorded; a rewrite of the new fork then commits; a re-org
+// deeper than the bound and a stale leader's rollback change nothing.
+#include <gtest/gtest.h>
+
+#include "store/outbox.h"
+#include "store/queries.h"
+#include "store/rollback.h"
+#include "store/state.h"
+#include "store/testdata.h"
+#include "store/writer.h"
+#include "testing/pg_test_db.h"
+
+namespace gapless {
+namespace {
+
+SyntheticOptions Small(uint64_t seed = 1) {
+  return {.transactions_per_block = 3,
+          .logs_per_block = 6,
+          .token_transfers_per_block = 3,
+          .withdrawals_per_block = 1,
+          .seed = seed};
+}
+
+class RollbackTest : public PgTest {
+ protected:
+  int64_t Count(const std::string& sql) {
+    auto res = conn().Query(sql);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return res.ok() ? *res->GetInt64(0, 0) : -1;
+  }
+  // Rows of every data table above `block`.
+  int64_t RowsAbove(uint64_t block) {
+    const std::string b = std::to_string(block);
+    return Count("SELECT (SELECT count(*) FROM blocks WHERE number > " + b +
+                 ") + (SELECT count(*) FROM transactions WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM logs WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM token_transfers WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM withdrawals WHERE block_number > " + b + ")");
+  }
+  void WriteAndPersist(uint64_t from, uint64_t to, uint64_t seed) {
+    ASSERT_TRUE(WriteRange(conn(), SyntheticRange(from, to, Small(seed))).ok());
+    ASSERT_TRUE(PersistFrontier(conn(), 0, to + 1).ok());
+  }
+};
+
+TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
+  ASSERT_TRUE(EnableEvents(conn(), 0).ok());
+  WriteAndPersist(0, 9, 1);
+  WriteAndPersist(10, 19, 1);
+  const int64_t below_before = Count("SELECT count(*) FROM transactions WHERE block_number <= 14");
+  std::vector<std::string> new_hashes;
+  for (uint64_t n = 15; n <= 19; ++n) new_hashes.push_back(SyntheticBlockHash(n, 2));
+
+  auto r = RollBack(conn(), {.fork_point = 14, .new_hashes = new_hashes, .leader_epoch = 3});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->depth, 5u);
+  ASSERT_EQ(r->old_hashes.size(), 5u);
+  EXPECT_EQ(r->old_hashes[0], SyntheticBlockHash(15, 1));
+  EXPECT_EQ(r->generation, 1u);
+  EXPECT_EQ(r->frontier, 15u);
+  EXPECT_EQ(RowsAbove(14), 0) << "an orphaned row survived";
+  EXPECT_EQ(Count("SELECT count(*) FROM transactions WHERE block_number <= 14"), below_before);
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 15);
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 0);
+  EXPECT_EQ(LoadFrontier(conn())->value_or(0), 15u);
+  auto ranges = CommittedRanges(conn(), 0, 100);
+  ASSERT_TRUE(ranges.ok());
+  EXPECT_EQ(*ranges, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 14}}));
+  EXPECT_EQ(Count("SELECT count(*) FROM reorgs WHERE fork_point = 14 AND depth = 5 AND "
+                  "generation = 1 AND leader_epoch = 3 AND cardinality(old_hashes) = 5 AND "
+                  "cardinality(new_hashes) = 5"),
+            1);
+  EXPECT_EQ(*ReorgGeneration(conn()), 1u);
+
+  // The new fork's blocks commit over the same heights, and the frontier moves on.
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(15, 19, Small(2))).ok());
+  EXPECT_EQ(*PersistFrontier(conn(), 0, 20), 20u);
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 14"), 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 5);
+}
+
+TEST_F(RollbackTest, TooDeepOrAStaleEpochChangesNothing) {
+  WriteAndPersist(0, 99, 1);
+  auto deep =
+      RollBack(conn(), {.fork_point = 20, .new_hashes = {}, .leader_epoch = 5, .max_depth = 64});
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(deep.status().reason(), kReorgTooDeepReason);
+  EXPECT_NE(deep.status().message().find("fork point 20"), std::string::npos)
+      << deep.status().message();
+  EXPECT_NE(deep.status().message().find("--max-reorg-depth"), std::string::npos);
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 100);
+  EXPECT_EQ(LoadFrontier(conn())->value_or(0), 100u);
+
+  ASSERT_TRUE(RollBack(conn(), {.fork_point = 97, .new_hashes = {}, .leader_epoch = 5}).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 98);
+  // A deposed leader (epoch 4) rolling back after its successor (5): refused, nothing changes.
+  auto stale = RollBack(conn(), {.fork_point = 90, .new_hashes = {}, .leader_epoch = 4});
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.status().code(), Code::kAborted);
+  EXPECT_EQ(stale.status().reason(), kStaleReorgEpochReason);
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 98);
+  EXPECT_EQ(Count("SELECT count(*) FROM reorgs"), 1);
+  // Nothing above the fork point: no re-org recorded.
+  auto none = RollBack(conn(), {.fork_point = 200, .new_hashes = {}, .leader_epoch = 5});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->depth, 0u);
+  EXPECT_EQ(Count("SELECT count(*) FROM reorgs"), 1);
+}
+
+}  // namespace
+}  // namespace gapless
