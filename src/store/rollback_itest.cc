@@ -39,6 +39,12 @@ class RollbackTest : public PgTest {
                  ") + (SELECT count(*) FROM token_transfers WHERE block_number > " + b +
                  ") + (SELECT count(*) FROM withdrawals WHERE block_number > " + b + ")");
   }
+  // Blocks of another fork (seed 2) that branch off the stored chain after block from - 1.
+  static RangeWrite NewFork(uint64_t from, uint64_t to) {
+    RangeWrite w = SyntheticRange(from, to, Small(2));
+    w.blocks.front().block.parent_hash = SyntheticBlockHash(from - 1, 1);
+    return w;
+  }
   void WriteAndPersist(uint64_t from, uint64_t to, uint64_t seed) {
     ASSERT_TRUE(WriteRange(conn(), SyntheticRange(from, to, Small(seed))).ok());
     ASSERT_TRUE(PersistFrontier(conn(), 0, to + 1).ok());
@@ -74,8 +80,9 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
             1);
   EXPECT_EQ(*ReorgGeneration(conn()), 1u);
 
-  // The new fork's blocks commit over the same heights, and the frontier moves on.
-  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(15, 19, Small(2))).ok());
+  // The new fork's blocks (joining at the fork point) commit over the same heights, and the
+  // frontier moves on.
+  ASSERT_TRUE(WriteRange(conn(), NewFork(15, 19)).ok());
   EXPECT_EQ(*PersistFrontier(conn(), 0, 20), 20u);
   EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 14"), 5);
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 5);
@@ -108,6 +115,38 @@ TEST_F(RollbackTest, TooDeepOrAStaleEpochChangesNothing) {
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->depth, 0u);
   EXPECT_EQ(Count("SELECT count(*) FROM reorgs"), 1);
+}
+
+// The writer refuses a range that does not join the stored chain, on either side, and writes
+// nothing: the first block's parent must be the stored block below, and the stored block above
+// must have the last block as its parent.
+TEST_F(RollbackTest, ARangeThatDoesNotJoinTheStoredChainIsRefused) {
+  WriteAndPersist(0, 19, 1);
+  // The old fork's 20..24 after 0..19 joins; another fork's 20..24 does not.
+  Status st = WriteRange(conn(), SyntheticRange(20, 24, Small(2)));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kAborted);
+  EXPECT_EQ(st.reason(), kParentMismatchReason);
+  EXPECT_NE(st.message().find("block 20 has parent"), std::string::npos) << st.message();
+  // A late worker of the old fork rewriting 15..19 of a fork that is not the stored one: the
+  // stored block 20 (when there) must have 19 as parent.
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(20, 24, Small(1))).ok());
+  st = WriteRange(conn(), NewFork(15, 19));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.reason(), kParentMismatchReason);
+  EXPECT_NE(st.message().find("stored block 20"), std::string::npos) << st.message();
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number BETWEEN 15 AND 19 AND hash = "
+                  "decode(substr('" +
+                  SyntheticBlockHash(15, 1) + "', 3), 'hex')"),
+            1)
+      << "the refused write changed the stored block 15";
+  // Blocks of two forks inside one range: InvalidData before anything is sent.
+  RangeWrite mixed = SyntheticRange(25, 29, Small(1));
+  mixed.blocks[2].block.parent_hash = SyntheticBlockHash(26, 2);
+  st = WriteRange(conn(), mixed);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidData);
+  EXPECT_NE(st.message().find("block 27"), std::string::npos) << st.message();
 }
 
 }  // namespace

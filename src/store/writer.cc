@@ -46,6 +46,12 @@ Status ValidateRange(const RangeWrite& w) {
                                   "out of place: expected block " +
                                       std::to_string(w.from_block + i) + " at position " +
                                       std::to_string(i)));
+    if (i > 0) {
+      GAPLESS_RETURN_IF_ERROR(Check(d.block.parent_hash == w.blocks[i - 1].block.hash, n,
+                                    "parent " + d.block.parent_hash + " is not block " +
+                                        std::to_string(n - 1) + " " + w.blocks[i - 1].block.hash +
+                                        " of the same range (blocks from two forks)"));
+    }
     // The hash is also spliced into the outbox insert's SQL text (OutboxInsert).
     GAPLESS_RETURN_IF_ERROR(
         Check(d.block.hash.size() > 2 && d.block.hash.starts_with("0x") &&
@@ -114,6 +120,40 @@ Status EnsureStagingTables(PgConn& conn) {
 }
 
 // Records the range (and row-locks its record until commit), then refuses a stale token.
+// The range must join the chain already stored around it: block from-1 (when stored) is the
+// first block's parent, and block to+1 (when stored) has the last block as its parent. A
+// mismatch means the chain re-orged between the two writes, or a worker of the old fork writes
+// late: nothing commits (writer.h, "Chain").
+Status CheckJoins(PgConn& conn, const RangeWrite& w) {
+  const BlockData& first = w.blocks.front();
+  const BlockData& last = w.blocks.back();
+  std::vector<PgParam> params = {std::to_string(w.from_block > 0 ? w.from_block - 1 : 0),
+                                 std::to_string(w.to_block + 1)};
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto around,
+      conn.Query("SELECT number, '0x' || encode(hash, 'hex'), '0x' || encode(parent_hash, 'hex')"
+                 " FROM blocks WHERE number IN ($1, $2)",
+                 params));
+  for (int i = 0; i < around.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(int64_t n, around.GetInt64(i, 0));
+    std::string hash(around.Get(i, 1)), parent(around.Get(i, 2));
+    if (w.from_block > 0 && static_cast<uint64_t>(n) == w.from_block - 1 &&
+        hash != first.block.parent_hash) {
+      return Aborted("block " + std::to_string(w.from_block) + " has parent " +
+                     first.block.parent_hash + " but the stored block " + std::to_string(n) +
+                     " is " + hash + ": the chain re-orged (nothing was written)")
+          .WithReason(std::string(kParentMismatchReason));
+    }
+    if (static_cast<uint64_t>(n) == w.to_block + 1 && parent != last.block.hash) {
+      return Aborted("the stored block " + std::to_string(n) + " has parent " + parent +
+                     " but block " + std::to_string(w.to_block) + " is " + last.block.hash +
+                     ": the chain re-orged (nothing was written)")
+          .WithReason(std::string(kParentMismatchReason));
+    }
+  }
+  return Status::Ok();
+}
+
 Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);
@@ -199,6 +239,7 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
   GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w));
+  GAPLESS_RETURN_IF_ERROR(CheckJoins(conn, w));
 
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);

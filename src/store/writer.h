@@ -31,6 +31,15 @@
 //                            tables. Safe because the fence gives the writer exclusive ownership of
 //                            the range; rows already present are replaced by the new ones.
 //
+// Chain: the blocks of a range must chain (each one's parent hash is the previous one's hash:
+// InvalidData otherwise, before anything is sent), and the range must join the stored blocks
+// around it: block from_block - 1, when stored, must be the first block's parent, and block
+// to_block + 1, when stored, must have the last block as its parent. Checked inside the
+// transaction after the fence; a mismatch is Aborted with reason kParentMismatchReason and
+// nothing is written: the chain re-orged between two writes, or a worker of the old fork commits
+// late. Retrying fetches the blocks again (the node may be on the new fork by then); the re-org
+// itself is rolled back by store/rollback.h.
+//
 // Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
 // exactly from_block..to_block in order; every transaction, log and transfer carries its block's
 // number; keys are strictly increasing within a block (transaction_index, log_index,
@@ -71,6 +80,8 @@ struct WriteOptions {
 // Status::reason() of the Aborted that WriteRange returns for a stale fence token: a newer lease
 // holder exists, so retrying this unit of work can never succeed (unlike the other Aborted).
 inline constexpr std::string_view kStaleFenceReason = "stale-fence-token";
+// Status::reason() of the Aborted for a range that does not join the stored chain (see "Chain").
+inline constexpr std::string_view kParentMismatchReason = "reorg:parent-mismatch";
 
 // Writes the range in one transaction. Errors: Aborted for a stale fence token (reason
 // kStaleFenceReason), a serialization
