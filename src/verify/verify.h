@@ -37,13 +37,21 @@ struct VerifyOptions {
   // Also recover every transaction's sender from its signature and compare it with `from`
   // (--verify-senders). The most expensive check: one secp256k1 recovery per transaction.
   bool recover_senders = false;
+  // anvil (checked with 1.7.1) keeps a blob transaction's sidecar (blobs, commitments, proofs)
+  // in its blocks and computes transactionsRoot over that network form instead of the consensus
+  // encoding, so no block of its holding a type-3 transaction has a canonical transactionsRoot
+  // (the sidecar is not in the decoded model: the root cannot be rebuilt). With this set,
+  // transactionsRoot is not compared for blocks holding a type-3 transaction; each transaction's
+  // hash, the receipts root (which fixes the count and order through cumulativeGasUsed) and the
+  // block hash still are. For anvil devnets only; a real chain never needs it.
+  bool anvil_blob_sidecar_quirk = false;
 };
 
 // Runs every check, in this order, and returns the first failure: each transaction's hash,
-// transactionsRoot, each receipt's logsBloom, receiptsRoot, the block's logsBloom,
-// withdrawalsRoot (a block without one must have no withdrawals), the block hash, and with
-// recover_senders each sender. The logs are attached to their receipts by transaction_index, in
-// the order of data.logs.
+// transactionsRoot (see anvil_blob_sidecar_quirk), each receipt's logsBloom, receiptsRoot, the
+// block's logsBloom, withdrawalsRoot (a block without one must have no withdrawals), the block
+// hash, and with recover_senders each sender. The logs are attached to their receipts by
+// transaction_index, in the order of data.logs.
 Status VerifyBlock(const BlockData& data, const VerifyOptions& options = {});
 
 // The individual values, as lower-case 0x hex, for callers and tests. Errors as for VerifyBlock.

@@ -114,6 +114,12 @@ TEST(VerifyCorruption, SwappedTransactionsBreakTheTransactionsRoot) {
   ExpectMismatch(data, "transactionsRoot is " + data.block.transactions_root);
 }
 
+TEST(VerifyCorruption, AnvilQuirkOptionDoesNotSkipTheRootOfABlockWithoutBlobs) {
+  BlockData data = Mainnet17000000();
+  std::swap(data.transactions[5], data.transactions[6]);
+  ExpectMismatch(data, "transactionsRoot is", VerifyOptions{.anvil_blob_sidecar_quirk = true});
+}
+
 TEST(VerifyCorruption, ChangedTransactionFieldIsNamedByItsHash) {
   BlockData data = Mainnet17000000();
   data.transactions[7].value = U256(12345);
