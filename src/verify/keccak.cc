@@ -41,13 +41,13 @@ bool HexToBytes(std::string_view hex, std::string* out) {
   if (hex.size() < 2 || hex[0] != '0' || (hex[1] != 'x' && hex[1] != 'X')) return false;
   hex.remove_prefix(2);
   if (hex.size() % 2 != 0) return false;
-  out->clear();
-  out->reserve(hex.size() / 2);
+  out->resize(hex.size() / 2);
+  char* dst = out->data();
   for (size_t i = 0; i < hex.size(); i += 2) {
     int hi = HexDigit(hex[i]);
     int lo = HexDigit(hex[i + 1]);
     if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi << 4 | lo));
+    *dst++ = static_cast<char>(hi << 4 | lo);
   }
   return true;
 }
