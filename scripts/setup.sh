@@ -2,7 +2,7 @@
 # setup.sh: installs everything gapless needs to build and test, idempotently and without prompts.
 #
 # 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, RabbitMQ, librdkafka,
-#    rabbitmq-c, curl, spin for the
+#    rabbitmq-c, curl, Crypto++ and libsecp256k1 (block verification), spin for the
 #    protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
 #    then does it run apt-get update and apt-get install, so a second run is fast and needs no
 #    network.
@@ -22,6 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
+  libcrypto++-dev libsecp256k1-dev
   spin
 )
 # shellcheck disable=SC2206
