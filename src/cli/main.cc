@@ -48,6 +48,8 @@ struct IndexArgs {  // index, run, worker
   int connect_timeout_ms = 5'000;
   std::string write_mode = "staging";
   std::string progress = "auto";
+  bool verify = false;
+  bool verify_senders = false;
 };
 
 // The HA leader's lock nodes: run, leader, worker, status.
@@ -271,6 +273,13 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "delete the range's rows and COPY straight into the tables")
       ->capture_default_str()
       ->check(CLI::IsMember({"staging", "replace"}));
+  sub->add_flag("--verify", index.verify,
+                "Prove every block against its own header before writing it: transactions, "
+                "receipts and withdrawals roots, logs bloom, block hash (docs/verify.md); a "
+                "mismatch is retried, then dead-lettered, never written");
+  sub->add_flag("--verify-senders", index.verify_senders,
+                "With or without --verify: also recover each transaction's sender from its "
+                "signature (secp256k1) and compare it with `from` (costly)");
   sub->add_option("--progress", index.progress,
                   "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "
                   "plain; off")
@@ -673,6 +682,8 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   // CLI11 has checked both values.
   out.write_mode =
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+  out.verify = args.verify;
+  out.verify_senders = args.verify_senders;
   out.progress = args.progress == "tty"     ? ProgressDisplay::kTty
                  : args.progress == "plain" ? ProgressDisplay::kPlain
                  : args.progress == "off"   ? ProgressDisplay::kOff

@@ -66,12 +66,24 @@ Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
   GAPLESS_ASSIGN_OR_RETURN(std::string genesis_json,
                            rpc.Call("eth_getBlockByNumber", R"(["0x0",false])"));
   GAPLESS_ASSIGN_OR_RETURN(Block genesis, DecodeBlockHeader(genesis_json, 0));
+  // The client, for what differs per client (verify/verify.h anvil_blob_sidecar_quirk). A node
+  // that does not answer web3_clientVersion is taken as a standard one.
+  Result<std::string> version = rpc.Call("web3_clientVersion", "[]");
+  if (version.ok()) out.client_version = *version;
 
   GAPLESS_ASSIGN_OR_RETURN(out.pool, OpenDatabase(db_url, db_connections));
   auto conn = out.pool->Acquire();
   GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, out.chain_id));
   GAPLESS_RETURN_IF_ERROR(EnsureGenesisHash(*conn, genesis.hash));
   return out;
+}
+
+std::optional<VerifyOptions> VerificationFor(const CheckedChain& chain,
+                                             std::optional<VerifyOptions> requested) {
+  if (requested.has_value() && chain.client_version.starts_with("\"anvil/")) {
+    requested->anvil_blob_sidecar_quirk = true;
+  }
+  return requested;
 }
 
 Result<uint64_t> RecordedChainId(PgConn& pg, const std::string& if_none) {

@@ -27,6 +27,7 @@
 #include "node/range_job.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
+#include "verify/verify.h"
 
 namespace gapless {
 
@@ -70,7 +71,14 @@ struct CheckedChain {
   uint64_t from = 0;  // the bounds, resolved against the node
   uint64_t to = 0;
   std::unique_ptr<PgPool> pool;  // migrated; records this chain
+  std::string client_version;    // web3_clientVersion as JSON ("\"anvil/v1.7.1\""); "" unknown
 };
+
+// --verify's options for this chain's node: anvil's blob-transaction roots are not the standard
+// ones (verify/verify.h anvil_blob_sidecar_quirk), so against anvil that one comparison is
+// skipped for blocks holding a blob transaction. nullopt when verification is off.
+std::optional<VerifyOptions> VerificationFor(const CheckedChain& chain,
+                                             std::optional<VerifyOptions> requested);
 
 // Checks the node before touching the database, so a bad --rpc writes nothing: its chain id
 // (against expected_chain_id), the bounds (resolved; --to not above its head, --from not above

@@ -59,6 +59,16 @@ struct IndexingOptions {
   uint32_t db_connections = 2;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   ProgressDisplay progress = ProgressDisplay::kAuto;
+  // --verify / --verify-senders: every block proven against its header before it is written
+  // (source/block_source.h BlockChecks, verify/verify.h).
+  bool verify = false;
+  bool verify_senders = false;
+  std::optional<VerifyOptions> Verification() const {
+    if (!verify && !verify_senders) return std::nullopt;
+    VerifyOptions options;
+    options.recover_senders = verify_senders;
+    return options;
+  }
 };
 
 struct IndexCommand {

@@ -142,6 +142,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.max_attempts = args.rpc.max_attempts;
     options.blocks_per_request = args.batch;
     options.chain_id = chain.chain_id;
+    options.verify = VerificationFor(chain, args.Verification());
     options.write_mode = args.write_mode;
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
@@ -178,6 +179,7 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(const FleetCommand& c
     options.lock_ttl_ms = command.kafka.lock_ttl_ms;
     options.max_attempts = args.rpc.max_attempts;
     options.chain_id = chain.chain_id;
+    options.verify = VerificationFor(chain, args.Verification());
     options.write_mode = args.write_mode;
     if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
     workers.push_back(

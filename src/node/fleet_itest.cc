@@ -250,9 +250,9 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   ASSERT_TRUE(a.ok() && a->has_value());
   RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
   RangeWrite stale{20, 39, {}, (*a)->token};
-  ASSERT_TRUE(
-      FetchAndDecodeRange(rpc, 20, 39, 10, LoadDevnet().chain_id, nullptr, nullptr, &stale.blocks)
-          .ok());
+  ASSERT_TRUE(FetchAndDecodeRange(rpc, 20, 39, 10, BlockChecks(LoadDevnet().chain_id), nullptr,
+                                  nullptr, &stale.blocks)
+                  .ok());
   // ...then is paused past its TTL: the janitor requeues the task.
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   auto requeued = queue.Janitor();
@@ -433,9 +433,9 @@ TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   for (auto [from, to, token] : {std::tuple<uint64_t, uint64_t, int64_t>{0, 19, 7},
                                  std::tuple<uint64_t, uint64_t, int64_t>{40, 59, 9}}) {
     RangeWrite w{from, to, {}, token};
-    ASSERT_TRUE(
-        FetchAndDecodeRange(rpc, from, to, 10, LoadDevnet().chain_id, nullptr, nullptr, &w.blocks)
-            .ok());
+    ASSERT_TRUE(FetchAndDecodeRange(rpc, from, to, 10, BlockChecks(LoadDevnet().chain_id), nullptr,
+                                    nullptr, &w.blocks)
+                    .ok());
     auto conn = pool_->Acquire();
     ASSERT_TRUE(WriteRange(*conn, w).ok());
   }

@@ -63,7 +63,8 @@ void Indexer::WorkerLoop() {
     Status st = WithRetries(fmt::format("fetch blocks {}-{}", range.from, range.to), [&] {
       write.blocks.clear();
       return FetchAndDecodeRange(source, range.from, range.to, options_.blocks_per_request,
-                                 options_.chain_id, /*limiter=*/nullptr, &stop_, &write.blocks);
+                                 BlockChecks{options_.chain_id, options_.verify},
+                                 /*limiter=*/nullptr, &stop_, &write.blocks);
     });
     if (st.ok()) st = WriteRangeWithRetries(write);
     if (!st.ok()) {

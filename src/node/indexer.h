@@ -43,7 +43,8 @@ struct IndexerOptions {
   int max_attempts = 5;
   int64_t retry_base_micros = 500'000;
   int64_t retry_cap_micros = 30'000'000;
-  std::optional<uint64_t> chain_id;  // every transaction's chainId must match, when set
+  std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
+  std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   WriteMode write_mode = WriteMode::kStagingUpsert;
   Env* env = Env::Default();
 };

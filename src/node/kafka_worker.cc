@@ -342,14 +342,16 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     write.to_block = run.to;
     write.fence_token = **token;
     int64_t fetch_start = options_.env->NowMicros();
-    Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100, options_.chain_id, nullptr,
+    Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100,
+                                    BlockChecks{options_.chain_id, options_.verify}, nullptr,
                                     nullptr, &write.blocks);
     if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
       spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
                    options_.worker_id, st.ToString(), run.from, run.to, fallback_->Describe());
       write.blocks.clear();
-      st = FetchAndDecodeRange(*fallback_, run.from, run.to, 10, options_.chain_id, nullptr,
-                               nullptr, &write.blocks);
+      st = FetchAndDecodeRange(*fallback_, run.from, run.to, 10,
+                               BlockChecks{options_.chain_id, options_.verify}, nullptr, nullptr,
+                               &write.blocks);
     }
     counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
     if (!st.ok()) {

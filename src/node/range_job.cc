@@ -16,7 +16,7 @@ bool IsRateLimited(const Status& status) {
 }
 
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
-                           uint32_t blocks_per_request, std::optional<uint64_t> chain_id,
+                           uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out) {
   if (from > to) return Internal("FetchAndDecodeRange: from above to");
@@ -34,7 +34,7 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
       return raw.status();
     }
     for (RawBlock& block : *raw) {
-      GAPLESS_ASSIGN_OR_RETURN(BlockData data, DecodeRawBlock(block, chain_id, described));
+      GAPLESS_ASSIGN_OR_RETURN(BlockData data, DecodeRawBlock(block, checks, described));
       out->push_back(std::move(data));
     }
     first += count;

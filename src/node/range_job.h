@@ -53,9 +53,9 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 
 // Appends the decoded blocks from..to (inclusive, in order) to *out, fetching them in batches of
 // blocks_per_request (>= 1) blocks from `source` and decoding each with every check
-// (DecodeRawBlock). When chain_id is set, every transaction carrying a chainId must match it
-// (FailedPrecondition otherwise: the source serves another chain). The limiter (nullable) is
-// asked before each batch of a rate-limited source (an RPC node), not of blocks in hand.
+// (DecodeRawBlock: the chain id, and with checks.verify the block proven against its header). The
+// limiter (nullable) is asked before each batch of a rate-limited source (an RPC node), not of
+// blocks in hand.
 //
 // Errors (the code is the retry policy): the source's (rpc/json_rpc.h FetchBlocks for a node:
 // Unavailable for transport, 429, 5xx after the client's retries; NotFound for a block above the
@@ -64,7 +64,7 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // Unavailable when Redis is unreachable. Interrupted() when *stop (nullable) becomes true between
 // two batches. On failure *out holds a partial range: clear it before retrying.
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
-                           uint32_t blocks_per_request, std::optional<uint64_t> chain_id,
+                           uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out);
 

@@ -97,7 +97,7 @@ TEST(InterruptedTest, StoppedFetchReturnsInterruptedWithoutARequest) {
   RpcBlockSource rpc(std::make_unique<JsonRpcClient>(std::make_unique<CountingTransport>(&posts)));
   std::atomic<bool> stop{true};
   std::vector<BlockData> blocks;
-  Status st = FetchAndDecodeRange(rpc, 0, 9, 5, std::nullopt, /*limiter=*/nullptr, &stop, &blocks);
+  Status st = FetchAndDecodeRange(rpc, 0, 9, 5, BlockChecks(), /*limiter=*/nullptr, &stop, &blocks);
   EXPECT_TRUE(IsInterrupted(st)) << st.ToString();
   EXPECT_EQ(posts, 0);
   EXPECT_TRUE(blocks.empty());

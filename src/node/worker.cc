@@ -176,7 +176,8 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
     write.blocks.clear();
     int64_t fetch_start = options_.env->NowMicros();
     st = FetchAndDecodeRange(source, write.from_block, write.to_block, options_.blocks_per_request,
-                             options_.chain_id, options_.limiter, &abort_, &write.blocks);
+                             BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
+                             &abort_, &write.blocks);
     if (st.ok() && options_.check_blocks) st = options_.check_blocks(write.blocks);
     AddSince(options_.env, fetch_start, counters_.fetch_micros);
     if (abort_.load()) {

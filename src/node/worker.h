@@ -71,7 +71,8 @@ struct WorkerOptions {
   int64_t retry_cap_micros = 10'000'000;
   int64_t heartbeat_interval_ms = 2'000;  // registry beat; the heartbeat TTL is 3 intervals
   uint32_t blocks_per_request = 10;
-  std::optional<uint64_t> chain_id;  // every transaction's chainId must match, when set
+  std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
+  std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   WriteMode write_mode = WriteMode::kStagingUpsert;
   // Fleet-wide RPC rate limiter, borrowed, nullable; thread-safe, so all the workers of a process
   // may share one (a 429 seen by one then slows them all).

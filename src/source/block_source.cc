@@ -1,6 +1,9 @@
 #include "source/block_source.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
 
 #include "decode/decode.h"
 
@@ -32,13 +35,26 @@ Result<std::vector<RawBlock>> HeldBlockSource::Fetch(uint64_t first, uint64_t co
   return out;
 }
 
-Result<BlockData> DecodeRawBlock(RawBlock& block, std::optional<uint64_t> chain_id,
+Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
                                  const std::string& source) {
   DecodeOptions options;
   options.expected_number = block.number;
-  options.expected_chain_id = chain_id;
+  options.expected_chain_id = checks.chain_id;
   Result<BlockData> data = DecodeBlock(block.block_json, block.receipts_json, options);
   if (!data.ok()) return data.status().WithContext("from " + source);
+  if (checks.verify.has_value()) {
+    Status verified = VerifyBlock(*data, *checks.verify);
+    if (verified.code() == Code::kFailedPrecondition) {
+      // Not Ethereum's rules (an OP deposit, an Arbitrum system transaction): stored unverified.
+      static std::atomic<bool> logged{false};
+      if (!logged.exchange(true)) {
+        spdlog::warn("{}; blocks like it are stored without verification (docs/verify.md)",
+                     verified.ToString());
+      }
+    } else if (!verified.ok()) {
+      return verified.WithContext("from " + source);
+    }
+  }
   return data;
 }
 

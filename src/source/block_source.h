@@ -28,6 +28,7 @@
 #include "core/raw_block.h"
 #include "core/status.h"
 #include "rpc/json_rpc.h"
+#include "verify/verify.h"
 
 namespace gapless {
 
@@ -81,9 +82,27 @@ class HeldBlockSource : public BlockSource {
   std::map<uint64_t, RawBlock> blocks_;
 };
 
-// Decodes one raw block with every consistency check (see the file comment). The error names the
-// block; `source` (Describe()) is added as context.
-Result<BlockData> DecodeRawBlock(RawBlock& block, std::optional<uint64_t> chain_id,
+// What every decoded block is checked against besides its own consistency.
+struct BlockChecks {
+  BlockChecks() = default;
+  // Implicit: a chain id alone is the common case.
+  BlockChecks(std::optional<uint64_t> chain_id) : chain_id(chain_id) {}  // NOLINT
+  BlockChecks(std::optional<uint64_t> chain_id, std::optional<VerifyOptions> verify)
+      : chain_id(chain_id), verify(verify) {}
+  // Every transaction carrying a chainId must match (FailedPrecondition otherwise).
+  std::optional<uint64_t> chain_id;
+  // --verify: each block proven against its own header (verify/verify.h VerifyBlock: the
+  // transactions, receipts and withdrawals roots, the blooms, the block hash; the senders with
+  // recover_senders). A mismatch is InvalidData naming the block and field (retried, then
+  // dead-lettered, never committed). A block of a transaction type Ethereum does not define (OP
+  // deposits, Arbitrum system transactions) is stored unverified, logged once per process.
+  std::optional<VerifyOptions> verify;
+};
+
+// Decodes one raw block with every consistency check (see the file comment) and, with
+// checks.verify, proves it against its header. The error names the block; `source`
+// (Describe()) is added as context.
+Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
                                  const std::string& source);
 
 }  // namespace gapless

@@ -50,10 +50,10 @@ struct Node {
   std::unique_ptr<RpcBlockSource> source;
 };
 
-Result<BlockData> FetchOne(BlockSource& source) {
+Result<BlockData> FetchOne(BlockSource& source, BlockChecks checks = {std::optional<uint64_t>(1)}) {
   GAPLESS_ASSIGN_OR_RETURN(std::vector<RawBlock> raw, source.Fetch(kBlock, 1));
   if (raw.size() != 1) return Internal("expected one block");
-  return DecodeRawBlock(raw[0], 1, source.Describe());
+  return DecodeRawBlock(raw[0], checks, source.Describe());
 }
 
 TEST(BlockSourceTest, RpcAndKafkaMessageDecodeToTheSameRows) {
@@ -125,10 +125,42 @@ TEST(BlockSourceTest, ADroppedReceiptAndAWrongBlockAreRefused) {
   // The node answers another block than the one asked for.
   RawBlock wrong = MainnetBlock();
   wrong.number = kBlock + 1;
-  r = DecodeRawBlock(wrong, 1, "test");
+  r = DecodeRawBlock(wrong, std::optional<uint64_t>(1), "test");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kInvalidData);
   EXPECT_TRUE(Contains(r.status(), "17000000")) << r.status().message();
+}
+
+// --verify in the one decoding path: a log byte changed in transit decodes fine (every reference
+// still agrees) but does not prove against the header's receiptsRoot; for every source.
+TEST(BlockSourceTest, VerifyRefusesABlockWhoseLogsDoNotProveAgainstItsHeader) {
+  std::string receipts = ReadFixture("receipts.json");
+  size_t data = receipts.find("\"data\": \"0x");
+  ASSERT_NE(data, std::string::npos);
+  size_t digit = data + 12;
+  receipts[digit] = receipts[digit] == '0' ? '1' : '0';
+  Node node(ReadFixture("block.json"), receipts);
+  EXPECT_TRUE(FetchOne(*node.source).ok()) << "without --verify the decoder cannot tell";
+  BlockChecks checks(std::optional<uint64_t>(1), VerifyOptions{});
+  Result<BlockData> verified = FetchOne(*node.source, checks);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_EQ(verified.status().code(), Code::kInvalidData);
+  EXPECT_TRUE(Contains(verified.status(), "block 17000000")) << verified.status().message();
+  EXPECT_TRUE(Contains(verified.status(), "receiptsRoot")) << verified.status().message();
+
+  RawBlock changed = MainnetBlock();
+  changed.receipts_json = receipts;
+  HeldBlockSource held("kafka");
+  held.Put(*ParseBlockMessage(*EncodeBlockMessage(changed), "17000000", "m"));
+  verified = FetchOne(held, checks);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_TRUE(Contains(verified.status(), "receiptsRoot")) << verified.status().message();
+  // The untouched block proves, senders included.
+  Node good(ReadFixture("block.json"), ReadFixture("receipts.json"));
+  VerifyOptions senders;
+  senders.recover_senders = true;
+  Result<BlockData> ok = FetchOne(*good.source, BlockChecks(std::optional<uint64_t>(1), senders));
+  EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
 TEST(BlockMessageTest, EnvelopeErrorsNameTheBlockOrTheMessage) {
