@@ -32,6 +32,8 @@ RawBlock MainnetBlock() {
   return RawBlock{kBlock, ReadFixture("block.json"), ReadFixture("receipts.json")};
 }
 
+// For the "names the block and field" requirement only: what an error *is* is asserted on its
+// code and reason().
 bool Contains(const Status& st, const std::string& text) {
   return st.message().find(text) != std::string::npos;
 }
@@ -145,6 +147,7 @@ TEST(BlockSourceTest, VerifyRefusesABlockWhoseLogsDoNotProveAgainstItsHeader) {
   Result<BlockData> verified = FetchOne(*node.source, checks);
   ASSERT_FALSE(verified.ok());
   EXPECT_EQ(verified.status().code(), Code::kInvalidData);
+  EXPECT_EQ(verified.status().reason(), kVerifyMismatchReason) << verified.status().ToString();
   EXPECT_TRUE(Contains(verified.status(), "block 17000000")) << verified.status().message();
   EXPECT_TRUE(Contains(verified.status(), "receiptsRoot")) << verified.status().message();
 
@@ -154,6 +157,7 @@ TEST(BlockSourceTest, VerifyRefusesABlockWhoseLogsDoNotProveAgainstItsHeader) {
   held.Put(*ParseBlockMessage(*EncodeBlockMessage(changed), "17000000", "m"));
   verified = FetchOne(held, checks);
   ASSERT_FALSE(verified.ok());
+  EXPECT_EQ(verified.status().reason(), kVerifyMismatchReason) << verified.status().ToString();
   EXPECT_TRUE(Contains(verified.status(), "receiptsRoot")) << verified.status().message();
   // The untouched block proves, senders included.
   Node good(ReadFixture("block.json"), ReadFixture("receipts.json"));
