@@ -55,12 +55,13 @@ int64_t MonoMicros() {
 // Five blocks a second, the same for every candidate.
 class ClockChain : public HeadSource {
  public:
-  Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) override {
+  Result<HeadUpdate> Next(const std::optional<HeadEntry>& tip, size_t max) override {
     uint64_t head = static_cast<uint64_t>(MonoMicros() / 200'000);
     uint64_t first = tip.has_value() ? tip->height + 1 : (head > 100 ? head - 100 : 1);
-    std::vector<HeadEntry> out;
-    for (uint64_t h = first; h <= head && out.size() < max; ++h) {
-      out.push_back(HeadEntry{h, "0x" + std::to_string(h), "0x" + std::to_string(h - 1), 0});
+    HeadUpdate out;
+    for (uint64_t h = first; h <= head && out.entries.size() < max; ++h) {
+      out.entries.push_back(
+          HeadEntry{h, "0x" + std::to_string(h), "0x" + std::to_string(h - 1), 0});
     }
     return out;
   }

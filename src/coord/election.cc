@@ -39,6 +39,7 @@ NodeVerdict Classify(const Result<RedisReply>& r, std::string* detail) {
   if (status == "LOCK_HELD") return NodeVerdict::kLockHeld;
   if (status == "NOT_OWNER") return NodeVerdict::kNotOwner;
   if (status == "STALE_EPOCH") return NodeVerdict::kStaleEpoch;
+  if (status == "FORK_BEHIND") return NodeVerdict::kForkBehind;
   if (status == "CONFLICT") {
     *detail = Field(*r, 1) + " holds " + Field(*r, 2);
     return NodeVerdict::kConflict;
@@ -59,6 +60,9 @@ QuorumOutcome Tally(const std::vector<Result<RedisReply>>& replies, size_t quoru
       if (ok_epoch_in_detail) out.max_epoch = std::max(out.max_epoch, ToU64(detail));
     } else if (v == NodeVerdict::kStaleEpoch) {
       out.max_epoch = std::max(out.max_epoch, ToU64(detail));
+    } else if (v == NodeVerdict::kForkBehind) {
+      HeadFork f = HeadFork::Parse(detail);
+      if (f.generation > out.newer_fork.generation) out.newer_fork = f;
     }
     out.verdicts.push_back(v);
     out.details.push_back(std::move(detail));
@@ -81,6 +85,8 @@ const char* VerdictName(NodeVerdict v) {
       return "stale epoch";
     case NodeVerdict::kConflict:
       return "conflict";
+    case NodeVerdict::kForkBehind:
+      return "newer fork";
     case NodeVerdict::kFailed:
       return "failed";
   }
@@ -103,6 +109,24 @@ std::string QuorumOutcome::Summary() const {
     if (verdicts[i] != NodeVerdict::kOk && !details[i].empty()) out += ": " + details[i];
   }
   return out + ")";
+}
+
+std::string HeadFork::ToString() const { return fmt::format("{}:{}", generation, point); }
+
+HeadFork HeadFork::Parse(std::string_view text) {
+  HeadFork f;
+  size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return f;
+  uint64_t gen = 0;
+  int64_t point = -1;
+  std::string_view g = text.substr(0, colon), p = text.substr(colon + 1);
+  if (std::from_chars(g.data(), g.data() + g.size(), gen).ec != std::errc() ||
+      std::from_chars(p.data(), p.data() + p.size(), point).ec != std::errc()) {
+    return f;
+  }
+  f.generation = gen;
+  f.point = gen == 0 ? -1 : point;
+  return f;
 }
 
 Election::Election(LockNodes* nodes, Keys keys, ElectionOptions options)
@@ -144,15 +168,19 @@ QuorumOutcome Election::Release() const {
   return Tally(replies, nodes_->quorum(), started, /*ok_epoch_in_detail=*/false);
 }
 
-QuorumOutcome Election::WriteHead(uint64_t token, std::span<const HeadEntry> entries) const {
+QuorumOutcome Election::WriteHead(uint64_t token, std::span<const HeadEntry> entries,
+                                  const HeadFork& fork) const {
   int64_t started = SteadyMicros();
   const RedisScript& script = LoadScript("election_write_head.lua");
-  std::vector<std::string> keys = {keys_.election_lock(), keys_.election_epoch(),
-                                   keys_.head_log(),      keys_.head_heights(),
-                                   keys_.head_floor(),    keys_.head_incarnation()};
-  std::vector<std::string> args = {options_.owner, std::to_string(token),
+  std::vector<std::string> keys = {
+      keys_.election_lock(), keys_.election_epoch(),   keys_.head_log(), keys_.head_heights(),
+      keys_.head_floor(),    keys_.head_incarnation(), keys_.head_fork()};
+  std::vector<std::string> args = {options_.owner,
+                                   std::to_string(token),
                                    std::to_string(options_.ttl_ms),
-                                   std::to_string(options_.window)};
+                                   std::to_string(options_.window),
+                                   std::to_string(fork.generation),
+                                   std::to_string(fork.generation == 0 ? -1 : fork.point)};
   for (const HeadEntry& e : entries) {
     args.push_back(std::to_string(e.height));
     args.push_back(e.hash);
@@ -223,17 +251,31 @@ std::optional<HeadEntry> ParseMember(std::string_view m) {
 }  // namespace
 
 Result<std::map<uint64_t, HeadEntry>> Election::Committed(uint64_t from, uint64_t to) const {
-  auto replies = nodes_->All([&](RedisConn& c) {
-    return c.Command(
-        {"ZRANGEBYSCORE", keys_.head_heights(), std::to_string(from), std::to_string(to)});
+  auto replies = nodes_->All([&](RedisConn& c) -> Result<RedisReply> {
+    RedisReply both;
+    both.type = RedisReply::Type::kArray;
+    GAPLESS_ASSIGN_OR_RETURN(RedisReply fork, c.Command({"GET", keys_.head_fork()}));
+    GAPLESS_ASSIGN_OR_RETURN(RedisReply members,
+                             c.Command({"ZRANGEBYSCORE", keys_.head_heights(), std::to_string(from),
+                                        std::to_string(to)}));
+    both.elements.push_back(std::move(fork));
+    both.elements.push_back(std::move(members));
+    return both;
   });
   size_t answered = 0;
+  uint64_t newest = 0;
+  for (const auto& r : replies) {
+    if (r.ok()) newest = std::max(newest, HeadFork::Parse(r->elements[0].str).generation);
+  }
   // height -> hash -> (entry, count)
   std::map<uint64_t, std::map<std::string, std::pair<HeadEntry, size_t>>> seen;
   for (const auto& r : replies) {
     if (!r.ok()) continue;
     ++answered;
-    for (const RedisReply& m : r->elements) {
+    // A node behind the newest truncation holds the old fork above its point: it counts for
+    // nothing (as if it had no entries) until a write brings it up.
+    if (HeadFork::Parse(r->elements[0].str).generation < newest) continue;
+    for (const RedisReply& m : r->elements[1].elements) {
       auto e = ParseMember(m.str);
       if (!e.has_value()) continue;
       auto& slot = seen[e->height][e->hash];
@@ -259,7 +301,8 @@ Result<std::map<uint64_t, HeadEntry>> Election::Committed(uint64_t from, uint64_
 HeadLogReader::HeadLogReader(const Election* election)
     : election_(election),
       cursors_(election->nodes().size(), "-"),
-      incarnations_(election->nodes().size()) {}
+      incarnations_(election->nodes().size()),
+      node_forks_(election->nodes().size(), 0) {}
 
 Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
   const Keys& keys = election_->keys();
@@ -275,15 +318,34 @@ Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
         return [](RedisConn&) -> Result<RedisReply> { return RedisReply{}; };  // done
       }
       return [&script, &keys, cursor](RedisConn& c) {
-        return c.Eval(script, {keys.head_log(), keys.head_incarnation()},
+        return c.Eval(script, {keys.head_log(), keys.head_incarnation(), keys.head_fork()},
                       {cursor, std::to_string(kPage)}, /*idempotent=*/true);
       };
     });
     bool more = false;
+    // The newest truncation any node applied; nodes behind it count for nothing (their entries
+    // above its point are the old fork) and are re-read from the start once a write truncates
+    // them (which gives them a new incarnation).
+    for (const auto& r : replies) {
+      if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() != 3) continue;
+      HeadFork f = HeadFork::Parse(r->elements[2].str);
+      if (f.generation > fork_.generation) fork_ = f;
+    }
     for (size_t i = 0; i < replies.size(); ++i) {
       const auto& r = replies[i];
-      if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() != 2) continue;
+      if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() != 3) continue;
       answered[i] = true;
+      node_forks_[i] = HeadFork::Parse(r->elements[2].str).generation;
+      if (node_forks_[i] < fork_.generation) {
+        uint64_t bit = uint64_t{1} << i;
+        for (auto& [h, cands] : by_height_) {
+          for (Candidate& c : cands) c.node_mask &= ~bit;
+        }
+        cursors_[i] = "-";
+        incarnations_[i].clear();
+        answered[i] = false;  // not a voice on the current fork
+        continue;
+      }
       const std::string& incarnation = r->elements[0].str;
       if (incarnation != incarnations_[i]) {
         // New (or first) incarnation: this node's earlier entries no longer count.

@@ -49,6 +49,18 @@ struct HeadEntry {
   }
 };
 
+// The head log's re-org generation (lua/election_write_head.lua): 0 until the first re-org; each
+// re-org the leader handles is generation + 1 with the fork point, the highest height whose entry
+// both forks share. Nodes at a lower generation drop their entries above the point when written.
+struct HeadFork {
+  uint64_t generation = 0;
+  int64_t point = -1;  // -1 with generation 0
+  // "generation:point", as the nodes store it; Parse takes it back (generation 0 when malformed).
+  std::string ToString() const;
+  static HeadFork Parse(std::string_view text);
+  bool operator==(const HeadFork&) const = default;
+};
+
 // What one node answered.
 enum class NodeVerdict {
   kOk,
@@ -56,6 +68,7 @@ enum class NodeVerdict {
   kNotOwner,    // renew/write/release: the lock there is not ours (expired or another's)
   kStaleEpoch,  // renew/write: the node saw a newer epoch
   kConflict,    // write: another hash is stored at one of the heights
+  kForkBehind,  // write: the node applied a newer re-org truncation than the writer's fork
   kFailed,      // unreachable, timed out, or an error reply
 };
 const char* VerdictName(NodeVerdict v);
@@ -68,6 +81,7 @@ struct QuorumOutcome {
   uint64_t max_epoch = 0;             // promote: the highest epoch among the OK answers;
                                       // renew/write: the highest epoch a refusal reported
   int64_t elapsed_micros = 0;         // from sending to the last answer used
+  HeadFork newer_fork;                // write: the newest fork a kForkBehind node reported
   // True when some node refused because another leader exists or was promoted since.
   bool deposed() const;
   // "3/3 (ok, ok, ok)" for logs.
@@ -99,7 +113,10 @@ class Election {
   // Release-if-owner everywhere (graceful stepdown).
   QuorumOutcome Release() const;
   // Write-head: appends `entries` (heights ascending) on every node and renews the lease there.
-  QuorumOutcome WriteHead(uint64_t token, std::span<const HeadEntry> entries) const;
+  // `fork` is the leader's re-org generation: a node at a lower one truncates its log above the
+  // fork point first; a node at a higher one refuses (kForkBehind, newer_fork).
+  QuorumOutcome WriteHead(uint64_t token, std::span<const HeadEntry> entries,
+                          const HeadFork& fork = {}) const;
 
   // What one node holds, for status.
   struct NodeView {
@@ -115,8 +132,10 @@ class Election {
   std::vector<NodeView> Views() const;
 
   // The hashes committed (present with one hash on a quorum of nodes) at heights [from, to],
-  // read from every node's height index. Heights with no committed entry are absent. Unavailable
-  // when fewer than a quorum of nodes answered (nothing can be called committed then).
+  // read from every node's height index. Only the nodes at the highest fork generation among the
+  // answers count (a node that missed a re-org truncation still holds the old fork's entries).
+  // Heights with no committed entry are absent. Unavailable when fewer than a quorum of nodes
+  // answered (nothing can be called committed then).
   Result<std::map<uint64_t, HeadEntry>> Committed(uint64_t from, uint64_t to) const;
 
  private:
@@ -147,6 +166,9 @@ class HeadLogReader {
   std::vector<HeadEntry> SubQuorum() const;
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;
+  // The highest fork generation seen on any node (with its point). Nodes at a lower generation
+  // missed a truncation: their entries count for nothing until a write brings them up.
+  const HeadFork& fork() const { return fork_; }
 
  private:
   struct Candidate {
@@ -158,7 +180,9 @@ class HeadLogReader {
   const Election* election_;
   std::vector<std::string> cursors_;       // per node: last stream id read, "-" = none
   std::vector<std::string> incarnations_;  // per node
-  uint64_t reachable_mask_ = 0;            // nodes that answered the last Sync
+  std::vector<uint64_t> node_forks_;       // per node: the generation it last answered with
+  HeadFork fork_;
+  uint64_t reachable_mask_ = 0;  // nodes that answered the last Sync
   std::map<uint64_t, std::vector<Candidate>> by_height_;
 };
 

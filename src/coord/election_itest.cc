@@ -9,6 +9,7 @@
 #include <barrier>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -38,18 +39,44 @@ HeadEntry Block(uint64_t n, const std::string& fork = "a") {
 }
 
 // A chain that grows when the test says so; fails on demand (an unreachable RPC node).
+// ReorgAbove(F) replaces every block above F with another fork's (a re-org); the source reports
+// the fork point when the log's tip is no longer on the chain (what node/head_tracker.h finds by
+// walking back).
 class FakeChain : public HeadSource {
  public:
-  Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) override {
+  Result<HeadUpdate> Next(const std::optional<HeadEntry>& tip, size_t max) override {
     if (down.load()) return Unavailable("fake chain: down");
+    std::lock_guard lock(mu_);
     uint64_t head = height.load();
+    HeadUpdate out;
     uint64_t next = tip.has_value() ? tip->height + 1 : 1;
-    std::vector<HeadEntry> out;
-    for (uint64_t h = next; h <= head && out.size() < max; ++h) out.push_back(Block(h));
+    if (tip.has_value() && At(tip->height).hash != tip->hash) {
+      out.fork = At(fork_point_);
+      next = fork_point_ + 1;
+    }
+    for (uint64_t h = next; h <= head && out.entries.size() < max; ++h) {
+      out.entries.push_back(At(h));
+    }
     return out;
+  }
+  void ReorgAbove(uint64_t fork_point, const std::string& name) {
+    std::lock_guard lock(mu_);
+    fork_point_ = fork_point;
+    upper_ = name;
+  }
+  HeadEntry At(uint64_t h) const {
+    if (h <= fork_point_) return Block(h);
+    HeadEntry e = Block(h, upper_);
+    if (h == fork_point_ + 1) e.parent = Block(fork_point_).hash;
+    return e;
   }
   std::atomic<uint64_t> height{1};
   std::atomic<bool> down{false};
+
+ private:
+  mutable std::mutex mu_;
+  uint64_t fork_point_ = UINT64_MAX - 1;
+  std::string upper_ = "a";
 };
 
 class ElectionTest : public ::testing::Test {
@@ -264,8 +291,9 @@ TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
   auto one = (*conn)->Eval(
       LoadScript("election_write_head.lua"),
       {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-       keys_.head_floor(), keys_.head_incarnation()},
-      {"a", std::to_string(pa.max_epoch), "400", "1000", "3", Block(3).hash, Block(3).parent});
+       keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+      {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1", "3", Block(3).hash,
+       Block(3).parent});
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(a.Committed(3, 3)->size(), 0u);  // below a quorum: not committed
 
@@ -378,6 +406,116 @@ TEST_F(ElectionTest, ALeaderThatCannotReachItsSourceLosesTheLease) {
   EXPECT_FALSE(a.LeaderToken().has_value());
   a.Stop();
   b.Stop();
+}
+
+// A re-org truncates the head log above the fork point on a quorum; a node that missed it (paused)
+// counts for nothing while behind, so the old fork's entries are never re-proposed or called
+// committed, and the next write brings it up. A writer that has not seen the truncation is refused.
+TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldForkBack) {
+  Election a = Candidate("a", /*ttl_ms=*/3'000);
+  QuorumOutcome p = a.Promote();
+  ASSERT_TRUE(p.quorum);
+  const uint64_t token = p.max_epoch;
+  ASSERT_TRUE(a.Renew(token).quorum);
+  std::vector<HeadEntry> old_fork;
+  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
+  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+
+  // The re-org's write (blocks above 3 become fork "b") reaches nodes 0 and 1 only (the leader
+  // died before sending it to node 2).
+  const HeadFork fork{1, 3};
+  for (size_t n : {0, 1}) {
+    auto conn = RedisConn::Connect(servers_[n]->url());
+    ASSERT_TRUE(conn.ok());
+    auto r = (*conn)->Eval(
+        LoadScript("election_write_head.lua"),
+        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+        {"a", std::to_string(token), "3000", "1000", "1", "3", "3", Block(3).hash, Block(3).parent,
+         "4", Block(4, "b").hash, Block(3).hash, "5", Block(5, "b").hash, Block(4, "b").hash});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->elements[0].str, "OK") << "node " << n;
+  }
+
+  auto committed = a.Committed(1, 10);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  ASSERT_EQ(committed->size(), 5u);
+  for (uint64_t h = 1; h <= 3; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
+  for (uint64_t h = 4; h <= 5; ++h) EXPECT_EQ(committed->at(h).hash, Block(h, "b").hash);
+  // Node 2 still holds the old fork up to 6, but a reader (a promoting leader's repair) neither
+  // counts it nor offers its entries for re-proposal.
+  EXPECT_EQ(On(2, {"ZCARD", keys_.head_heights()}).integer, 6);
+  HeadLogReader reader(&a);
+  ASSERT_TRUE(reader.Sync().ok());
+  EXPECT_EQ(reader.fork(), fork);
+  EXPECT_TRUE(reader.SubQuorum().empty()) << reader.SubQuorum().front().hash;
+  ASSERT_TRUE(reader.CommittedTip().has_value());
+  EXPECT_EQ(reader.CommittedTip()->hash, Block(5, "b").hash);
+  EXPECT_FALSE(reader.CommittedAt(6).has_value());
+
+  // A writer that has not seen the truncation is refused everywhere and told the newer fork.
+  std::vector<HeadEntry> stale = {Block(6)};
+  QuorumOutcome refused = a.WriteHead(token, stale, HeadFork{});
+  EXPECT_FALSE(refused.quorum) << refused.Summary();
+  EXPECT_EQ(refused.newer_fork, fork) << refused.Summary();
+
+  // The next write with the fork brings node 2 up: it drops its old entries above 3 and takes the
+  // new one (heights 4 and 5, committed on the other two, it lacks, as a node that was down would).
+  std::vector<HeadEntry> six = {Block(6, "b")};
+  six[0].parent = Block(5, "b").hash;
+  QuorumOutcome all = a.WriteHead(token, six, fork);
+  ASSERT_TRUE(all.quorum) << all.Summary();
+  EXPECT_EQ(all.accepted, 3u) << all.Summary();
+  for (size_t n = 0; n < 3; ++n) {
+    const int64_t entries = n == 2 ? 4 : 6;
+    EXPECT_EQ(On(n, {"ZCARD", keys_.head_heights()}).integer, entries) << "node " << n;
+    // The stream was rebuilt from the height index: a reader starting now sees the same entries.
+    EXPECT_EQ(On(n, {"XLEN", keys_.head_log()}).integer, entries) << "node " << n;
+    for (const RedisReply& m :
+         On(n, {"ZRANGEBYSCORE", keys_.head_heights(), "4", "+inf"}).elements) {
+      EXPECT_NE(m.str.substr(m.str.find(':') + 1, 3), "0xa") << "node " << n << " kept " << m.str;
+    }
+  }
+  EXPECT_EQ(On(2, {"GET", keys_.head_fork()}).str, "1:3");
+  ASSERT_TRUE(reader.Sync().ok());
+  EXPECT_EQ(reader.CommittedAt(6)->hash, Block(6, "b").hash);
+  EXPECT_EQ(reader.CommittedAt(4)->hash, Block(4, "b").hash);
+}
+
+// The elector follows a re-orging source: it truncates the log at the fork point, continues on the
+// new fork, and tells the leader's duties where to roll back to (ForksSince).
+TEST_F(ElectionTest, TheElectorTruncatesTheLogWhenTheChainReorgs) {
+  FakeChain chain;
+  chain.height = 10;
+  Election ea = Candidate("a", 900);
+  Elector a(&ea, &chain, Opts("a"));
+  a.Start();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = a.committed_tip();
+        return tip.has_value() && tip->height == 10;
+      },
+      5'000));
+  EXPECT_FALSE(a.ForksSince(0).has_value());
+  chain.ReorgAbove(7, "c");
+  chain.height = 12;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = a.committed_tip();
+        return tip.has_value() && tip->hash == Block(12, "c").hash;
+      },
+      5'000));
+  EXPECT_EQ(a.fork(), (HeadFork{1, 7}));
+  ASSERT_TRUE(a.ForksSince(0).has_value());
+  EXPECT_EQ(*a.ForksSince(0), (HeadFork{1, 7}));
+  EXPECT_FALSE(a.ForksSince(1).has_value());
+  EXPECT_TRUE(a.LeaderToken().has_value());
+  auto committed = ea.Committed(1, 20);
+  ASSERT_TRUE(committed.ok());
+  ASSERT_EQ(committed->size(), 12u);
+  for (uint64_t h = 1; h <= 7; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
+  for (uint64_t h = 8; h <= 12; ++h) EXPECT_EQ(committed->at(h).hash, Block(h, "c").hash);
+  a.Stop();
 }
 
 }  // namespace

@@ -79,6 +79,28 @@ std::optional<HeadEntry> Elector::committed_tip() const {
   return tip_;
 }
 
+HeadFork Elector::fork() const {
+  std::lock_guard lock(mu_);
+  return fork_;
+}
+
+std::optional<HeadFork> Elector::ForksSince(uint64_t after) const {
+  std::lock_guard lock(mu_);
+  std::optional<HeadFork> out;
+  for (const HeadFork& f : forks_applied_) {
+    if (f.generation <= after) continue;
+    if (!out.has_value()) out = f;
+    out->generation = std::max(out->generation, f.generation);
+    out->point = std::min(out->point, f.point);
+  }
+  return out;
+}
+
+Status Elector::source_error() const {
+  std::lock_guard lock(mu_);
+  return source_error_;
+}
+
 Elector::Stats Elector::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -219,12 +241,19 @@ void Elector::TryPromote() {
 Status Elector::Repair(uint64_t token) {
   auto synced = reader_.Sync();
   if (!synced.ok()) return synced.status().WithContext("cannot read the head log");
+  HeadFork fork;
+  {
+    // The newest truncation a node shows (a leader died after truncating): write with it.
+    std::lock_guard lock(mu_);
+    if (reader_.fork().generation > fork_.generation) fork_ = reader_.fork();
+    fork = fork_;
+  }
   std::vector<HeadEntry> orphans = reader_.SubQuorum();
   for (size_t i = 0; i < orphans.size(); i += options_.max_entries_per_write) {
     size_t n = std::min(options_.max_entries_per_write, orphans.size() - i);
     int64_t write_started = env_->NowMicros();
     QuorumOutcome repaired =
-        election_->WriteHead(token, std::span<const HeadEntry>(orphans.data() + i, n));
+        election_->WriteHead(token, std::span<const HeadEntry>(orphans.data() + i, n), fork);
     if (!repaired.quorum) {
       return Unavailable(fmt::format("repair of heights {}..{} short of a quorum: {}",
                                      orphans[i].height, orphans[i + n - 1].height,
@@ -245,29 +274,62 @@ Status Elector::Repair(uint64_t token) {
 void Elector::Lead() {
   uint64_t token;
   std::optional<HeadEntry> tip;
+  HeadFork fork;
   {
     std::lock_guard lock(mu_);
     token = token_;
     tip = tip_;
+    fork = fork_;
   }
   int64_t started = env_->NowMicros();
   auto next = source_->Next(tip, options_.max_entries_per_write);
+  {
+    std::lock_guard lock(mu_);
+    source_error_ = next.ok() ? Status::Ok() : next.status();
+  }
   std::vector<HeadEntry> entries;
   if (!next.ok()) {
     spdlog::warn("elector {}: no head to write, the lease is not renewed: {}", options_.name,
                  next.status().message());
   } else {
-    entries = std::move(*next);
+    entries = std::move(next->entries);
+    if (next->fork.has_value()) {
+      // A re-org: the next generation, truncating every node's log above the fork point. The
+      // fork point's own entry goes first (already there with the same hash), so the write is
+      // never empty.
+      fork = HeadFork{fork.generation + 1, static_cast<int64_t>(next->fork->height)};
+      entries.insert(entries.begin(), *next->fork);
+      spdlog::warn(
+          "elector {}: re-org: the chain left the head log above block {} (tip was {}); "
+          "truncating the log there (fork generation {})",
+          options_.name, next->fork->height, tip.has_value() ? tip->height : 0, fork.generation);
+    }
     if (entries.empty() && tip.has_value()) entries.push_back(*tip);  // re-confirm the tip
   }
   if (next.ok()) {
     QuorumOutcome out =
-        entries.empty() ? election_->Renew(token) : election_->WriteHead(token, entries);
+        entries.empty() ? election_->Renew(token) : election_->WriteHead(token, entries, fork);
+    if (out.newer_fork.generation > fork.generation) {
+      // A node applied a truncation this process has not seen (a leader died mid-re-org): adopt
+      // it; the tip goes back to the fork point, and the next write carries the newer fork.
+      std::lock_guard lock(mu_);
+      spdlog::warn("elector {}: a lock node has a newer head-log fork {}; adopting it",
+                   options_.name, out.newer_fork.ToString());
+      fork_ = out.newer_fork;
+      forks_applied_.push_back(fork_);
+      if (tip_.has_value() && static_cast<int64_t>(tip_->height) > fork_.point) tip_.reset();
+      return;
+    }
     if (out.quorum) {
       {
         std::lock_guard lock(mu_);
         valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
         if (!entries.empty()) tip_ = entries.back();
+        if (fork.generation != fork_.generation) {
+          fork_ = fork;
+          forks_applied_.push_back(fork);
+          if (forks_applied_.size() > 64) forks_applied_.erase(forks_applied_.begin());
+        }
       }
       if (on_write_ && !entries.empty()) on_write_(token, entries.back());
       // Entries below a quorum while leading: a node came back empty (its lock retaken by the

@@ -48,15 +48,24 @@
 
 namespace gapless {
 
+// What the head source gives the leader to write.
+struct HeadUpdate {
+  // A re-org: the chain no longer holds the log's tip. `fork` is the entry at the fork point (the
+  // highest height where the log and the chain agree); the log is truncated above it (a new fork
+  // generation, election.h HeadFork) and `entries` continue from fork->height + 1.
+  std::optional<HeadEntry> fork;
+  std::vector<HeadEntry> entries;
+};
+
 // Where the leader's head entries come from (node/ implements it over JSON-RPC and PostgreSQL).
 class HeadSource {
  public:
   virtual ~HeadSource() = default;
   // The entries to append after `tip` (the head log's committed tip; nullopt while the log is
-  // empty): heights ascending from tip->height + 1, at most `max`. Empty when there is nothing new
-  // (the leader then re-writes the tip to renew its lease). An error when the chain or the
-  // database cannot be reached: no write, so no renewal.
-  virtual Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) = 0;
+  // empty): heights ascending from tip->height + 1 (or from the fork point + 1 after a re-org),
+  // at most `max`. Empty when there is nothing new (the leader then re-writes the tip to renew its
+  // lease). An error when the chain or the database cannot be reached: no write, so no renewal.
+  virtual Result<HeadUpdate> Next(const std::optional<HeadEntry>& tip, size_t max) = 0;
 };
 
 enum class Role { kFollower, kPromoting, kLeader };
@@ -96,6 +105,14 @@ class Elector {
   std::optional<uint64_t> LeaderToken() const;
   // The head log's committed tip as this process last saw it.
   std::optional<HeadEntry> committed_tip() const;
+  // The head log's re-org generation as this process last wrote or read it.
+  HeadFork fork() const;
+  // The lowest fork point among the re-orgs this process applied to the log above generation
+  // `after` (nullopt: none): what the leader's duties must roll back to catch up with the log.
+  std::optional<HeadFork> ForksSince(uint64_t after) const;
+  // The error the head source last returned (Ok after a successful write): a FailedPrecondition
+  // here (a re-org deeper than the bound) is for the process to stop on.
+  Status source_error() const;
 
   struct Stats {
     uint64_t terms = 0;          // times it became leader
@@ -140,6 +157,9 @@ class Elector {
   uint64_t token_ = 0;
   int64_t valid_until_ = 0;  // steady micros
   std::optional<HeadEntry> tip_;
+  HeadFork fork_;
+  std::vector<HeadFork> forks_applied_;  // re-orgs written by this process, oldest first
+  Status source_error_;
   Stats stats_;
   std::function<void(uint64_t, const HeadEntry&)> on_write_;
   std::thread thread_;

@@ -41,6 +41,8 @@ std::string Keys::head_log() const { return prefix_ + "head:log"; }
 std::string Keys::head_heights() const { return prefix_ + "head:heights"; }
 std::string Keys::head_floor() const { return prefix_ + "head:floor"; }
 std::string Keys::head_incarnation() const { return prefix_ + "head:incarnation"; }
+std::string Keys::head_fork() const { return prefix_ + "head:fork"; }
+std::string Keys::reorg_generation() const { return prefix_ + "reorg:generation"; }
 std::string Keys::leader_epoch() const { return prefix_ + "leader:epoch"; }
 std::string Keys::leader_term() const { return prefix_ + "leader:term"; }
 

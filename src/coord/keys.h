@@ -21,8 +21,8 @@
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
 //   rate_limit, heartbeat, election_lock, range_lock, range_done, gap   carry a TTL.
-//   election_epoch, election_meta, head_floor, head_incarnation, leader_epoch, leader_term
-//                                 one value each.
+//   election_epoch, election_meta, head_floor, head_incarnation, head_fork, leader_epoch,
+//   leader_term, reorg_generation one value each.
 //   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
 //   registry, registry_expiries   one field / member per process that beat within its TTL, plus
 //                                 dead ones not yet pruned: every beat prunes up to
@@ -128,6 +128,11 @@ class Keys {
   std::string head_floor() const;
   // String: set on the first write to this node's log; a new value means the node lost its data.
   std::string head_incarnation() const;
+  // String "generation:fork point": the last re-org truncation this node applied (absent: none,
+  // generation 0). Every head-log write carries the leader's fork; a node behind it truncates its
+  // log above the fork point first, a node ahead of it refuses the write
+  // (lua/election_write_head.lua).
+  std::string head_fork() const;
 
   // --- on the coordination Redis ---
   // Integer: the highest leader epoch seen by a leader-only script (push, janitor, frontier
@@ -137,6 +142,9 @@ class Keys {
   // are restored). A leader that finds another value (or none: Redis lost its data) starts its
   // term again.
   std::string leader_term() const;
+  // Integer: the PostgreSQL re-org generation (store/rollback.h) whose rollback the coordination
+  // state has followed (lua/reorg_reset.lua); absent: 0.
+  std::string reorg_generation() const;
 
  private:
   int64_t chain_id_;

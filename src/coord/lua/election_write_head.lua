@@ -21,21 +21,36 @@
 -- KEYS[5]  the trim floor (integer; heights <= floor were trimmed; absent: none was)   Keys::head_floor
 -- KEYS[6]  the log incarnation (a random value set on the first write; a node that lost its data
 --          gets a new one, which tells readers to re-read it from the start)   Keys::head_incarnation
+-- KEYS[7]  the fork: "generation:fork point" of the last re-org truncation applied here (absent:
+--          generation 0)                      Keys::head_fork
 -- ARGV[1]  owner id
 -- ARGV[2]  the leader's token (epoch, integer >= 1)
 -- ARGV[3]  lock TTL in milliseconds (integer > 0)
 -- ARGV[4]  window: heights kept (integer > 0); the stream is trimmed to about as many entries
--- ARGV[5..] entries, three arguments each: height (decimal), hash, parent hash; heights ascending
+-- ARGV[5]  the leader's fork generation (integer >= 0)
+-- ARGV[6]  its fork point (integer; -1 with generation 0)
+-- ARGV[7..] entries, three arguments each: height (decimal), hash, parent hash; heights ascending
 -- Returns  {'OK', written, existing, skipped}   written new, already present with the same hash,
 --                                              skipped at or below the floor
 --          {'NOT_OWNER', holder or ''}   held by another; or free but a newer epoch is here ('')
 --          {'STALE_EPOCH', epoch}
+--          {'FORK_BEHIND', 'generation:point'}  this node applied a newer truncation than the
+--                                              writer knows; nothing was written
 --          {'CONFLICT', height, member}         another hash is stored at height (member as in
 --                                              KEYS[4]); nothing was written
+--
+-- Re-orgs (issue 10): the head log is append-only within a fork generation. A re-org is a new
+-- generation: the leader found where its log and the node's chain last agree (the fork point) and
+-- writes with generation + 1. A node still at a lower generation first drops every entry above
+-- the fork point (height index and stream; the stream is rebuilt from the index and the node gets
+-- a new incarnation, so readers re-read it whole), then takes the entries. A node at a higher
+-- generation refuses: a leader that has not seen the latest truncation must not write, so the old
+-- fork's entries can never again reach a quorum. Readers count only the nodes at the highest
+-- generation they see (election.cc).
 -- Errors   "election_write_head: ..." for bad arguments, before any write.
 
-local lock, epoch_key, log, heights, floor_key, incarnation =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local lock, epoch_key, log, heights, floor_key, incarnation, fork_key =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local owner, token, ttl, window = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local function bad(what) return redis.error_reply('election_write_head: ' .. what) end
 if not owner or owner == '' then return bad('empty owner') end
@@ -44,7 +59,14 @@ if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then return bad('bad ttl ' .. t
 if not window or window <= 0 or window ~= math.floor(window) then
   return bad('bad window ' .. tostring(ARGV[4]))
 end
-if (#ARGV - 4) % 3 ~= 0 then return bad('entries come in threes (height, hash, parent)') end
+local fork_gen, fork_point = tonumber(ARGV[5]), tonumber(ARGV[6])
+if not fork_gen or fork_gen < 0 or fork_gen ~= math.floor(fork_gen) then
+  return bad('bad fork generation ' .. tostring(ARGV[5]))
+end
+if not fork_point or fork_point < -1 or fork_point ~= math.floor(fork_point) then
+  return bad('bad fork point ' .. tostring(ARGV[6]))
+end
+if (#ARGV - 6) % 3 ~= 0 then return bad('entries come in threes (height, hash, parent)') end
 
 -- 1. Owner: the lock on this node is ours, or free and retakable (below). Held by another: refuse.
 local holder = redis.call('GET', lock)
@@ -62,12 +84,18 @@ if not holder then
 elseif token < epoch then
   return {'STALE_EPOCH', tostring(epoch)}
 end
--- 3. Entries: well-formed, ascending, and no other hash at any of their heights.
+-- 3. Fork: the same generation, or an older one to truncate first; a newer one refuses.
+local stored_fork = redis.call('GET', fork_key) or '0:-1'
+local stored_gen = tonumber(string.match(stored_fork, '^(%d+):')) or 0
+if stored_gen > fork_gen then return {'FORK_BEHIND', stored_fork} end
+local truncate = stored_gen < fork_gen
+-- 4. Entries: well-formed, ascending, and no other hash at any of their heights (above the fork
+-- point of a truncation, none: they are about to go).
 local floor = tonumber(redis.call('GET', floor_key) or '-1') or -1
 local new_entries, existing, skipped = {}, 0, 0
 local last = -1
 local top = nil
-for i = 5, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local h_text, hash, parent = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if not string.match(h_text, '^%d+$') then return bad('bad height ' .. h_text) end
   local h = tonumber(h_text)
@@ -79,7 +107,10 @@ for i = 5, #ARGV, 3 do
   if h <= floor then
     skipped = skipped + 1
   else
-    local found = redis.call('ZRANGEBYSCORE', heights, h, h, 'LIMIT', 0, 1)
+    local found = {}
+    if not (truncate and h > fork_point) then
+      found = redis.call('ZRANGEBYSCORE', heights, h, h, 'LIMIT', 0, 1)
+    end
     if #found > 0 then
       local stored_hash = string.match(found[1], '^%d+:([^:]*):')
       if stored_hash ~= hash then return {'CONFLICT', h_text, found[1]} end
@@ -91,23 +122,36 @@ for i = 5, #ARGV, 3 do
   top = h
 end
 
--- Checks done; the writes. 4. Retake a free lock; heal this node's epoch up to the token.
+-- Checks done; the writes. 5. Retake a free lock; heal this node's epoch up to the token.
 if token > epoch then redis.call('SET', epoch_key, ARGV[2]) end
+-- 6. Truncate: drop the entries above the fork point, rebuild the stream from what is left, and
+-- start a new incarnation so readers re-read this node whole.
+if truncate then
+  redis.call('ZREMRANGEBYSCORE', heights, '(' .. fork_point, '+inf')
+  redis.call('DEL', log)
+  for _, m in ipairs(redis.call('ZRANGE', heights, 0, -1)) do
+    local h, hash, parent, e = string.match(m, '^(%d+):([^:]*):([^:]*):(%d+)$')
+    if h then redis.call('XADD', log, '*', 'height', h, 'hash', hash, 'parent', parent, 'epoch', e) end
+  end
+  local t = redis.call('TIME')
+  redis.call('SET', incarnation, t[1] .. '.' .. t[2] .. '/fork' .. fork_gen)
+  redis.call('SET', fork_key, fork_gen .. ':' .. fork_point)
+end
 if #new_entries > 0 and redis.call('EXISTS', incarnation) == 0 then
   local t = redis.call('TIME')
   redis.call('SET', incarnation, t[1] .. '.' .. t[2])
 end
--- 5. Append.
+-- 7. Append.
 for _, e in ipairs(new_entries) do
   redis.call('XADD', log, '*', 'height', e[1], 'hash', e[2], 'parent', e[3], 'epoch', ARGV[2])
   redis.call('ZADD', heights, tonumber(e[1]), e[1] .. ':' .. e[2] .. ':' .. e[3] .. ':' .. ARGV[2])
 end
--- 6. Bounded: keep the window below the highest height written here.
+-- 8. Bounded: keep the window below the highest height written here.
 if #new_entries > 0 and top ~= nil and top - window > floor then
   redis.call('ZREMRANGEBYSCORE', heights, '-inf', top - window)
   redis.call('SET', floor_key, tostring(top - window))
 end
 if #new_entries > 0 then redis.call('XTRIM', log, 'MAXLEN', '~', window) end
--- 7. The lease, renewed (or retaken) by the work.
+-- 9. The lease, renewed (or retaken) by the work.
 if holder then redis.call('PEXPIRE', lock, ttl) else redis.call('SET', lock, owner, 'PX', ttl) end
 return {'OK', #new_entries, existing, skipped}
