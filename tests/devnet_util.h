@@ -23,7 +23,9 @@
 #include "store/queries.h"
 #include "store/state.h"
 #include "testing/devnet_manifest.h"
+#include "testing/free_port.h"
 #include "testing/pg_test_db.h"
+#include "testing/wait_for.h"
 
 namespace gapless::e2e {
 
@@ -246,6 +248,52 @@ inline int64_t CommittedRangeCount(PgPool* pool) {
   auto conn = pool->Acquire();
   auto r = conn->Query("SELECT count(*) FROM indexed_ranges");
   return r.ok() ? r->GetInt64(0, 0).value() : -1;
+}
+
+// A private anvil (GAPLESS_ANVIL) for a test that changes its chain (the shared devnet must not
+// re-org under other tests): `blocks` blocks mined in steps of `every`, with three value transfers
+// (each mined in a block of its own by anvil's automine) before each step. Killed with the object.
+struct PrivateChain {
+  pid_t pid = -1;
+  std::string url;
+  DevnetManifest manifest;
+  ~PrivateChain() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      WaitForExit(pid, 10);
+    }
+  }
+  Devnet devnet() const { return Devnet{url, &manifest}; }
+};
+
+// nullptr when GAPLESS_ANVIL is not set. `log` names the anvil's log in the test's temp dir.
+inline std::unique_ptr<PrivateChain> StartPrivateChain(uint64_t blocks, uint64_t every = 100,
+                                                       const std::string& log = "private-anvil") {
+  const char* anvil = std::getenv("GAPLESS_ANVIL");
+  if (anvil == nullptr || *anvil == 0) return nullptr;
+  auto chain = std::make_unique<PrivateChain>();
+  const int port = FreePort();
+  chain->url = "http://127.0.0.1:" + std::to_string(port);
+  chain->pid = Spawn({anvil, "--port", std::to_string(port), "--silent"},
+                     ::testing::TempDir() + log + ".log");
+  auto rpc = ClientsFor(chain->url)();
+  EXPECT_TRUE(testing_util::WaitFor([&] { return rpc->ChainId().ok(); }, 30'000));
+  auto accounts = rpc->Call("eth_accounts", "[]");
+  EXPECT_TRUE(accounts.ok());
+  const std::string from = accounts->substr(accounts->find("0x"), 42);
+  const std::string to = accounts->substr(accounts->find("0x", accounts->find("0x") + 42), 42);
+  for (uint64_t mined = 0; mined < blocks; mined += every) {
+    for (int i = 0; i < 3; ++i) {
+      auto sent = rpc->Call("eth_sendTransaction",
+                            R"([{"from":")" + from + R"(","to":")" + to + R"(","value":"0x1"}])");
+      EXPECT_TRUE(sent.ok()) << sent.status().ToString();
+    }
+    auto mine = rpc->Call("anvil_mine", "[\"" + HexQuantity(every) + "\"]");
+    EXPECT_TRUE(mine.ok()) << mine.status().ToString();
+  }
+  chain->manifest.chain_id = 31337;
+  chain->manifest.last_block = blocks;
+  return chain;
 }
 
 }  // namespace gapless::e2e

@@ -31,48 +31,6 @@ constexpr char kTopic[] = "blocks";
 // The mock's group coordinator makes a new member wait out the session timeout: keep it short.
 constexpr char kConsumerProps[] = "?session.timeout.ms=4500&heartbeat.interval.ms=1000";
 
-// A private anvil with `blocks` blocks: a few value transfers every 100 blocks.
-struct Chain {
-  pid_t pid = -1;
-  std::string url;
-  DevnetManifest manifest;
-  ~Chain() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      WaitForExit(pid, 10);
-    }
-  }
-  Devnet devnet() const { return Devnet{url, &manifest}; }
-};
-
-std::unique_ptr<Chain> StartChain(uint64_t blocks) {
-  const char* anvil = std::getenv("GAPLESS_ANVIL");
-  if (anvil == nullptr || *anvil == 0) return nullptr;
-  auto chain = std::make_unique<Chain>();
-  const int port = FreePort();
-  chain->url = "http://127.0.0.1:" + std::to_string(port);
-  chain->pid = Spawn({anvil, "--port", std::to_string(port), "--silent"},
-                     ::testing::TempDir() + "kafka-source-anvil.log");
-  auto rpc = ClientsFor(chain->url)();
-  EXPECT_TRUE(WaitFor([&] { return rpc->ChainId().ok(); }, 30'000));
-  auto accounts = rpc->Call("eth_accounts", "[]");
-  EXPECT_TRUE(accounts.ok());
-  const std::string from = accounts->substr(accounts->find("0x"), 42);
-  const std::string to = accounts->substr(accounts->find("0x", accounts->find("0x") + 42), 42);
-  for (uint64_t mined = 0; mined < blocks; mined += 100) {
-    for (int i = 0; i < 3; ++i) {
-      auto sent = rpc->Call("eth_sendTransaction",
-                            R"([{"from":")" + from + R"(","to":")" + to + R"(","value":"0x1"}])");
-      EXPECT_TRUE(sent.ok()) << sent.status().ToString();
-    }
-    auto mine = rpc->Call("anvil_mine", R"(["0x64"])");
-    EXPECT_TRUE(mine.ok()) << mine.status().ToString();
-  }
-  chain->manifest.chain_id = 31337;
-  chain->manifest.last_block = blocks;
-  return chain;
-}
-
 class KafkaSourceTest : public DbRedisTest {
  protected:
   void SetUp() override {
@@ -85,7 +43,7 @@ class KafkaSourceTest : public DbRedisTest {
     ASSERT_TRUE(cluster_->CreateTopic(kTopic, 4, 3).ok());
   }
 
-  std::vector<std::string> Leader(const Chain& chain, uint64_t to) {
+  std::vector<std::string> Leader(const PrivateChain& chain, uint64_t to) {
     return {GaplessBinary(), "leader",
             "--source",      "kafka",
             "--rpc",         chain.url,
@@ -129,7 +87,7 @@ class KafkaSourceTest : public DbRedisTest {
             "--log-level",
             "warn"};
   }
-  std::vector<std::string> Produce(const Chain& chain, uint64_t from, uint64_t to) {
+  std::vector<std::string> Produce(const PrivateChain& chain, uint64_t from, uint64_t to) {
     return {GaplessBinary(), "produce",
             "--rpc",         chain.url,
             "--brokers",     cluster_->bootstrap(),
@@ -162,7 +120,7 @@ class KafkaSourceTest : public DbRedisTest {
 
 TEST_F(KafkaSourceTest, ThreeWorkersUnderKillsABrokerDownAndDuplicatesEqualACleanRun) {
   constexpr uint64_t kTo = 2000;
-  auto chain = StartChain(kTo);
+  auto chain = StartPrivateChain(kTo);
   if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
   const std::string log = ::testing::TempDir() + "kafka-source-chaos.log";
   pid_t leader = Track(Spawn(Leader(*chain, kTo), log));
@@ -215,7 +173,7 @@ TEST_F(KafkaSourceTest, ThreeWorkersUnderKillsABrokerDownAndDuplicatesEqualAClea
 
 TEST_F(KafkaSourceTest, AWorkerKilledBetweenItsCommitAndItsOffsetCommitIsSkippedOnRedelivery) {
   constexpr uint64_t kTo = 199;
-  auto chain = StartChain(kTo);
+  auto chain = StartPrivateChain(kTo);
   if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
   const std::string log = ::testing::TempDir() + "kafka-source-ack.log";
   ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 0, kTo), log), 120), 0) << "see " << log;
@@ -251,7 +209,7 @@ TEST_F(KafkaSourceTest, AWorkerKilledBetweenItsCommitAndItsOffsetCommitIsSkipped
 // --heal-gaps-after, queues it for the RPC worker a Kafka worker given --rpc runs.
 TEST_F(KafkaSourceTest, AGapInTheStreamIsReportedAndHealedFromRpc) {
   constexpr uint64_t kTo = 199;
-  auto chain = StartChain(kTo);
+  auto chain = StartPrivateChain(kTo);
   if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
   const std::string log = ::testing::TempDir() + "kafka-source-gap.log";
   ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 0, 99), log), 120), 0) << "see " << log;
@@ -282,7 +240,7 @@ TEST_F(KafkaSourceTest, AGapInTheStreamIsReportedAndHealedFromRpc) {
 // single-machine form), finishing a fixed range with exit code 0.
 TEST_F(KafkaSourceTest, RunWithKafkaWorkersInOneProcessFinishesTheRange) {
   constexpr uint64_t kTo = 149;
-  auto chain = StartChain(kTo);
+  auto chain = StartPrivateChain(kTo);
   if (chain == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
   const std::string log = ::testing::TempDir() + "kafka-source-run.log";
   ASSERT_EQ(WaitForExit(Spawn(Produce(*chain, 0, kTo), log), 120), 0) << "see " << log;

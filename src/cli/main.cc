@@ -67,6 +67,7 @@ struct RunArgs {  // run, leader, worker
   double rate_limit = 0;  // requests per second per endpoint, fleet-wide; 0 = none
   bool follow = false;
   uint64_t confirmations = 0;
+  uint64_t max_reorg_depth = 64;
   int64_t max_lease_expiries = 10;
   std::string source = "rpc";  // rpc | kafka
   std::string brokers;
@@ -386,6 +387,12 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
     sub->add_option("--confirmations", a->run.confirmations,
                     "With --follow --to latest: stay this many blocks behind the head")
         ->capture_default_str();
+    sub->add_option("--max-reorg-depth", a->run.max_reorg_depth,
+                    "Roll back a chain re-org at most this many blocks deep; a deeper one stops "
+                    "the run with an error naming the fork point, changing nothing (README: "
+                    "re-orgs)")
+        ->capture_default_str()
+        ->check(CLI::Range(uint64_t{1}, uint64_t{4'000}));
     sub->add_option("--max-lease-expiries", a->run.max_lease_expiries,
                     "Dead-letter a range whose lease expired this many times (its workers died or "
                     "stalled on it)")
@@ -728,6 +735,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.rate_limit = a.run.rate_limit;
   command.follow = a.run.follow;
   command.confirmations = a.run.confirmations;
+  command.max_reorg_depth = a.run.max_reorg_depth;
   command.max_lease_expiries = a.run.max_lease_expiries;
   command.source = a.run.source == "kafka" ? BlockSourceKind::kKafka : BlockSourceKind::kRpc;
   command.kafka.brokers = a.run.brokers;

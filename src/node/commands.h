@@ -116,6 +116,8 @@ struct FleetCommand {
   // with_leader: keep seeding as `to` (a tag) moves, staying `confirmations` blocks behind it.
   bool follow = false;
   uint64_t confirmations = 0;
+  // with_leader: the deepest chain re-org rolled back (node/leader.h "Re-orgs").
+  uint64_t max_reorg_depth = 64;
   int64_t max_lease_expiries = 10;
   // with_leader: the event relay, a leader duty (node/relay.h).
   EventsOptions events;

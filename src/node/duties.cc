@@ -24,6 +24,28 @@ std::optional<uint64_t> ElectorLease::CommittedHeight() const {
   return tip->height;
 }
 
+std::optional<HeadFork> ElectorLease::ForksSince(uint64_t after) const {
+  std::optional<HeadFork> applied = elector_->ForksSince(after);
+  // Truncations this process did not write itself (a predecessor's, read at promotion): only the
+  // newest is known, with its point.
+  HeadFork current = elector_->fork();
+  if (current.generation <= after) return applied;
+  if (!applied.has_value()) return current;
+  applied->generation = std::max(applied->generation, current.generation);
+  return applied;
+}
+
+Result<std::map<uint64_t, HeadEntry>> ElectorLease::HeadEntries(uint64_t from, uint64_t to) const {
+  if (election_ == nullptr) return std::map<uint64_t, HeadEntry>{};
+  return election_->Committed(from, to);
+}
+
+Status ElectorLease::Fatal() const {
+  Status st = elector_->source_error();
+  if (st.code() == Code::kFailedPrecondition) return st;
+  return Status::Ok();
+}
+
 DutyHost::DutyHost(LeaderLease* lease, int64_t tick_ms, std::string name, Env* env)
     : lease_(lease), tick_ms_(tick_ms), name_(std::move(name)), env_(env) {}
 

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,18 +40,38 @@ class LeaderLease {
   // there = nothing committed yet, seed nothing).
   virtual bool has_head_log() const = 0;
   virtual std::optional<uint64_t> CommittedHeight() const = 0;
+  // Re-orgs (with a head log): the head log's truncations above fork generation `after`, as the
+  // newest generation with the lowest fork point among them (nullopt: none).
+  virtual std::optional<HeadFork> ForksSince(uint64_t after) const {
+    (void)after;
+    return std::nullopt;
+  }
+  // The head log's committed entries at heights [from, to] (only with a head log).
+  virtual Result<std::map<uint64_t, HeadEntry>> HeadEntries(uint64_t from, uint64_t to) const {
+    (void)from;
+    (void)to;
+    return std::map<uint64_t, HeadEntry>{};
+  }
+  // A condition the process must stop on (a re-org deeper than --max-reorg-depth); Ok otherwise.
+  virtual Status Fatal() const { return Status::Ok(); }
 };
 
 // The HA leader's lease (the elector is borrowed).
+// `election` (the elector's) answers HeadEntries; nullptr: none known.
 class ElectorLease : public LeaderLease {
  public:
-  explicit ElectorLease(const Elector* elector) : elector_(elector) {}
+  explicit ElectorLease(const Elector* elector, const Election* election = nullptr)
+      : elector_(elector), election_(election) {}
   std::optional<uint64_t> Token() const override { return elector_->LeaderToken(); }
   bool has_head_log() const override { return true; }
   std::optional<uint64_t> CommittedHeight() const override;
+  std::optional<HeadFork> ForksSince(uint64_t after) const override;
+  Result<std::map<uint64_t, HeadEntry>> HeadEntries(uint64_t from, uint64_t to) const override;
+  Status Fatal() const override;
 
  private:
   const Elector* elector_;
+  const Election* election_;
 };
 
 // A lease that is always held, for a process that is alone by construction (`index`).

@@ -92,6 +92,7 @@ std::unique_ptr<Leader> MakeLeader(const FleetCommand& command, const CheckedCha
   options.max_lease_expiries = command.max_lease_expiries;
   options.blocks_from_stream = command.source == BlockSourceKind::kKafka;
   options.heal_gaps_after_ms = command.heal_gaps_after_ms;
+  options.max_reorg_depth = command.max_reorg_depth;
   if (command.follow) {
     options.follow = true;
     options.to_tag = command.indexing.to.text;
@@ -120,6 +121,7 @@ std::unique_ptr<HeadTracker> MakeHeadTracker(const FleetCommand& command,
     options.to = chain.to;
   }
   options.window = command.election.head_log_window;
+  options.max_reorg_depth = command.max_reorg_depth;
   return std::make_unique<HeadTracker>(MakeRpcClientFactory(rpc)(), command.indexing.db, options);
 }
 
@@ -349,10 +351,11 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
                              OpenLockNodes(command.election, command.redis, EvictionCheck::kSkip));
     election = MakeElection(leader_nodes.get(), coord.keys, command.election);
     tracker = MakeHeadTracker(command, chain);
+    tracker->set_election(election.get());
     ElectorOptions elector_options;
     elector_options.name = election->options().owner;
     elector = std::make_unique<Elector>(election.get(), tracker.get(), elector_options);
-    lease = std::make_unique<ElectorLease>(elector.get());
+    lease = std::make_unique<ElectorLease>(elector.get(), election.get());
     leader = MakeLeader(command, chain, coord.keys, process_id, lease.get(), rpc.get());
     Result<std::unique_ptr<PgWaker>> waker = PgWaker::Open(
         chain.pool->url(), {std::string(kRangeCommittedChannel)}, chain.pool->options());

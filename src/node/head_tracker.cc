@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "store/rollback.h"
+
 namespace gapless {
 namespace {
 
@@ -78,35 +80,81 @@ Status HeadTracker::CheckDatabase() {
   return st;
 }
 
-Result<std::vector<HeadEntry>> HeadTracker::Next(const std::optional<HeadEntry>& tip, size_t max) {
+Result<HeadEntry> HeadTracker::FindForkPoint(uint64_t tip_height, uint64_t top) {
+  if (election_ == nullptr) {
+    return Unavailable(fmt::format(
+        "the chain no longer holds the head log's block {}: a re-org, but this tracker cannot "
+        "read the log to find the fork point",
+        top));
+  }
+  const uint64_t depth = options_.max_reorg_depth;
+  const uint64_t lo = std::max(options_.from, tip_height > depth ? tip_height - depth : 0);
+  if (top < lo) top = lo;
+  GAPLESS_ASSIGN_OR_RETURN(auto committed, election_->Committed(lo, top));
+  GAPLESS_ASSIGN_OR_RETURN(auto headers, FetchHeaders(*rpc_, lo, top));
+  for (uint64_t h = top + 1; h-- > lo;) {
+    auto it = committed.find(h);
+    if (it != committed.end() && it->second.hash == headers[h - lo].hash) return it->second;
+  }
+  return FailedPrecondition(
+             fmt::format(
+                 "the chain re-orged deeper than --max-reorg-depth {}: the node's blocks differ "
+                 "from the head log's at every height from {} down to {} (fork point below {}). "
+                 "Nothing was changed. Check the RPC node; if the chain really re-orged that "
+                 "deep, restart with a larger --max-reorg-depth",
+                 depth, top, lo, lo))
+      .WithReason(std::string(kReorgTooDeepReason));
+}
+
+Result<HeadUpdate> HeadTracker::Next(const std::optional<HeadEntry>& tip, size_t max) {
   GAPLESS_RETURN_IF_ERROR(CheckDatabase().WithContext("PostgreSQL"));
   auto bound = Bound();
-  if (!bound.ok() && bound.status().code() == Code::kNotFound) return std::vector<HeadEntry>{};
+  if (!bound.ok() && bound.status().code() == Code::kNotFound) return HeadUpdate{};
   if (!bound.ok()) return bound.status();
+  HeadUpdate out;
+  // Is the log's tip still on the chain? (Also when nothing is new: a re-org to a fork no longer
+  // than the old one shows only here.)
+  std::optional<HeadEntry> base = tip;
+  if (tip.has_value() && *bound >= options_.from) {
+    const uint64_t probe = std::min(tip->height, *bound);
+    GAPLESS_ASSIGN_OR_RETURN(auto node, FetchHeaders(*rpc_, probe, probe));
+    std::string logged = tip->hash;
+    if (probe != tip->height && election_ != nullptr) {
+      GAPLESS_ASSIGN_OR_RETURN(auto at, election_->Committed(probe, probe));
+      logged = at.count(probe) > 0 ? at.at(probe).hash : node[0].hash;
+    }
+    if (node[0].hash != logged) {
+      GAPLESS_ASSIGN_OR_RETURN(HeadEntry fork, FindForkPoint(tip->height, probe));
+      out.fork = fork;
+      base = fork;
+    }
+  }
   uint64_t start = options_.from;
   if (*bound >= options_.window && *bound - options_.window + 1 > start) {
     start = *bound - options_.window + 1;
   }
-  uint64_t first = tip.has_value() ? std::max(tip->height + 1, start) : start;
-  if (first > *bound || max == 0) return std::vector<HeadEntry>{};
+  uint64_t first = base.has_value() ? std::max(base->height + 1, start) : start;
+  if (first > *bound || max == 0) return out;
   uint64_t last = std::min(*bound, first + max - 1);
-  GAPLESS_ASSIGN_OR_RETURN(auto entries, FetchHeaders(*rpc_, first, last));
-  // Entries chain: a break is a re-org (or a node answering from two forks), never written.
+  GAPLESS_ASSIGN_OR_RETURN(out.entries, FetchHeaders(*rpc_, first, last));
+  const auto& entries = out.entries;
+  // Entries chain: a break is the chain moving under us (a re-org between the calls, or a node
+  // answering from two forks): nothing is written, the next call looks again.
   for (size_t i = 0; i < entries.size(); ++i) {
     const std::string* want = nullptr;
     if (i > 0) {
       want = &entries[i - 1].hash;
-    } else if (tip.has_value() && tip->height + 1 == entries[0].height) {
-      want = &tip->hash;
+    } else if (base.has_value() && base->height + 1 == entries[0].height) {
+      want = &base->hash;
     }
     if (want != nullptr && entries[i].parent != *want) {
-      return InvalidData(fmt::format(
-          "block {}: parent hash {} does not match {} at height {} (a re-org, or an RPC backend "
-          "answering from another fork)",
+      return Unavailable(fmt::format(
+          "block {}: parent hash {} does not match {} at height {} (the chain moved during the "
+          "call, or an RPC backend answers from another fork)",
           entries[i].height, entries[i].parent, *want, entries[i].height - 1));
     }
   }
-  return entries;
+  return out;
 }
 
 Status HeadLogCheck(const Election& election, const std::vector<BlockData>& blocks) {

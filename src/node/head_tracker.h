@@ -6,9 +6,18 @@
 //
 // Where the log starts: a new (empty) log starts at max(from, bound - window + 1), so a backfill of
 // old history does not walk millions of headers through the lock nodes; blocks below the log's
-// start are not checked against it. Entries must chain (each parent hash is the previous hash,
-// and the first one's is the tip's): a break is a re-org, reported as InvalidData naming the
-// height and never written (re-org handling is the leader's next capability).
+// start are not checked against it. Entries must chain (each parent hash is the previous hash).
+//
+// Re-orgs (issue 10): every call first asks the node for its block at the log's tip (or at the
+// bound, when the chain is now shorter than the log) and compares the hash with the log's. A
+// difference, or a first new header whose parent is not the tip, is a re-org: the tracker walks
+// down from there, comparing the node's headers with the log's committed entries (read from the
+// lock nodes through `set_election`), to the fork point, the highest height where they agree, and
+// returns it (HeadUpdate::fork) with the new fork's headers above it; the elector truncates the log
+// there (coord/elector.h) and the leader's duties roll PostgreSQL back (node/leader.h). A fork
+// point more than max_reorg_depth below the log's tip is FailedPrecondition with reason
+// kReorgTooDeepReason (store/rollback.h), naming the heights and the flag: nothing is truncated,
+// the lease is not renewed, and `run`/`leader` stop on it rather than rewriting deep history.
 //
 // HeadLogCheck: what a worker does with the log: every fetched block whose height has a
 // committed entry must carry that entry's hash; a block that differs (a load-balanced RPC backend
@@ -41,7 +50,8 @@ struct HeadTrackerOptions {
   std::optional<uint64_t> to;  // fixed range end; or follow `tag`
   std::string tag = "latest";
   uint64_t confirmations = 0;
-  uint64_t window = 4'096;  // the head log's window (where an empty log starts)
+  uint64_t window = 4'096;        // the head log's window (where an empty log starts)
+  uint64_t max_reorg_depth = 64;  // --max-reorg-depth: blocks below the log's tip a fork may be
 };
 
 class HeadTracker : public HeadSource {
@@ -50,13 +60,21 @@ class HeadTracker : public HeadSource {
   // timeout, few attempts): the lease waits on it.
   HeadTracker(std::unique_ptr<JsonRpcClient> rpc, std::string pg_url, HeadTrackerOptions options);
 
-  Result<std::vector<HeadEntry>> Next(const std::optional<HeadEntry>& tip, size_t max) override;
+  // The head log's view for the fork-point walk (borrowed; without one a re-org is reported as
+  // Unavailable and never written).
+  void set_election(const Election* election) { election_ = election; }
+
+  Result<HeadUpdate> Next(const std::optional<HeadEntry>& tip, size_t max) override;
 
  private:
   Result<uint64_t> Bound();
   Status CheckDatabase();
+  // The fork point at or below `top` (the log's entry there), walking down at most
+  // max_reorg_depth heights below `tip_height`.
+  Result<HeadEntry> FindForkPoint(uint64_t tip_height, uint64_t top);
 
   std::unique_ptr<JsonRpcClient> rpc_;
+  const Election* election_ = nullptr;
   std::string pg_url_;
   std::unique_ptr<PgConn> pg_;
   HeadTrackerOptions options_;

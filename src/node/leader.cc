@@ -12,6 +12,7 @@
 #include "node/ranges.h"
 #include "node/reconcile.h"
 #include "store/queries.h"
+#include "store/rollback.h"
 #include "store/state.h"
 
 namespace gapless {
@@ -81,7 +82,101 @@ Result<std::optional<uint64_t>> Leader::Bound() {
   return bound;
 }
 
+Status Leader::RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, uint64_t epoch) {
+  // 1. The fence floor, before PostgreSQL (leader.h "Re-orgs").
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply counter, redis_->Command({"GET", keys_.fence_counter()}));
+  RollbackRequest request;
+  request.fork_point = fork_point;
+  request.leader_epoch = epoch;
+  request.max_depth = options_.max_reorg_depth;
+  request.fence_floor = counter.str.empty() ? 0 : std::strtoull(counter.str.c_str(), nullptr, 10);
+  request.head_fork_generation = head_fork_generation;
+  // The canonical hashes above the fork point, for the record (best effort).
+  auto entries = lease_->HeadEntries(fork_point + 1, fork_point + options_.max_reorg_depth);
+  if (entries.ok()) {
+    for (const auto& [height, entry] : *entries) request.new_hashes.push_back(entry.hash);
+  }
+  // 2. PostgreSQL.
+  RollbackResult result;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(result, RollBack(*conn, request));
+  }
+  if (result.depth > 0) {
+    spdlog::warn(
+        "leader {}: re-org: rolled back {} stored blocks above block {} (generation {}); tokens up "
+        "to {} are fenced above it",
+        options_.holder_id, result.depth, fork_point, result.generation, request.fence_floor);
+  } else {
+    spdlog::info("leader {}: re-org above block {}: nothing stored there; tokens up to {} fenced",
+                 options_.holder_id, fork_point, request.fence_floor);
+  }
+  if (head_fork_generation > head_forks_followed_) head_forks_followed_ = head_fork_generation;
+  // 3. Redis.
+  return FollowRollbacksInRedis(epoch);
+}
+
+Status Leader::FollowRollbacksInRedis(uint64_t epoch) {
+  std::optional<uint64_t> fork;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(fork, FollowRollbacks(*redis_, keys_, *conn, options_.from, epoch));
+  }
+  if (!fork.has_value()) return Status::Ok();
+  const uint64_t back = std::max(options_.from, *fork + 1);
+  if (frontier_.load() > back) frontier_ = back;
+  cursor_ = std::min(cursor_, back);
+  persisted_ = std::min(persisted_, back);
+  stalled_at_ = UINT64_MAX;
+  return Status::Ok();
+}
+
+Status Leader::FollowReorgs(uint64_t epoch, bool term_start) {
+  if (!lease_->has_head_log()) return Status::Ok();
+  if (term_start) {
+    {
+      auto conn = pool_->Acquire();
+      GAPLESS_ASSIGN_OR_RETURN(head_forks_followed_, HeadForkGeneration(*conn));
+    }
+    // Stored blocks that disagree with the log's window (a predecessor died mid-re-org, or wrote
+    // before any of this existed): roll back to below the first one.
+    std::optional<uint64_t> tip = lease_->CommittedHeight();
+    if (tip.has_value()) {
+      const uint64_t window = 4'096;
+      const uint64_t lo = std::max(options_.from, *tip >= window ? *tip - window + 1 : 0);
+      GAPLESS_ASSIGN_OR_RETURN(auto logged, lease_->HeadEntries(lo, *tip));
+      std::vector<std::pair<uint64_t, std::string>> stored;
+      {
+        auto conn = pool_->Acquire();
+        GAPLESS_ASSIGN_OR_RETURN(
+            auto rows, conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks WHERE "
+                                   "number BETWEEN $1 AND $2 ORDER BY number",
+                                   {std::to_string(lo), std::to_string(*tip)}));
+        for (int i = 0; i < rows.rows(); ++i) {
+          GAPLESS_ASSIGN_OR_RETURN(int64_t n, rows.GetInt64(i, 0));
+          stored.emplace_back(static_cast<uint64_t>(n), std::string(rows.Get(i, 1)));
+        }
+      }
+      for (const auto& [number, hash] : stored) {
+        auto it = logged.find(number);
+        if (it == logged.end() || it->second.hash == hash || number == 0) continue;
+        spdlog::warn("leader {}: stored block {} is {} but the head log has {}: rolling back",
+                     options_.holder_id, number, hash, it->second.hash);
+        GAPLESS_RETURN_IF_ERROR(RollBackTo(number - 1, 0, epoch));
+        break;
+      }
+    }
+    // Redis follows what PostgreSQL rolled back (before RestoreFloors, which only raises).
+    GAPLESS_RETURN_IF_ERROR(FollowRollbacksInRedis(epoch));
+  }
+  std::optional<HeadFork> forks = lease_->ForksSince(head_forks_followed_);
+  if (!forks.has_value()) return Status::Ok();
+  return RollBackTo(static_cast<uint64_t>(std::max<int64_t>(0, forks->point)), forks->generation,
+                    epoch);
+}
+
 Status Leader::StartTerm(uint64_t bound, uint64_t epoch) {
+  GAPLESS_RETURN_IF_ERROR(FollowReorgs(epoch, /*term_start=*/true));
   uint64_t to = std::max(bound, options_.from);
   auto conn = pool_->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(ReconcileFloors floors,
@@ -309,6 +404,7 @@ Status Leader::CheckStuck() {
 
 Status Leader::Standby() {
   GAPLESS_RETURN_IF_ERROR(Validate());
+  GAPLESS_RETURN_IF_ERROR(lease_->Fatal());
   GAPLESS_RETURN_IF_ERROR(Connect());
   if (holding_.load()) spdlog::warn("leader {}: no longer leading", options_.holder_id);
   holding_ = false;
@@ -322,6 +418,7 @@ Status Leader::Standby() {
 
 Status Leader::Step(uint64_t epoch) {
   GAPLESS_RETURN_IF_ERROR(Validate());
+  GAPLESS_RETURN_IF_ERROR(lease_->Fatal());
   GAPLESS_RETURN_IF_ERROR(Connect());
   holding_ = true;
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> bound, Bound());
@@ -340,6 +437,7 @@ Status Leader::Step(uint64_t epoch) {
         StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
     term_epoch_ = epoch;
   }
+  GAPLESS_RETURN_IF_ERROR(FollowReorgs(epoch, /*term_start=*/false));
   if (bound.has_value() && !options_.blocks_from_stream) {
     GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
   }

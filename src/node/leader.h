@@ -25,6 +25,23 @@
 // (following); with an HA lease it is further capped at the head log's committed height, so
 // workers only get blocks whose hashes the head log knows.
 //
+// Re-orgs (issue 10), with a head log. The head tracker finds them and the elector truncates the
+// log at the fork point (node/head_tracker.h, coord/elector.h); each step then follows, in this
+// order (the order is the safety argument):
+//  1. the fence floor: the coordination Redis's fence counter, read first, so every lease granted
+//     so far (any of which may hold the old fork) carries a token at or below it;
+//  2. PostgreSQL (store/rollback.h), in one transaction that waits out the range writes in
+//     flight: the rows above the fork point are deleted, the floor recorded (the writer refuses
+//     those tokens above the fork point from now on), the persisted frontier lowered;
+//  3. the coordination Redis (node/reconcile.h FollowRollbacks): frontier down, completed ranges
+//     above the fork dropped, the generation recorded; then the seeder's cursor goes back.
+// A leader that dies between the steps leaves the rest to the next: at the start of every term the
+// head log's truncations not yet recorded in PostgreSQL are rolled back (and the stored blocks of
+// the log's window are compared with its entries, a first mismatch rolled back too), and Redis
+// follows PostgreSQL's generation before RestoreFloors raises the frontier. A re-org deeper than
+// max_reorg_depth stops the duty (FailedPrecondition naming the fork point and the flag), whether
+// the head tracker or the rollback finds it.
+//
 // Thread-safety: Run (or a DutyHost calling Step/Standby) is driven by one thread. done(),
 // frontier() and holding() may be read from any thread.
 #pragma once
@@ -77,7 +94,8 @@ struct LeaderOptions {
   // The leader samples the coordination Redis's key count this often (`status` shows the history
   // and warns about growth without bound; the leader logs the same warning).
   int64_t key_sample_every_ms = 60'000;
-  std::string holder_id;  // for logs
+  uint64_t max_reorg_depth = 64;  // --max-reorg-depth (see "Re-orgs" above)
+  std::string holder_id;          // for logs
   Env* env = Env::Default();
 };
 
@@ -121,6 +139,12 @@ class Leader : public Duty {
   Status Connect();
   Result<std::optional<uint64_t>> Bound();
   Status StartTerm(uint64_t bound, uint64_t epoch);
+  // Re-orgs: the head log's truncations not yet followed (at a term's start, also the stored
+  // blocks that disagree with the log), rolled back in PostgreSQL and then in Redis.
+  Status FollowReorgs(uint64_t epoch, bool term_start);
+  Status RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, uint64_t epoch);
+  // Redis follows PostgreSQL's rollbacks; the local cursor and frontier go back with it.
+  Status FollowRollbacksInRedis(uint64_t epoch);
   Status Seed(uint64_t bound, uint64_t epoch);
   Status AdvanceFrontier(uint64_t epoch);
   // blocks_from_stream: report and heal the gap at the frontier; free dead workers' range locks.
@@ -146,7 +170,8 @@ class Leader : public Duty {
   uint64_t cursor_ = 0;
   std::atomic<uint64_t> frontier_{0};
   uint64_t persisted_ = 0;
-  int64_t stuck_since_micros_ = 0;  // 0: not stuck
+  uint64_t head_forks_followed_ = 0;  // the head log's fork generation rolled back so far
+  int64_t stuck_since_micros_ = 0;    // 0: not stuck
   PgWaker* waker_ = nullptr;
   uint64_t stalled_at_ = UINT64_MAX;  // the frontier the last step could not move past
   uint64_t gap_from_ = UINT64_MAX;    // the open gap's first block, and since when (micros)

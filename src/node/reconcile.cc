@@ -9,6 +9,7 @@
 #include "coord/queue.h"
 #include "node/ranges.h"
 #include "store/queries.h"
+#include "store/rollback.h"
 #include "store/state.h"
 
 namespace gapless {
@@ -39,6 +40,33 @@ Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn
   Frontier frontier(&redis, keys.completed(), keys.frontier(), prefix, keys.leader_epoch());
   GAPLESS_ASSIGN_OR_RETURN(out.frontier, frontier.Advance(leader_epoch));
   return out;
+}
+
+Result<std::optional<uint64_t>> FollowRollbacks(RedisConn& redis, const Keys& keys, PgConn& pg,
+                                                uint64_t from, uint64_t leader_epoch) {
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t generation, ReorgGeneration(pg));
+  if (generation == 0) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply followed, redis.Command({"GET", keys.reorg_generation()}));
+  uint64_t seen = 0;
+  if (!followed.str.empty()) seen = std::strtoull(followed.str.c_str(), nullptr, 10);
+  if (seen >= generation) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> fork, ForkPointSince(pg, seen));
+  if (!fork.has_value()) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r,
+      redis.Eval(LoadScript("reorg_reset.lua"),
+                 {keys.frontier(), keys.completed(), keys.reorg_generation(), keys.leader_epoch(),
+                  keys.pending(), keys.processing(), keys.leases()},
+                 {std::to_string(leader_epoch), std::to_string(*fork), std::to_string(generation),
+                  std::to_string(from)}));
+  if (r.type != RedisReply::Type::kArray || r.elements.size() != 4) {
+    return Internal("reorg_reset.lua: unexpected reply");
+  }
+  spdlog::warn(
+      "re-org: coordination state follows PostgreSQL's rollback to block {} (generation "
+      "{}): frontier {}, {} completed ranges dropped, {} leases revoked",
+      *fork, generation, r.elements[1].str, r.elements[2].integer, r.elements[3].integer);
+  return fork;
 }
 
 Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, uint64_t to,

@@ -48,6 +48,18 @@ Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn
 Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, uint64_t to,
                  uint64_t range_size);
 
+// Re-orgs: after the leader rolled PostgreSQL back (store/rollback.h), the coordination state
+// follows it (lua/reorg_reset.lua): when PostgreSQL's re-org generation is above the one Redis
+// recorded, the Redis frontier goes down to the lowest fork point of the newer re-orgs + 1 (never
+// below `from`), the completed ranges above it are dropped, the leases of tasks in processing
+// above it are revoked (the tasks requeued), and the generation is recorded. The
+// leader calls it right after its rollback and at the start of every term BEFORE RestoreFloors
+// (which only raises the frontier): a leader that died between the rollback and this step leaves
+// it to its successor. Fenced by the leader's epoch; idempotent. Returns the fork point when the
+// state moved (nullopt: nothing to follow).
+Result<std::optional<uint64_t>> FollowRollbacks(RedisConn& redis, const Keys& keys, PgConn& pg,
+                                                uint64_t from, uint64_t leader_epoch);
+
 // True when this chain's coordination state is gone from Redis: the fence-token counter key,
 // which exists from the first claim (or reconciliation) on and never expires, is absent.
 Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys);

@@ -207,6 +207,9 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
         lost = true;
         break;
       }
+      // Granted before a re-org's rollback: this token can never write above the fork point.
+      // Fail the task now (requeued: the next claim brings a new token and a fresh fetch).
+      if (st.code() == Code::kAborted && st.reason() == kReorgFencedReason) break;
     }
     if (!RetryLocally(st) || attempt == options_.local_attempts) break;
     int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,

@@ -37,6 +37,19 @@ bool IsHash(const std::string& h) {
 
 Result<uint64_t> ReorgGeneration(PgConn& conn) { return StateValue(conn, "reorg_generation", 0); }
 
+Result<uint64_t> HeadForkGeneration(PgConn& conn) {
+  return StateValue(conn, "head_fork_generation", 0);
+}
+
+Result<std::optional<uint64_t>> ForkPointSince(PgConn& conn, uint64_t after_generation) {
+  GAPLESS_ASSIGN_OR_RETURN(auto r, conn.Query("SELECT min(fork_point) FROM reorgs WHERE "
+                                              "generation > $1",
+                                              {std::to_string(after_generation)}));
+  if (r.rows() == 0 || r.IsNull(0, 0)) return std::optional<uint64_t>();
+  GAPLESS_ASSIGN_OR_RETURN(int64_t v, r.GetInt64(0, 0));
+  return std::optional<uint64_t>(static_cast<uint64_t>(v));
+}
+
 Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   for (const std::string& h : request.new_hashes) {
     if (!IsHash(h)) return InvalidData("rollback: a new hash is not 0x + 64 hex digits: " + h);
@@ -44,6 +57,8 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   const std::string fork = std::to_string(request.fork_point);
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  // First, wait for every range write in flight and keep new ones out until we commit (header).
+  GAPLESS_RETURN_IF_ERROR(conn.Exec("LOCK TABLE indexed_ranges IN EXCLUSIVE MODE"));
   // Serialise with frontier writers and other rollbacks: the frontier row's lock.
   GAPLESS_RETURN_IF_ERROR(conn.Query("INSERT INTO indexer_state (key, value) VALUES ('frontier', "
                                      "'0') ON CONFLICT (key) DO NOTHING")
@@ -79,7 +94,11 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   }
   GAPLESS_ASSIGN_OR_RETURN(result.generation, ReorgGeneration(conn));
   result.frontier = frontier > 0 ? static_cast<uint64_t>(frontier) : 0;
-  if (result.depth == 0) {
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t followed, HeadForkGeneration(conn));
+  if (request.head_fork_generation > followed) {
+    GAPLESS_RETURN_IF_ERROR(SetState(conn, "head_fork_generation", request.head_fork_generation));
+  }
+  if (result.depth == 0 && request.fence_floor == 0) {
     GAPLESS_RETURN_IF_ERROR(txn.Commit());
     return result;
   }
@@ -114,12 +133,13 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   };
   GAPLESS_RETURN_IF_ERROR(
       conn.Query("INSERT INTO reorgs (fork_point, depth, old_hashes, new_hashes, generation, "
-                 "leader_epoch) VALUES ($1, $2, "
+                 "leader_epoch, fence_floor) VALUES ($1, $2, "
                  "ARRAY(SELECT decode(substr(h, 3), 'hex') FROM unnest($3::text[]) h), "
-                 "ARRAY(SELECT decode(substr(h, 3), 'hex') FROM unnest($4::text[]) h), $5, $6)",
+                 "ARRAY(SELECT decode(substr(h, 3), 'hex') FROM unnest($4::text[]) h), $5, $6, "
+                 "$7)",
                  {fork, std::to_string(result.depth), array(result.old_hashes),
                   array(request.new_hashes), std::to_string(result.generation),
-                  std::to_string(request.leader_epoch)})
+                  std::to_string(request.leader_epoch), std::to_string(request.fence_floor)})
           .status());
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
   return result;

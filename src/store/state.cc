@@ -8,8 +8,10 @@
 namespace gapless {
 
 Result<int64_t> MaxFenceToken(PgConn& conn) {
-  GAPLESS_ASSIGN_OR_RETURN(auto res,
-                           conn.Query("SELECT coalesce(max(fence_token), 0) FROM indexed_ranges"));
+  // A re-org's fence floor counts too: a token at or below it is refused above its fork point.
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT greatest((SELECT coalesce(max(fence_token), 0) FROM "
+                           "indexed_ranges), (SELECT coalesce(max(fence_floor), 0) FROM reorgs))"));
   return res.GetInt64(0, 0);
 }
 

@@ -20,7 +20,8 @@
 
 namespace gapless {
 
-// The highest fencing token recorded in indexed_ranges, 0 when there is none.
+// The highest fencing token recorded in indexed_ranges or as a re-org's fence floor
+// (store/rollback.h), 0 when there is none.
 Result<int64_t> MaxFenceToken(PgConn& conn);
 
 // Records `next_block` as the frontier of the job that starts at `start_block`: every block in

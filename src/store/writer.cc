@@ -192,6 +192,19 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
                    " were written with token " + std::string(newer.Get(0, 2)))
         .WithReason(std::string(kStaleFenceReason));
   }
+  // The re-org fence (writer.h). This statement's snapshot is taken after the insert above got its
+  // lock, so it sees every rollback that committed before this write could proceed.
+  GAPLESS_ASSIGN_OR_RETURN(auto fenced, conn.Query("SELECT fork_point, fence_floor FROM reorgs"
+                                                   " WHERE fork_point < $1 AND fence_floor >= $2"
+                                                   " ORDER BY id DESC LIMIT 1",
+                                                   {to, token}));
+  if (fenced.rows() > 0) {
+    return Aborted("fence token " + *token + " was granted before the re-org above block " +
+                   std::string(fenced.Get(0, 0)) + " was rolled back (tokens up to " +
+                   std::string(fenced.Get(0, 1)) + " may hold the old fork): blocks " + from + "-" +
+                   to + " must be fetched again under a new lease (nothing was written)")
+        .WithReason(std::string(kReorgFencedReason));
+  }
   return Status::Ok();
 }
 

@@ -40,6 +40,12 @@
 // late. Retrying fetches the blocks again (the node may be on the new fork by then); the re-org
 // itself is rolled back by store/rollback.h.
 //
+// Re-org fence: a range whose last block is above the fork point of a recorded re-org
+// (store/rollback.h) must carry a fence token above that re-org's floor; a lower token was granted
+// before the rollback, to a worker that may hold the old fork, and is Aborted with reason
+// kReorgFencedReason (nothing written). Retrying the same lease cannot succeed: the task must be
+// claimed again (a new token). Writes without a token (`index`) are not fenced.
+//
 // Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
 // exactly from_block..to_block in order; every transaction, log and transfer carries its block's
 // number; keys are strictly increasing within a block (transaction_index, log_index,
@@ -82,6 +88,9 @@ struct WriteOptions {
 inline constexpr std::string_view kStaleFenceReason = "stale-fence-token";
 // Status::reason() of the Aborted for a range that does not join the stored chain (see "Chain").
 inline constexpr std::string_view kParentMismatchReason = "reorg:parent-mismatch";
+// Status::reason() of the Aborted for a token granted before a re-org's rollback (see "Re-org
+// fence").
+inline constexpr std::string_view kReorgFencedReason = "reorg:fenced";
 
 // Writes the range in one transaction. Errors: Aborted for a stale fence token (reason
 // kStaleFenceReason), a serialization

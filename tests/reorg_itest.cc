@@ -1,0 +1,301 @@
+// Chain re-orgs while following the tip (issue 10), end to end: a private anvil (the shared devnet
+// must not re-org under other tests), `gapless run --follow --to latest` plus two `gapless worker`
+// processes, all real. Asserted, as a user of the database sees it:
+//  - re-orgs of depth 1 and 5 (anvil_reorg, with other transactions in the new blocks), 30
+//    (anvil_rollback, then a longer fork) and 3 (evm_revert to a snapshot, then another fork),
+//    workers SIGKILLed across them: afterwards every stored block equals the node's canonical
+//    chain hash by hash, no row of an orphaned block remains in any table, every re-org is
+//    recorded, and `gapless verify` passes;
+//  - a re-org deeper than --max-reorg-depth stops the run with an error naming the fork point and
+//    the flag, and changes nothing;
+//  - a worker paused (SIGSTOP) with the old fork's blocks in hand, across the re-org, and resumed
+//    afterwards: nothing of the old fork lands.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "devnet_util.h"
+#include "node/head_tracker.h"
+#include "testing/wait_for.h"
+
+namespace gapless::e2e {
+namespace {
+
+using testing_util::WaitFor;
+
+class ReorgTest : public DbRedisTest {
+ protected:
+  void SetUp() override {
+    DbRedisTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ClearChainKeys(redis_url_, 31337);
+    log_prefix_ = std::string(GAPLESS_BINARY_DIR) + "/reorg_itest-" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-";
+  }
+
+  void TearDown() override {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGCONT);
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+
+  void StartChain(uint64_t blocks) {
+    chain_ = StartPrivateChain(blocks, 5, "reorg-anvil");
+    if (chain_ == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+    rpc_ = ClientsFor(chain_->url)();
+  }
+
+  std::vector<std::string> Command(const std::string& role, const std::string& workers,
+                                   std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {
+        GaplessBinary(), role,       "--rpc",      chain_->url, "--db",        db_.url(),
+        "--redis",       redis_url_, "--from",     "0",         "--to",        "latest",
+        "--range-size",  "5",        "--workers",  workers,     "--lease-ttl", "3000",
+        "--rpc-timeout", "2000",     "--progress", "off",       "--log-level", "info"};
+    if (role != "worker") args.insert(args.end(), {"--follow", "--leader-ttl", "1500"});
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+
+  pid_t Start(const std::vector<std::string>& args, const std::string& log,
+              const std::vector<std::string>& env = {}) {
+    pid_t pid = Spawn(args, log_prefix_ + log, env);
+    pids_.push_back(pid);
+    return pid;
+  }
+
+  std::string Log(const std::string& name) { return ReadFile(log_prefix_ + name); }
+
+  uint64_t Tip() {
+    auto n = rpc_->BlockNumber();
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : 0;
+  }
+
+  void Call(const std::string& method, const std::string& params) {
+    auto r = rpc_->Call(method, params);
+    ASSERT_TRUE(r.ok()) << method << ": " << r.status().ToString();
+  }
+
+  // A value transfer as anvil_reorg takes it: {tx, block offset}.
+  std::string Transfer(uint64_t value, uint64_t offset) {
+    auto accounts = rpc_->Call("eth_accounts", "[]");
+    EXPECT_TRUE(accounts.ok());
+    const std::string from = accounts->substr(accounts->find("0x"), 42);
+    const std::string to = accounts->substr(accounts->rfind("0x"), 42);
+    return R"([{"from":")" + from + R"(","to":")" + to + R"(","value":")" + HexQuantity(value) +
+           R"("},)" + std::to_string(offset) + "]";
+  }
+
+  // Stored block hashes by height.
+  std::map<uint64_t, std::string> Stored() {
+    std::map<uint64_t, std::string> out;
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks ORDER BY number");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return out;
+    for (int i = 0; i < r->rows(); ++i) {
+      out[static_cast<uint64_t>(r->GetInt64(i, 0).value())] = std::string(r->Get(i, 1));
+    }
+    return out;
+  }
+
+  // Empty when the database holds exactly the node's chain 0..tip; else the first difference.
+  std::string DifferenceFromChain(uint64_t tip) {
+    auto headers = FetchHeaders(*rpc_, 0, tip);
+    if (!headers.ok()) return headers.status().ToString();
+    auto stored = Stored();
+    for (const HeadEntry& h : *headers) {
+      auto it = stored.find(h.height);
+      if (it == stored.end()) return "block " + std::to_string(h.height) + " is not stored";
+      if (it->second != h.hash) {
+        return "block " + std::to_string(h.height) + " is " + it->second + ", the node has " +
+               h.hash;
+      }
+    }
+    if (stored.size() != headers->size()) {
+      return "the database holds blocks above " + std::to_string(tip) + " (" +
+             std::to_string(stored.rbegin()->first) + ")";
+    }
+    return "";
+  }
+
+  void ExpectFollowsChain(const std::string& when) {
+    uint64_t tip = Tip();
+    std::string difference = "not checked";
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          difference = DifferenceFromChain(tip);
+          return difference.empty();
+        },
+        90'000))
+        << when << ": " << difference << "\n"
+        << Log("run.log").substr(Log("run.log").size() > 6000 ? Log("run.log").size() - 6000 : 0);
+    // No row of an orphaned block anywhere: every transaction and log belongs to a stored block
+    // with its hash.
+    auto conn = pool_->Acquire();
+    for (const char* table : {"transactions", "logs"}) {
+      auto r = conn->Query(std::string("SELECT count(*) FROM ") + table +
+                           " t WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.number = "
+                           "t.block_number AND b.hash = t.block_hash)");
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << when << ": orphaned rows in " << table;
+    }
+    for (const char* table : {"token_transfers", "withdrawals"}) {
+      auto r = conn->Query(std::string("SELECT count(*) FROM ") + table +
+                           " t WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.number = "
+                           "t.block_number)");
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << when << ": orphaned rows in " << table;
+    }
+  }
+
+  // The re-orgs recorded: fork point -> depth.
+  std::vector<std::pair<uint64_t, uint64_t>> Reorgs() {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT fork_point, depth FROM reorgs ORDER BY id");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return out;
+    for (int i = 0; i < r->rows(); ++i) {
+      out.emplace_back(r->GetInt64(i, 0).value(), r->GetInt64(i, 1).value());
+    }
+    return out;
+  }
+
+  bool Recorded(uint64_t fork_point, uint64_t min_depth) {
+    for (const auto& [fork, depth] : Reorgs()) {
+      if (fork == fork_point && depth >= min_depth) return true;
+    }
+    return false;
+  }
+
+  std::unique_ptr<PrivateChain> chain_;
+  std::unique_ptr<JsonRpcClient> rpc_;
+  std::vector<pid_t> pids_;
+  std::string log_prefix_;
+};
+
+TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalChain) {
+  StartChain(40);
+  if (IsSkipped()) return;
+  Start(Command("run", "1"), "run.log");
+  pid_t w1 = Start(Command("worker", "1"), "workers.log");
+  pid_t w2 = Start(Command("worker", "1"), "workers.log");
+  ExpectFollowsChain("initial sync");
+
+  // Depth 1: the tip replaced by a block with another transfer, then one more block.
+  uint64_t tip = Tip();
+  Call("anvil_reorg", "[1, [" + Transfer(7, 0) + "]]");
+  Call("anvil_mine", R"(["0x1"])");
+  ExpectFollowsChain("re-org of depth 1");
+  EXPECT_TRUE(Recorded(tip - 1, 1)) << "no re-org recorded at block " << tip - 1;
+
+  // Depth 5, with a worker killed before it and another during it.
+  tip = Tip();
+  kill(w1, SIGKILL);
+  waitpid(w1, nullptr, 0);
+  Call("anvil_reorg", "[5, [" + Transfer(8, 1) + "," + Transfer(9, 3) + "]]");
+  kill(w2, SIGKILL);
+  waitpid(w2, nullptr, 0);
+  w1 = Start(Command("worker", "1"), "workers.log");
+  Call("anvil_mine", R"(["0x2"])");
+  w2 = Start(Command("worker", "1"), "workers.log");
+  ExpectFollowsChain("re-org of depth 5");
+  EXPECT_TRUE(Recorded(tip - 5, 5)) << "no re-org recorded at block " << tip - 5;
+
+  // Depth 30: the chain rolled back 30 blocks, then a longer fork with a transfer of its own.
+  tip = Tip();
+  Call("anvil_rollback", "[30]");
+  ASSERT_EQ(Tip(), tip - 30);
+  auto accounts = rpc_->Call("eth_accounts", "[]");
+  ASSERT_TRUE(accounts.ok());
+  Call("eth_sendTransaction", R"([{"from":")" + accounts->substr(accounts->find("0x"), 42) +
+                                  R"(","to":")" + accounts->substr(accounts->rfind("0x"), 42) +
+                                  R"(","value":"0xb"}])");
+  Call("anvil_mine", R"(["0x1e"])");
+  ExpectFollowsChain("re-org of depth 30");
+  EXPECT_TRUE(Recorded(tip - 30, 1)) << "no re-org recorded at block " << tip - 30;
+
+  // evm_revert to a snapshot three blocks down, then another fork.
+  auto snapshot = rpc_->Call("evm_snapshot", "[]");
+  ASSERT_TRUE(snapshot.ok());
+  const uint64_t at_snapshot = Tip();
+  Call("anvil_mine", R"(["0x3"])");
+  ExpectFollowsChain("before evm_revert");
+  Call("evm_revert", "[" + *snapshot + "]");
+  Call("eth_sendTransaction", R"([{"from":")" + accounts->substr(accounts->find("0x"), 42) +
+                                  R"(","to":")" + accounts->substr(accounts->rfind("0x"), 42) +
+                                  R"(","value":"0xc"}])");
+  Call("anvil_mine", R"(["0x3"])");
+  ExpectFollowsChain("evm_revert and another fork");
+  EXPECT_TRUE(Recorded(at_snapshot, 1)) << "no re-org recorded at block " << at_snapshot;
+
+  auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--db", db_.url()});
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(Log("run.log").find("re-org"), std::string::npos);
+}
+
+TEST_F(ReorgTest, AReorgDeeperThanTheBoundStopsTheRunAndChangesNothing) {
+  StartChain(20);
+  if (IsSkipped()) return;
+  pid_t run = Start(Command("run", "2", {"--max-reorg-depth", "3"}), "run.log");
+  ExpectFollowsChain("initial sync");
+  const auto before = Stored();
+  const uint64_t tip = Tip();
+  Call("anvil_reorg", "[6, []]");
+  Call("anvil_mine", R"(["0x1"])");
+  int code = WaitForExit(run, 60);
+  EXPECT_NE(code, 0) << "the run did not stop on a re-org deeper than the bound";
+  const std::string log = Log("run.log");
+  EXPECT_NE(log.find("--max-reorg-depth 3"), std::string::npos) << log;
+  EXPECT_NE(log.find("fork point below " + std::to_string(tip - 3)), std::string::npos) << log;
+  EXPECT_EQ(Stored(), before) << "the database changed";
+  EXPECT_TRUE(Reorgs().empty());
+}
+
+// A worker stops itself (failpoint worker-stop-before-write) with the old fork's blocks 0..4 in
+// hand and a long lease; the rest is indexed by another worker, which then dies; the chain re-orgs
+// above block 2 and the leader rolls back. The paused worker resumes and writes: nothing stops it
+// but the re-org fence (its range was never written by anyone else, and no stored neighbour shows
+// the break), which refuses it; it claims the range again and indexes the new fork.
+TEST_F(ReorgTest, AWorkerPausedAcrossTheReorgCannotCommitTheOldFork) {
+  StartChain(30);
+  if (IsSkipped()) return;
+  Start(Command("leader", "0"), "run.log");
+  pid_t late = Start(Command("worker", "1", {"--lease-ttl", "120000"}), "late.log",
+                     {"GAPLESS_FAILPOINTS=worker-stop-before-write"});
+  ASSERT_TRUE(WaitFor([&] { return ProcessState(late) == 'T'; }, 60'000))
+      << "the worker never reached its write\n"
+      << Log("late.log");
+  const uint64_t tip = Tip();
+  pid_t other = Start(Command("worker", "1"), "workers.log");
+  ASSERT_TRUE(WaitFor([&] { return Stored().size() == tip + 1 - 5; }, 60'000))
+      << Stored().size() << " blocks stored, expected all but the paused worker's 0..4";
+  ASSERT_EQ(Stored().count(0), 0u);
+  kill(other, SIGKILL);
+  waitpid(other, nullptr, 0);
+
+  Call("anvil_reorg", "[" + std::to_string(tip - 2) + ", [" + Transfer(5, 0) + "]]");
+  Call("anvil_mine", R"(["0x1"])");
+  ASSERT_TRUE(WaitFor([&] { return Recorded(2, tip - 4); }, 30'000))
+      << "no rollback above block 2\n"
+      << Log("run.log");
+  kill(late, SIGCONT);
+  ASSERT_TRUE(WaitFor(
+      [&] { return Log("late.log").find("before the re-org above block 2") != std::string::npos; },
+      30'000))
+      << "the paused worker's write was not refused by the re-org fence\n"
+      << Log("late.log");
+  Start(Command("worker", "1"), "workers.log");
+  ExpectFollowsChain("after the paused worker resumed");
+}
+
+}  // namespace
+}  // namespace gapless::e2e
