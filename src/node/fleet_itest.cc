@@ -35,7 +35,9 @@
 #include "rpc/curl_transport.h"
 #include "store/migrate.h"
 #include "store/queries.h"
+#include "store/rollback.h"
 #include "store/state.h"
+#include "store/testdata.h"
 #include "testing/devnet_manifest.h"
 #include "testing/http_test_server.h"
 #include "testing/pg_test_db.h"
@@ -470,6 +472,70 @@ TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   auto depths = queue.Depths();
   ASSERT_TRUE(depths.ok());
   EXPECT_EQ(depths->pending, 0);
+}
+
+// After the leader rolled PostgreSQL back above a fork point, the coordination Redis follows it
+// (reconcile.h FollowRollbacks): the frontier goes down to the fork point + 1, completed ranges
+// above it go, a task in processing above it loses its lease (its holder may hold the old fork:
+// its completion is refused) and is requeued first; once per re-org generation, fenced by the
+// leader's epoch.
+TEST_F(FleetTest, AfterARollbackRedisFollowsPostgresBelowTheForkPoint) {
+  SyntheticOptions small{.transactions_per_block = 2, .seed = 1};
+  for (uint64_t from : {0, 10, 20}) {
+    RangeWrite w = SyntheticRange(from, from + 9, small);
+    w.fence_token = 5;
+    auto conn = pool_->Acquire();
+    ASSERT_TRUE(WriteRange(*conn, w).ok());
+  }
+  Frontier frontier(redis_.conn(), keys().completed(), keys().frontier(), 0, keys().leader_epoch());
+  ASSERT_TRUE(frontier.Record(0, 29).ok());
+  ASSERT_TRUE(frontier.Record(35, 39).ok());  // beyond a gap
+  ASSERT_EQ(frontier.Advance(1).value(), 30u);
+  Queue queue(redis_.conn(), keys());
+  ASSERT_TRUE(queue.Push({TaskRange{40, 44}, TaskRange{45, 49}}, 1).ok());
+  auto lease = queue.Claim("old-fork-worker", 60'000);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  ASSERT_EQ((*lease)->task.id(), "40-44");
+
+  {
+    auto conn = pool_->Acquire();
+    RollbackRequest request{
+        .fork_point = 14, .new_hashes = {}, .leader_epoch = 2, .fence_floor = 6};
+    auto rolled = RollBack(*conn, request);
+    ASSERT_TRUE(rolled.ok()) << rolled.status().ToString();
+    ASSERT_EQ(rolled->depth, 15u);
+    auto fork = FollowRollbacks(*redis_.conn(), keys(), *conn, 0, 2);
+    ASSERT_TRUE(fork.ok()) << fork.status().ToString();
+    ASSERT_EQ(*fork, std::optional<uint64_t>(14));
+  }
+  EXPECT_EQ(frontier.Get().value(), 15u);
+  auto completed = redis_.conn()->Command({"ZRANGE", keys().completed(), "0", "-1"});
+  ASSERT_TRUE(completed.ok());
+  EXPECT_TRUE(completed->elements.empty()) << completed->elements[0].str;
+  EXPECT_FALSE(queue.Complete((*lease)->task, "old-fork-worker", (*lease)->token).ok())
+      << "the old fork's holder could still complete its task";
+  auto first = queue.Claim("new-fork-worker", 60'000);
+  ASSERT_TRUE(first.ok() && first->has_value());
+  EXPECT_EQ((*first)->task.id(), "40-44") << "the revoked task is not requeued first";
+  EXPECT_GT((*first)->token, (*lease)->token);
+  EXPECT_EQ(redis_.conn()->Command({"GET", keys().reorg_generation()})->str, "1");
+
+  // Once per generation: the frontier moves on over new completions and stays there.
+  ASSERT_TRUE(frontier.Record(15, 19).ok());
+  ASSERT_EQ(frontier.Advance(2).value(), 20u);
+  auto conn = pool_->Acquire();
+  auto again = FollowRollbacks(*redis_.conn(), keys(), *conn, 0, 2);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->has_value());
+  EXPECT_EQ(frontier.Get().value(), 20u);
+  // A deposed leader (a lower epoch) cannot follow a newer rollback.
+  ASSERT_TRUE(RollBack(*conn,
+                       RollbackRequest{
+                           .fork_point = 16, .new_hashes = {}, .leader_epoch = 2, .fence_floor = 9})
+                  .ok());
+  auto stale = FollowRollbacks(*redis_.conn(), keys(), *conn, 0, 1);
+  EXPECT_TRUE(IsStaleLeaderEpoch(stale.status())) << stale.status().ToString();
+  EXPECT_EQ(frontier.Get().value(), 20u);
 }
 
 }  // namespace

@@ -149,5 +149,60 @@ TEST_F(RollbackTest, ARangeThatDoesNotJoinTheStoredChainIsRefused) {
   EXPECT_NE(st.message().find("block 27"), std::string::npos) << st.message();
 }
 
+// The re-org fence: a token granted before the rollback (at or below its floor) cannot write above
+// the fork point, even where no stored neighbour would show the break; a later token can; a range
+// at or below the fork point is not fenced. The floor counts as a fence token (a Redis that lost
+// its counter is floored above it), and a rollback with a floor is recorded, with the head log's
+// fork generation, even when nothing was stored above the fork point.
+TEST_F(RollbackTest, ATokenGrantedBeforeTheRollbackCannotWriteAboveTheForkPoint) {
+  RangeWrite first = SyntheticRange(0, 9, Small(1));
+  first.fence_token = 3;
+  ASSERT_TRUE(WriteRange(conn(), first).ok());
+  RangeWrite orphaned = SyntheticRange(10, 14, Small(1));
+  orphaned.fence_token = 5;
+  ASSERT_TRUE(WriteRange(conn(), orphaned).ok());
+  RollbackRequest request{.fork_point = 9,
+                          .new_hashes = {},
+                          .leader_epoch = 1,
+                          .fence_floor = 7,
+                          .head_fork_generation = 1};
+  auto rolled = RollBack(conn(), request);
+  ASSERT_TRUE(rolled.ok()) << rolled.status().ToString();
+  ASSERT_EQ(rolled->depth, 5u);
+
+  // A worker paused with the old fork's 15..19 (nothing stored around them any more).
+  RangeWrite late = SyntheticRange(15, 19, Small(1));
+  late.fence_token = 6;
+  Status st = WriteRange(conn(), late);
+  EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), kReorgFencedReason) << st.ToString();
+  EXPECT_NE(st.message().find("above block 9"), std::string::npos) << st.message();
+  orphaned.fence_token = 7;  // at the floor: refused too
+  EXPECT_EQ(WriteRange(conn(), orphaned).reason(), kReorgFencedReason);
+  EXPECT_EQ(RowsAbove(9), 0);
+  EXPECT_EQ(MaxFenceToken(conn()).value(), 7);
+
+  RangeWrite below = SyntheticRange(5, 9, Small(1));
+  below.fence_token = 6;
+  EXPECT_TRUE(WriteRange(conn(), below).ok()) << "a range at or below the fork point is fenced";
+  RangeWrite canonical = NewFork(10, 14);
+  canonical.fence_token = 8;
+  st = WriteRange(conn(), canonical);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(HeadForkGeneration(conn()).value(), 1u);
+
+  // Nothing above block 14 is stored: recorded all the same, for its floor.
+  auto empty = RollBack(conn(), RollbackRequest{.fork_point = 14,
+                                                .new_hashes = {},
+                                                .leader_epoch = 1,
+                                                .fence_floor = 9,
+                                                .head_fork_generation = 2});
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_EQ(empty->depth, 0u);
+  EXPECT_EQ(Count("SELECT count(*) FROM reorgs"), 2);
+  EXPECT_EQ(HeadForkGeneration(conn()).value(), 2u);
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 15);
+}
+
 }  // namespace
 }  // namespace gapless
