@@ -252,7 +252,7 @@ TEST_F(ReorgTest, AReorgDeeperThanTheBoundStopsTheRunAndChangesNothing) {
   Call("anvil_reorg", "[6, []]");
   Call("anvil_mine", R"(["0x1"])");
   int code = WaitForExit(run, 60);
-  EXPECT_NE(code, 0) << "the run did not stop on a re-org deeper than the bound";
+  EXPECT_EQ(code, 2) << "the run did not stop on a re-org deeper than the bound (exit 2)";
   const std::string log = Log("run.log");
   EXPECT_NE(log.find("--max-reorg-depth 3"), std::string::npos) << log;
   EXPECT_NE(log.find("fork point below " + std::to_string(tip - 3)), std::string::npos) << log;
