@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -81,6 +82,43 @@ class ReorgTest : public DbRedisTest {
   void Call(const std::string& method, const std::string& params) {
     auto r = rpc_->Call(method, params);
     ASSERT_TRUE(r.ok()) << method << ": " << r.status().ToString();
+  }
+
+  // Deploys a contract that emits an ERC-20 Transfer(caller, to, amount) log on every call, with
+  // calldata (amount, to): token transfers in every block the test mines, so the rows of the
+  // token_transfers table re-org too. Hand-assembled: CALLDATACOPY the amount to memory, LOG3 with
+  // the Transfer topic, the caller and calldata[32..64].
+  void DeployEmitter() {
+    const std::string runtime =
+        "6020600060003760203533"
+        "7fddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+        "60206000a300";
+    const std::string init = "603280600b6000396000f3";
+    auto sent = rpc_->Call("eth_sendTransaction", R"([{"from":")" + Account(0) + R"(","data":"0x)" +
+                                                      init + runtime + R"("}])");
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    const std::string hash = sent->substr(1, sent->size() - 2);
+    auto receipt = rpc_->Call("eth_getTransactionReceipt", "[\"" + hash + "\"]");
+    ASSERT_TRUE(receipt.ok()) << receipt.status().ToString();
+    size_t at = receipt->find("\"contractAddress\":\"");
+    ASSERT_NE(at, std::string::npos) << *receipt;
+    emitter_ = receipt->substr(at + 19, 42);
+  }
+
+  std::string Account(int i) {
+    auto accounts = rpc_->Call("eth_accounts", "[]");
+    EXPECT_TRUE(accounts.ok());
+    size_t at = 0;
+    for (int k = 0; k <= i; ++k) at = accounts->find("0x", k == 0 ? 0 : at + 42);
+    return accounts->substr(at, 42);
+  }
+
+  // A token transfer call to the emitter, as eth_sendTransaction and anvil_reorg take it.
+  std::string TokenCall(uint64_t amount, int to_account) {
+    char word[65];
+    std::snprintf(word, sizeof word, "%064llx", static_cast<unsigned long long>(amount));
+    return R"({"from":")" + Account(0) + R"(","to":")" + emitter_ + R"(","data":"0x)" + word +
+           std::string(24, '0') + Account(to_account).substr(2) + R"("})";
   }
 
   // A value transfer as anvil_reorg takes it: {tx, block offset}.
@@ -178,13 +216,18 @@ class ReorgTest : public DbRedisTest {
 
   std::unique_ptr<PrivateChain> chain_;
   std::unique_ptr<JsonRpcClient> rpc_;
+  std::string emitter_;
   std::vector<pid_t> pids_;
   std::string log_prefix_;
 };
 
 TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalChain) {
-  StartChain(40);
+  StartChain(5);
   if (IsSkipped()) return;
+  // The emitter low in the chain: no re-org below reaches its deployment.
+  DeployEmitter();
+  for (uint64_t i = 1; i <= 3; ++i) Call("eth_sendTransaction", "[" + TokenCall(100 * i, 1) + "]");
+  Call("anvil_mine", R"(["0x28"])");
   Start(Command("run", "1"), "run.log");
   pid_t w1 = Start(Command("worker", "1"), "workers.log");
   pid_t w2 = Start(Command("worker", "1"), "workers.log");
@@ -192,7 +235,7 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
 
   // Depth 1: the tip replaced by a block with another transfer, then one more block.
   uint64_t tip = Tip();
-  Call("anvil_reorg", "[1, [" + Transfer(7, 0) + "]]");
+  Call("anvil_reorg", "[1, [" + Transfer(7, 0) + ",[" + TokenCall(7, 2) + ",0]]]");
   Call("anvil_mine", R"(["0x1"])");
   ExpectFollowsChain("re-org of depth 1");
   EXPECT_TRUE(Recorded(tip - 1, 1)) << "no re-org recorded at block " << tip - 1;
@@ -201,7 +244,8 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   tip = Tip();
   kill(w1, SIGKILL);
   waitpid(w1, nullptr, 0);
-  Call("anvil_reorg", "[5, [" + Transfer(8, 1) + "," + Transfer(9, 3) + "]]");
+  Call("anvil_reorg",
+       "[5, [" + Transfer(8, 1) + "," + Transfer(9, 3) + ",[" + TokenCall(8, 3) + ",2]]]");
   kill(w2, SIGKILL);
   waitpid(w2, nullptr, 0);
   w1 = Start(Command("worker", "1"), "workers.log");
@@ -219,6 +263,7 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   Call("eth_sendTransaction", R"([{"from":")" + accounts->substr(accounts->find("0x"), 42) +
                                   R"(","to":")" + accounts->substr(accounts->rfind("0x"), 42) +
                                   R"(","value":"0xb"}])");
+  Call("eth_sendTransaction", "[" + TokenCall(30, 2) + "]");
   Call("anvil_mine", R"(["0x1e"])");
   ExpectFollowsChain("re-org of depth 30");
   EXPECT_TRUE(Recorded(tip - 30, 1)) << "no re-org recorded at block " << tip - 30;
@@ -237,6 +282,13 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   ExpectFollowsChain("evm_revert and another fork");
   EXPECT_TRUE(Recorded(at_snapshot, 1)) << "no re-org recorded at block " << at_snapshot;
 
+  {
+    // The token transfers re-orged too: the stored ones are exactly the canonical chain's.
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM token_transfers");
+    ASSERT_TRUE(r.ok());
+    EXPECT_GE(r->GetInt64(0, 0).value(), 4);
+  }
   auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--db", db_.url()});
   EXPECT_EQ(code, 0) << out;
   EXPECT_NE(Log("run.log").find("re-org"), std::string::npos);
