@@ -291,6 +291,14 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   }
   auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--db", db_.url()});
   EXPECT_EQ(code, 0) << out;
+  auto [status_code, status] =
+      RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis", redis_url_});
+  EXPECT_EQ(status_code, 0) << status;
+  size_t rolled_back = 0;
+  for (const auto& [fork, depth] : Reorgs()) rolled_back += depth > 0 ? 1 : 0;
+  EXPECT_GE(rolled_back, 4u);
+  EXPECT_NE(status.find("re-orgs rolled back    " + std::to_string(rolled_back)), std::string::npos)
+      << status;
   EXPECT_NE(Log("run.log").find("re-org"), std::string::npos);
 }
 

@@ -23,6 +23,7 @@
 #include "node/reconcile.h"
 #include "store/outbox.h"
 #include "store/queries.h"
+#include "store/rollback.h"
 #include "store/state.h"
 
 namespace gapless {
@@ -511,9 +512,11 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
   Queue queue(&display, keys);
 
   std::optional<uint64_t> pg_frontier;
+  ReorgSummary reorgs;
   {
     auto conn = fleet.pool->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(pg_frontier, LoadFrontier(*conn));
+    GAPLESS_ASSIGN_OR_RETURN(reorgs, LoadReorgSummary(*conn));
   }
   GAPLESS_ASSIGN_OR_RETURN(RedisReply redis_frontier, display.Command({"GET", keys.frontier()}));
   std::string head_text = "unknown (no --rpc)";
@@ -548,6 +551,12 @@ Result<Outcome> RunStatus(const StatusCommand& command, std::ostream& out) {
     out << fmt::format(" (lag {} blocks)", *head + 1 > done ? *head + 1 - done : 0);
   }
   out << "\n";
+  if (reorgs.count == 0) {
+    out << "re-orgs rolled back    none\n";
+  } else {
+    out << fmt::format("re-orgs rolled back    {} (last: {} blocks above block {}, at {} UTC)\n",
+                       reorgs.count, reorgs.depth, reorgs.fork_point, reorgs.detected_at);
+  }
   // A Kafka fleet's leader reports the gap at the frontier (LeaderOptions::blocks_from_stream).
   GAPLESS_ASSIGN_OR_RETURN(RedisReply gap, display.Command({"GET", keys.gap()}));
   if (!gap.is_nil()) {

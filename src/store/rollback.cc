@@ -145,4 +145,21 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   return result;
 }
 
+Result<ReorgSummary> LoadReorgSummary(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto r, conn.Query("SELECT (SELECT count(*) FROM reorgs WHERE depth > 0), fork_point, depth, "
+                         "to_char(detected_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS') "
+                         "FROM reorgs WHERE depth > 0 ORDER BY id DESC LIMIT 1"));
+  ReorgSummary out;
+  if (r.rows() == 0) return out;
+  GAPLESS_ASSIGN_OR_RETURN(int64_t count, r.GetInt64(0, 0));
+  GAPLESS_ASSIGN_OR_RETURN(int64_t fork, r.GetInt64(0, 1));
+  GAPLESS_ASSIGN_OR_RETURN(int64_t depth, r.GetInt64(0, 2));
+  out.count = static_cast<uint64_t>(count);
+  out.fork_point = static_cast<uint64_t>(fork);
+  out.depth = static_cast<uint64_t>(depth);
+  out.detected_at = std::string(r.Get(0, 3));
+  return out;
+}
+
 }  // namespace gapless

@@ -72,4 +72,13 @@ Result<uint64_t> ReorgGeneration(PgConn& conn);
 // indexer_state 'head_fork_generation': the head log's fork generation the last rollback followed.
 Result<uint64_t> HeadForkGeneration(PgConn& conn);
 
+// For status: how many re-orgs were rolled back, and the newest one (count 0: none).
+struct ReorgSummary {
+  uint64_t count = 0;
+  uint64_t fork_point = 0;
+  uint64_t depth = 0;
+  std::string detected_at;  // as PostgreSQL prints it
+};
+Result<ReorgSummary> LoadReorgSummary(PgConn& conn);
+
 }  // namespace gapless
