@@ -214,6 +214,8 @@ class ReorgTest : public DbRedisTest {
     return false;
   }
 
+  void ExpectTooDeepStops(bool shorter);
+
   std::unique_ptr<PrivateChain> chain_;
   std::unique_ptr<JsonRpcClient> rpc_;
   std::string emitter_;
@@ -302,15 +304,23 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   EXPECT_NE(Log("run.log").find("re-org"), std::string::npos);
 }
 
-TEST_F(ReorgTest, AReorgDeeperThanTheBoundStopsTheRunAndChangesNothing) {
+// A re-org more than 3 blocks deep, at the same height or to a shorter chain: the run under
+// --max-reorg-depth 3 stops (exit 2) naming the bound and where the fork lies, and leaves the
+// database as it was.
+void ReorgTest::ExpectTooDeepStops(bool shorter) {
   StartChain(20);
   if (IsSkipped()) return;
   pid_t run = Start(Command("run", "2", {"--max-reorg-depth", "3"}), "run.log");
   ExpectFollowsChain("initial sync");
   const auto before = Stored();
   const uint64_t tip = Tip();
-  Call("anvil_reorg", "[6, []]");
-  Call("anvil_mine", R"(["0x1"])");
+  if (shorter) {
+    Call("anvil_rollback", "[6]");
+    Call("anvil_mine", R"(["0x1"])");  // 5 blocks shorter, and different at its tip
+  } else {
+    Call("anvil_reorg", "[6, []]");
+    Call("anvil_mine", R"(["0x1"])");
+  }
   int code = WaitForExit(run, 60);
   EXPECT_EQ(code, 2) << "the run did not stop on a re-org deeper than the bound (exit 2)";
   const std::string log = Log("run.log");
@@ -318,6 +328,14 @@ TEST_F(ReorgTest, AReorgDeeperThanTheBoundStopsTheRunAndChangesNothing) {
   EXPECT_NE(log.find("fork point below " + std::to_string(tip - 3)), std::string::npos) << log;
   EXPECT_EQ(Stored(), before) << "the database changed";
   EXPECT_TRUE(Reorgs().empty());
+}
+
+TEST_F(ReorgTest, AReorgDeeperThanTheBoundStopsTheRunAndChangesNothing) {
+  ExpectTooDeepStops(/*shorter=*/false);
+}
+
+TEST_F(ReorgTest, AShorterForkDeeperThanTheBoundStopsTheRunToo) {
+  ExpectTooDeepStops(/*shorter=*/true);
 }
 
 // A worker stops itself (failpoint worker-stop-before-write) with the old fork's blocks 0..4 in

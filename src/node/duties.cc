@@ -31,7 +31,10 @@ std::optional<HeadFork> ElectorLease::ForksSince(uint64_t after) const {
   HeadFork current = elector_->fork();
   if (current.generation <= after) return applied;
   if (!applied.has_value()) return current;
-  applied->generation = std::max(applied->generation, current.generation);
+  if (current.generation > applied->generation) {
+    applied->generation = current.generation;
+    applied->point = std::min(applied->point, current.point);
+  }
   return applied;
 }
 

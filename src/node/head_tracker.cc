@@ -89,21 +89,25 @@ Result<HeadEntry> HeadTracker::FindForkPoint(uint64_t tip_height, uint64_t top) 
   }
   const uint64_t depth = options_.max_reorg_depth;
   const uint64_t lo = std::max(options_.from, tip_height > depth ? tip_height - depth : 0);
-  if (top < lo) top = lo;
+  auto too_deep = [&](uint64_t highest) {
+    return FailedPrecondition(
+               fmt::format(
+                   "the chain re-orged deeper than --max-reorg-depth {}: the node's blocks differ "
+                   "from the head log's at every height from {} down to {} (fork point below {}). "
+                   "Nothing was changed. Check the RPC node; if the chain really re-orged that "
+                   "deep, restart with a larger --max-reorg-depth",
+                   depth, highest, lo, lo))
+        .WithReason(std::string(kReorgTooDeepReason));
+  };
+  // The node's chain differs at `top`, already below the bound's reach (a chain much shorter).
+  if (top < lo) return too_deep(tip_height);
   GAPLESS_ASSIGN_OR_RETURN(auto committed, election_->Committed(lo, top));
   GAPLESS_ASSIGN_OR_RETURN(auto headers, FetchHeaders(*rpc_, lo, top));
   for (uint64_t h = top + 1; h-- > lo;) {
     auto it = committed.find(h);
     if (it != committed.end() && it->second.hash == headers[h - lo].hash) return it->second;
   }
-  return FailedPrecondition(
-             fmt::format(
-                 "the chain re-orged deeper than --max-reorg-depth {}: the node's blocks differ "
-                 "from the head log's at every height from {} down to {} (fork point below {}). "
-                 "Nothing was changed. Check the RPC node; if the chain really re-orged that "
-                 "deep, restart with a larger --max-reorg-depth",
-                 depth, top, lo, lo))
-      .WithReason(std::string(kReorgTooDeepReason));
+  return too_deep(top);
 }
 
 Result<HeadUpdate> HeadTracker::Next(const std::optional<HeadEntry>& tip, size_t max) {
