@@ -142,7 +142,7 @@ Status Leader::FollowReorgs(uint64_t epoch, bool term_start) {
     // before any of this existed): roll back to below the first one.
     std::optional<uint64_t> tip = lease_->CommittedHeight();
     if (tip.has_value()) {
-      const uint64_t window = 4'096;
+      const uint64_t window = std::max<uint64_t>(1, options_.head_log_window);
       const uint64_t lo = std::max(options_.from, *tip >= window ? *tip - window + 1 : 0);
       GAPLESS_ASSIGN_OR_RETURN(auto logged, lease_->HeadEntries(lo, *tip));
       std::vector<std::pair<uint64_t, std::string>> stored;

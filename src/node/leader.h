@@ -94,8 +94,9 @@ struct LeaderOptions {
   // The leader samples the coordination Redis's key count this often (`status` shows the history
   // and warns about growth without bound; the leader logs the same warning).
   int64_t key_sample_every_ms = 60'000;
-  uint64_t max_reorg_depth = 64;  // --max-reorg-depth (see "Re-orgs" above)
-  std::string holder_id;          // for logs
+  uint64_t max_reorg_depth = 64;     // --max-reorg-depth (see "Re-orgs" above)
+  uint64_t head_log_window = 4'096;  // heights the head log keeps: the term-start comparison's
+  std::string holder_id;             // for logs
   Env* env = Env::Default();
 };
 
