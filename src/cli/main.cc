@@ -125,6 +125,9 @@ struct ReconcileArgs {
 struct VerifyArgs {
   uint64_t from = 0;
   std::string to = "max";
+  bool deep = false;
+  bool verify_senders = false;
+  bool anvil_blob_roots = false;
 };
 
 struct ExportArgs {
@@ -433,11 +436,24 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.verify = app->add_subcommand(
       "verify",
       "Check blocks FROM..TO in PostgreSQL: each present once, parent hashes chain, "
-      "counts consistent. Exits 1 and lists the problems otherwise");
+      "counts consistent; with --deep also prove each block against its own header. Exits 1 "
+      "and lists the problems otherwise");
   AddCommon(s.verify, &a->common);
   s.verify->add_option("--from", a->verify.from, "First block")->capture_default_str();
   s.verify->add_option("--to", a->verify.to, "Last block (max: the highest indexed block)")
       ->capture_default_str();
+  s.verify->add_flag("--deep", a->verify.deep,
+                     "Also rebuild every stored block's transactions, receipts and withdrawals "
+                     "roots, logs blooms, transaction and block hashes from its rows and compare "
+                     "them with its stored header, plus gas used, effective gas price and token "
+                     "transfers (docs/verify.md); reads every row of the interval");
+  s.verify->add_flag("--verify-senders", a->verify.verify_senders,
+                     "With --deep (implies it): also recover each transaction's sender from its "
+                     "signature and compare it with the stored from_address (costly)");
+  s.verify->add_flag("--anvil-blob-roots", a->verify.anvil_blob_roots,
+                     "With --deep: the database holds an anvil devnet, whose blocks with blob "
+                     "transactions have a non-standard transactionsRoot; skip that one "
+                     "comparison for them (docs/verify.md)");
   DocumentEnv(s.verify);
 
   s.exp = app->add_subcommand("export",
@@ -758,6 +774,11 @@ Result<Outcome> VerifyFromFlags(const Args& a) {
   command.db = a.common.db;
   command.from = a.verify.from;
   GAPLESS_ASSIGN_OR_RETURN(command.to, ParseUpperBound(a.verify.to));
+  // --verify-senders asks for a deep check, so it implies --deep (one config file may set
+  // verify-senders for index and verify alike). --anvil-blob-roots only relaxes the deep check.
+  command.deep = a.verify.deep || a.verify.verify_senders;
+  command.verify.recover_senders = a.verify.verify_senders;
+  command.verify.anvil_blob_sidecar_quirk = a.verify.anvil_blob_roots;
   return RunVerify(command, std::cout);
 }
 

@@ -17,6 +17,7 @@
 #include "coord/registry.h"
 #include "events/event.h"
 #include "events/open_bus.h"
+#include "node/deep_verify.h"
 #include "node/duties.h"
 #include "node/indexer.h"
 #include "node/progress.h"
@@ -139,6 +140,11 @@ Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out) {
   auto conn = pool->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(uint64_t to, UpperBound(*conn, command.to));
   GAPLESS_ASSIGN_OR_RETURN(VerifyReport report, Verify(*conn, command.from, to));
+  if (command.deep) {
+    DeepVerifyOptions options;
+    options.verify = command.verify;
+    GAPLESS_RETURN_IF_ERROR(DeepVerify(*conn, command.from, to, options, &report));
+  }
   out << report.Render();
   return report.ok() ? Outcome::kDone : Outcome::kProblemsFound;
 }

@@ -8,7 +8,7 @@
 //   leader     RunFleet       a leader candidate alone (workers = 0)
 //   worker     RunFleet       N Workers (!with_leader): never leads
 //   reconcile  RunReconcile   rebuild the coordination Redis from PostgreSQL
-//   verify     RunVerify      gaps, duplicates, parent hashes in PostgreSQL
+//   verify     RunVerify      gaps, duplicates, parent hashes in PostgreSQL; --deep: roots, hashes
 //   export     RunExport      CSV in ethereum-etl's format
 //   status     RunStatus      the fleet at a glance
 //   dlq        RunDlq         list or re-queue dead-lettered ranges
@@ -142,9 +142,14 @@ struct VerifyCommand {
   std::string db;
   uint64_t from = 0;
   std::optional<uint64_t> to;  // nullopt: the highest indexed block
+  // --deep: also prove every stored block against its own header from its rows
+  // (node/deep_verify.h); `verify` holds --verify-senders and --anvil-blob-roots.
+  bool deep = false;
+  VerifyOptions verify;
 };
 
-// Writes the report to `out`; kProblemsFound when it lists problems.
+// Writes the report to `out` (store/queries.h VerifyReport::Render); kProblemsFound when it lists
+// problems (a deep-check failure included; a block that is not verifiable is not a problem).
 Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out);
 
 struct ExportCommand {

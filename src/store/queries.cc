@@ -86,6 +86,29 @@ std::string VerifyReport::Render() const {
   if (truncated) {
     out += "(more anomalies exist than are listed; verify a smaller interval to see them)\n";
   }
+  if (deep) {
+    out += "deep: " + Plural(deep->verified, "block", "blocks") + " verified (" + deep->checks +
+           "), " + std::to_string(deep->failed_blocks) + " failed, " +
+           std::to_string(deep->not_verifiable) + " not verifiable\n";
+    for (const auto& failure : deep->failures) {
+      out += "block " + std::to_string(failure.block_number) + ": " + failure.what + "\n";
+    }
+    if (deep->truncated) {
+      out += "(more failures exist than are listed; verify a smaller interval to see them)\n";
+    }
+    if (deep->first_not_verifiable) {
+      out += "not verifiable (not Ethereum's rules, skipped): " +
+             Plural(deep->not_verifiable, "block", "blocks") + ", the first: block " +
+             std::to_string(deep->first_not_verifiable->block_number) + ": " +
+             deep->first_not_verifiable->what + "\n";
+    }
+    if (deep->anvil_quirk_blocks > 0) {
+      out +=
+          "note: " + Plural(deep->anvil_quirk_blocks, "failed block holds", "failed blocks hold") +
+          " blob transactions and would pass with anvil's blob-sidecar transactionsRoot: if "
+          "this database holds an anvil devnet, rerun with --anvil-blob-roots (docs/verify.md)\n";
+    }
+  }
   out += ok() ? "OK\n" : "FAILED\n";
   return out;
 }

@@ -49,8 +49,30 @@ struct VerifyReport {
   std::vector<Inconsistency> inconsistencies;
   bool truncated = false;
 
+  // `verify --deep` (node/deep_verify.h): each stored block rebuilt from its rows and proven
+  // against its own header. Absent without --deep.
+  struct Deep {
+    std::string checks;  // what was proven, for the report: "roots, blooms, hashes"
+    uint64_t verified = 0;
+    // Blocks that do not follow Ethereum's rules (OP deposit or Arbitrum transaction types, a
+    // header without mixHash): counted, not failures. The first one's block and reason.
+    uint64_t not_verifiable = 0;
+    std::optional<Inconsistency> first_not_verifiable;
+    // One entry per problem (a block can have several), capped at kMaxListed.
+    std::vector<Inconsistency> failures;
+    uint64_t failed_blocks = 0;
+    // Failing blocks that hold a blob transaction and pass with anvil's quirk allowed
+    // (VerifyOptions::anvil_blob_sidecar_quirk): the report suggests --anvil-blob-roots.
+    uint64_t anvil_quirk_blocks = 0;
+    bool truncated = false;
+  };
+  std::optional<Deep> deep;
+
   uint64_t missing_count() const;
-  bool ok() const { return missing.empty() && parent_breaks.empty() && inconsistencies.empty(); }
+  bool ok() const {
+    return missing.empty() && parent_breaks.empty() && inconsistencies.empty() &&
+           (!deep || deep->failed_blocks == 0);
+  }
   // A multi-line report ending in "OK" or "FAILED", for people.
   std::string Render() const;
 };
