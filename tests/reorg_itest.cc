@@ -5,7 +5,7 @@
 //    (anvil_rollback, then a longer fork) and 3 (evm_revert to a snapshot, then another fork),
 //    workers SIGKILLed across them: afterwards every stored block equals the node's canonical
 //    chain hash by hash, no row of an orphaned block remains in any table, every re-org is
-//    recorded, and `gapless verify` passes;
+//    recorded, and `gapless verify --deep` (every stored block proven against its header) passes;
 //  - a re-org deeper than --max-reorg-depth stops the run with an error naming the fork point and
 //    the flag, and changes nothing;
 //  - a worker paused (SIGSTOP) with the old fork's blocks in hand, across the re-org, and resumed
@@ -291,7 +291,7 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
     ASSERT_TRUE(r.ok());
     EXPECT_GE(r->GetInt64(0, 0).value(), 4);
   }
-  auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--db", db_.url()});
+  auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--deep", "--db", db_.url()});
   EXPECT_EQ(code, 0) << out;
   auto [status_code, status] =
       RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis", redis_url_});
