@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +31,9 @@ CREATE TABLE IF NOT EXISTS applied_events (
   event_id   UUID PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+-- Retractions (block.reverted): added to tables made before them.
+ALTER TABLE token_balances ADD COLUMN IF NOT EXISTS transfer_count BIGINT;
+ALTER TABLE applied_events ADD COLUMN IF NOT EXISTS reverted_at TIMESTAMPTZ;
 )sql";
 
 // An address as the hex digits decode() takes; InvalidData unless it is 0x + 40 hex digits.
@@ -37,6 +43,77 @@ Result<std::string> AddressDigits(std::string_view field, std::string_view addre
     return InvalidData("token.transfer payload: " + std::string(field) + " is not an address");
   }
   return std::string(address.substr(2));
+}
+
+// One balance row's change: (holder, token, token id) in hex digits / decimal, the signed amount
+// and the change of the row's transfer_count.
+struct Move {
+  std::string holder;
+  std::string token;
+  std::string token_id;
+  std::string delta;
+  int count = 1;
+  bool operator<(const Move& o) const {
+    return std::tie(holder, token, token_id) < std::tie(o.holder, o.token, o.token_id);
+  }
+};
+
+// The balance changes of a transfer, one per side that is not the zero address; `reverse` undoes
+// it. InvalidData for an address that is not one.
+Result<std::vector<Move>> TransferMoves(const TransferEvent& t, bool reverse) {
+  GAPLESS_ASSIGN_OR_RETURN(std::string token, AddressDigits("token_address", t.token_address));
+  const std::string token_id = t.token_id.value_or(std::string(kNoTokenId));
+  const std::string out = (reverse ? "" : "-") + t.amount;
+  const std::string in = (reverse ? "-" : "") + t.amount;
+  const int count = reverse ? -1 : 1;
+  std::vector<Move> moves;
+  if (t.from_address != kZeroAddress) {
+    GAPLESS_ASSIGN_OR_RETURN(std::string from, AddressDigits("from_address", t.from_address));
+    moves.push_back({std::move(from), token, token_id, out, count});
+  }
+  if (t.to_address != kZeroAddress) {
+    GAPLESS_ASSIGN_OR_RETURN(std::string to, AddressDigits("to_address", t.to_address));
+    moves.push_back({std::move(to), token, token_id, in, count});
+  }
+  return moves;
+}
+
+// Applies `moves` in the caller's transaction, rows locked in one global order (holder, token,
+// token id), so no two transactions of this service deadlock; a row whose transfer_count a
+// reversal brings to 0 is deleted (its balance is then 0 too, unless the data is broken: then it
+// stays for CheckBalancesAgainstTransfers to see).
+Status ApplyMoves(PgConn& conn, std::vector<Move> moves) {
+  std::sort(moves.begin(), moves.end());
+  for (const Move& m : moves) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        PgResult r,
+        conn.Query("INSERT INTO token_balances (holder, token, token_id, balance, transfer_count) "
+                   "VALUES (decode($1, 'hex'), decode($2, 'hex'), $3::numeric, $4::numeric, "
+                   "$5::bigint) ON CONFLICT (holder, token, token_id) "
+                   "DO UPDATE SET balance = token_balances.balance + EXCLUDED.balance, "
+                   "transfer_count = token_balances.transfer_count + EXCLUDED.transfer_count "
+                   "RETURNING transfer_count = 0 AND balance = 0",
+                   {m.holder, m.token, m.token_id, m.delta, std::to_string(m.count)}));
+    if (r.rows() == 1 && r.Get(0, 0) == "t") {
+      GAPLESS_RETURN_IF_ERROR(
+          conn.Query("DELETE FROM token_balances WHERE holder = decode($1, 'hex') AND "
+                     "token = decode($2, 'hex') AND token_id = $3::numeric",
+                     {m.holder, m.token, m.token_id})
+              .status());
+    }
+  }
+  return Status::Ok();
+}
+
+// Records `event_id` in applied_events; false when it was already there (done before, or a
+// tombstone of a retracted transfer).
+Result<bool> RecordApplied(PgConn& conn, const std::string& event_id) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult inserted,
+      conn.Query("INSERT INTO applied_events (event_id, applied_at) VALUES ($1::uuid, now()) "
+                 "ON CONFLICT DO NOTHING",
+                 {event_id}));
+  return inserted.affected_rows() == 1;
 }
 
 }  // namespace
@@ -76,47 +153,77 @@ Status EnsureBalancesSchema(PgConn& conn) {
 }
 
 Status BalancesService::Process(const ConsumedEvent& event) {
-  if (event.envelope.event_type != kTokenTransfer) return Status::Ok();
-  return ApplyTransfer(event.envelope.event_id, event.envelope.payload_json);
+  if (event.envelope.event_type == kTokenTransfer) {
+    return ApplyTransfer(event.envelope.event_id, event.envelope.payload_json);
+  }
+  if (event.envelope.event_type == kBlockReverted) {
+    return RevertBlock(event.envelope.event_id, event.envelope.payload_json);
+  }
+  return Status::Ok();
 }
 
 Status BalancesService::ApplyTransfer(const std::string& event_id, std::string_view payload_json) {
   GAPLESS_ASSIGN_OR_RETURN(TransferEvent t, ParseTransferPayload(payload_json));
-  GAPLESS_ASSIGN_OR_RETURN(std::string token, AddressDigits("token_address", t.token_address));
-  // (holder digits, signed amount), one per side that is not the zero address.
-  std::vector<std::pair<std::string, std::string>> moves;
-  if (t.from_address != kZeroAddress) {
-    GAPLESS_ASSIGN_OR_RETURN(std::string from, AddressDigits("from_address", t.from_address));
-    moves.emplace_back(std::move(from), "-" + t.amount);
-  }
-  if (t.to_address != kZeroAddress) {
-    GAPLESS_ASSIGN_OR_RETURN(std::string to, AddressDigits("to_address", t.to_address));
-    moves.emplace_back(std::move(to), t.amount);
-  }
-  // Rows locked in one global order (holder, within one token and id): no deadlock between two
-  // transfers of the same token in opposite directions.
-  std::sort(moves.begin(), moves.end());
-  const std::string token_id = t.token_id.value_or(std::string(kNoTokenId));
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<Move> moves, TransferMoves(t, /*reverse=*/false));
 
   PgPool::Lease conn = pool_->Acquire();
   PgTransaction tx(*conn);
   GAPLESS_RETURN_IF_ERROR(tx.Begin());
-  GAPLESS_ASSIGN_OR_RETURN(
-      PgResult inserted,
-      conn->Query("INSERT INTO applied_events (event_id, applied_at) VALUES ($1::uuid, now()) "
-                  "ON CONFLICT DO NOTHING",
-                  {event_id}));
-  // Already applied: commit nothing else (the transaction is rolled back when tx goes).
-  if (inserted.affected_rows() == 0) return Status::Ok();
-  for (const auto& [holder, delta] : moves) {
+  GAPLESS_ASSIGN_OR_RETURN(bool first, RecordApplied(*conn, event_id));
+  // Already applied (or retracted): commit nothing else (the transaction is rolled back when tx
+  // goes).
+  if (!first) return Status::Ok();
+  GAPLESS_RETURN_IF_ERROR(ApplyMoves(*conn, std::move(moves)));
+  return tx.Commit();
+}
+
+Status BalancesService::RevertBlock(const std::string& event_id, std::string_view payload_json) {
+  GAPLESS_ASSIGN_OR_RETURN(RevertedBlock block, ParseBlockRevertedPayload(payload_json));
+  // Everything checked before the transaction.
+  std::map<std::string, std::vector<Move>> reversals;  // by transfer event id
+  std::string ids = "{";
+  for (const auto& [id, transfer] : block.token_transfers) {
+    std::string key = id;  // as PostgreSQL prints a uuid
+    for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    GAPLESS_ASSIGN_OR_RETURN(reversals[key], TransferMoves(transfer, /*reverse=*/true));
+  }
+  for (const auto& entry : reversals) {  // sorted: row locks in one order
+    if (ids.size() > 1) ids += ',';
+    ids += entry.first;
+  }
+  ids += '}';
+
+  PgPool::Lease conn = pool_->Acquire();
+  PgTransaction tx(*conn);
+  GAPLESS_RETURN_IF_ERROR(tx.Begin());
+  GAPLESS_ASSIGN_OR_RETURN(bool first, RecordApplied(*conn, event_id));
+  if (!first) return Status::Ok();  // this retraction was processed before
+  if (!reversals.empty()) {
+    // Tombstones for the ids never applied (waiting for an apply of one in progress)...
+    GAPLESS_RETURN_IF_ERROR(
+        conn->Query("INSERT INTO applied_events (event_id, applied_at, reverted_at) "
+                    "SELECT id, now(), now() FROM unnest($1::uuid[]) AS id ON CONFLICT DO NOTHING",
+                    {ids})
+            .status());
+    // ...then, in a new statement (which sees an apply that committed meanwhile), the applied
+    // ones not yet reverted: these are reversed.
     GAPLESS_ASSIGN_OR_RETURN(
-        PgResult r,
-        conn->Query("INSERT INTO token_balances (holder, token, token_id, balance) "
-                    "VALUES (decode($1, 'hex'), decode($2, 'hex'), $3::numeric, $4::numeric) "
-                    "ON CONFLICT (holder, token, token_id) "
-                    "DO UPDATE SET balance = token_balances.balance + EXCLUDED.balance",
-                    {holder, token, token_id, delta}));
-    (void)r;
+        PgResult applied,
+        conn->Query("UPDATE applied_events SET reverted_at = now() "
+                    "WHERE event_id = ANY($1::uuid[]) AND reverted_at IS NULL RETURNING event_id",
+                    {ids}));
+    std::vector<Move> moves;
+    for (int i = 0; i < applied.rows(); ++i) {
+      auto it = reversals.find(std::string(applied.Get(i, 0)));
+      if (it == reversals.end()) {
+        return Internal("applied_events returned an id the retraction does not hold: " +
+                        std::string(applied.Get(i, 0)));
+      }
+      moves.insert(moves.end(), it->second.begin(), it->second.end());
+    }
+    GAPLESS_RETURN_IF_ERROR(ApplyMoves(*conn, std::move(moves)));
+    spdlog::debug("balances: block {} ({}) reverted: {} of {} transfers had been applied",
+                  block.block_number, block.block_hash, applied.rows(), reversals.size());
   }
   return tx.Commit();
 }

@@ -1,16 +1,23 @@
-// balances: the token-balances service, a consumer of token.transfer events built on the consumer
-// framework (events/consumer.h). It keeps every holder's balance of every token in PostgreSQL.
+// balances: the token-balances service, a consumer of token.transfer and block.reverted events
+// built on the consumer framework (events/consumer.h). It keeps every holder's balance of every
+// token in PostgreSQL.
 //
 // Tables (created by EnsureBalancesSchema with CREATE TABLE IF NOT EXISTS; they may live in the
 // indexer's own database):
 //   token_balances(holder BYTEA, token BYTEA, token_id NUMERIC(78,0) NOT NULL DEFAULT -1,
-//                  balance NUMERIC(78,0), PRIMARY KEY (holder, token, token_id))
+//                  balance NUMERIC(78,0), transfer_count BIGINT,
+//                  PRIMARY KEY (holder, token, token_id))
 //       token_id -1 is the convention for ERC-20 (no token id: a real id is never negative); an
 //       ERC-721 or ERC-1155 balance is per id. A balance can be negative for a while when events
 //       arrive out of order (a transfer out before the mint that funded it); it is exact once
-//       every event has been applied.
-//   applied_events(event_id UUID PRIMARY KEY, applied_at TIMESTAMPTZ)
-//       the completion record: one row per token.transfer event applied.
+//       every event has been applied. transfer_count: the applied transfers that moved it; the
+//       row goes when a retraction takes the last one back (NULL in rows made before the column:
+//       such a row stays, at 0).
+//   applied_events(event_id UUID PRIMARY KEY, applied_at TIMESTAMPTZ, reverted_at TIMESTAMPTZ)
+//       the completion record: one row per token.transfer event applied and per block.reverted
+//       event processed; reverted_at is set on a transfer's row when a retraction took it back,
+//       and a retraction of a transfer never applied inserts its row with reverted_at set (a
+//       tombstone), so the original arriving late is skipped as already done.
 //
 // Exactly once: Process applies one transfer in ONE transaction that first inserts the event id
 // into applied_events (ON CONFLICT DO NOTHING) and, if the id was already there, writes nothing
@@ -21,6 +28,17 @@
 // equals the aggregate of the indexer's token_transfers over the same transfers. Completion is
 // recorded by Process itself; MarkCompleted is the framework's no-op. The two balance rows are
 // locked in holder order, so concurrent transfers cannot deadlock each other.
+//
+// Retractions: Process(block.reverted) runs in ONE transaction: it inserts the block.reverted
+// event's own id into applied_events (already there: nothing else, as for a transfer); then for
+// each reverted token.transfer id, inserts a tombstone (the id was never applied: no balance
+// changes, a late delivery of it is skipped) or, when the id was applied and not yet reverted,
+// sets reverted_at and reverses the transfer (adds the amount back to `from`, takes it from `to`;
+// a row whose transfer_count reaches 0 is deleted). The balance rows are locked in one global
+// order (holder, token, token id), as ApplyTransfer's are. So however often and in whatever
+// order a retraction and its transfers arrive, token_balances ends equal to the aggregate of the
+// transfers still in token_transfers.
+//
 // Other event types are acked without effect.
 //
 // Errors: a lost PostgreSQL connection (Unavailable without a SQLSTATE) is classified as a
@@ -56,6 +74,8 @@ class BalancesService : public EventHandler {
 
   // Applies one token.transfer envelope's payload (what Process does for that type).
   Status ApplyTransfer(const std::string& event_id, std::string_view payload_json);
+  // Reverts what a block.reverted envelope's payload retracts (what Process does for that type).
+  Status RevertBlock(const std::string& event_id, std::string_view payload_json);
 
  private:
   PgPool* pool_;
@@ -82,8 +102,8 @@ struct BalancesOptions {
 
 // The entry point for `gapless consume balances`: opens the pool (consumer.concurrency
 // connections), creates the schema, and consumes `subscriber` (subscribed by the caller to the
-// token.transfer topics) until `stop`. Returns the first error of the setup (Unavailable,
-// FailedPrecondition) or what EventConsumer::Run returns.
+// token.transfer and block.reverted topics) until `stop`. Returns the first error of the setup
+// (Unavailable, FailedPrecondition) or what EventConsumer::Run returns.
 Status RunBalancesConsumer(const BalancesOptions& options, Subscriber* subscriber,
                            const std::atomic<bool>& stop);
 

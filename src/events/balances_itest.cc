@@ -2,7 +2,9 @@
 // the shared test Redis. Transfers are stored in the indexer's token_transfers table (migrated
 // schema) and published as token.transfer events; the events reach two consumers with
 // duplicates, in shuffled order; afterwards token_balances must equal the SQL aggregate of
-// token_transfers.
+// token_transfers. Re-orgs: blocks whose transfers are deleted from token_transfers are retracted
+// by block.reverted events, delivered twice, before or after their transfers; the balances still
+// end equal to the aggregate.
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -138,6 +140,38 @@ class BalancesTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r->GetInt64(0, 0) : -1;
   }
+  // Spreads `deliveries` over two balances consumers (alternately, in the order given) and runs
+  // them until every delivery is acked; none may fail or be dead-lettered.
+  void ConsumeWithTwo(const std::vector<const OutgoingEvent*>& deliveries,
+                      const RedisTestDb& redis) {
+    Env* env = Env::Default();
+    FakeSubscriber sub_a(env), sub_b(env);
+    for (size_t i = 0; i < deliveries.size(); ++i) {
+      (i % 2 == 0 ? sub_a : sub_b).Add(deliveries[i]->body, deliveries[i]->topic, 0);
+    }
+    BalancesOptions o;
+    o.pg_url = pg_.url();
+    o.redis_url = redis.url();
+    o.redis_key_prefix = redis.keys().prefix() + "consumer:balances";
+    o.consumer.poll_timeout_ms = 20;
+    o.consumer.held_recheck_ms = 20;
+    o.consumer.retry_base_ms = 20;
+    o.consumer.recovery = {100, 100, 100, 20};
+    std::atomic<bool> stop{false};
+    Status ra, rb;
+    std::thread ta([&] { ra = RunBalancesConsumer(o, &sub_a, stop); });
+    std::thread tb([&] { rb = RunBalancesConsumer(o, &sub_b, stop); });
+    bool done = WaitFor(
+        [&] { return sub_a.acked_count() + sub_b.acked_count() == deliveries.size(); }, 120'000);
+    stop = true;
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(done) << sub_a.acked_count() + sub_b.acked_count() << " of " << deliveries.size();
+    EXPECT_TRUE(ra.ok()) << ra.ToString();
+    EXPECT_TRUE(rb.ok()) << rb.ToString();
+    EXPECT_TRUE(sub_a.ops("dlq").empty());
+    EXPECT_TRUE(sub_b.ops("dlq").empty());
+  }
 
   PgTestDb pg_;
   std::unique_ptr<PgConn> conn_;
@@ -150,6 +184,17 @@ std::vector<OutgoingEvent> EventsOf(const std::vector<BlockData>& blocks) {
     for (OutgoingEvent& e : BlockEvents(kChain, d)) out.push_back(std::move(e));
   }
   return out;
+}
+
+// The block.reverted event of each block (as the relay builds it after a rollback).
+std::vector<OutgoingEvent> RetractionsOf(const std::vector<BlockData>& blocks) {
+  std::vector<OutgoingEvent> out;
+  for (const BlockData& d : blocks) out.push_back(BlockRevertedEvent(kChain, d, 1, 1'700'000'000));
+  return out;
+}
+
+std::vector<BlockData> Slice(const std::vector<BlockData>& blocks, size_t from) {
+  return std::vector<BlockData>(blocks.begin() + static_cast<std::ptrdiff_t>(from), blocks.end());
 }
 
 TEST_F(BalancesTest, ApplyingAnEventTwiceCountsOnceAndIsCompletedAfterwards) {
@@ -232,34 +277,8 @@ TEST_F(BalancesTest, RedeliveredShuffledEventsToTwoConsumersEqualTheTransfersAgg
   }
   std::mt19937 rng(42);
   std::shuffle(deliveries.begin(), deliveries.end(), rng);
-  Env* env = Env::Default();
-  FakeSubscriber sub_a(env), sub_b(env);
-  for (size_t i = 0; i < deliveries.size(); ++i) {
-    (i % 2 == 0 ? sub_a : sub_b).Add(deliveries[i]->body, deliveries[i]->topic, 0);
-  }
-
-  BalancesOptions o;
-  o.pg_url = pg_.url();
-  o.redis_url = redis.url();
-  o.redis_key_prefix = redis.keys().prefix() + "consumer:balances";
-  o.consumer.poll_timeout_ms = 20;
-  o.consumer.held_recheck_ms = 20;
-  o.consumer.retry_base_ms = 20;
-  o.consumer.recovery = {100, 100, 100, 20};
-  std::atomic<bool> stop{false};
-  Status ra, rb;
-  std::thread ta([&] { ra = RunBalancesConsumer(o, &sub_a, stop); });
-  std::thread tb([&] { rb = RunBalancesConsumer(o, &sub_b, stop); });
-  bool done = WaitFor(
-      [&] { return sub_a.acked_count() + sub_b.acked_count() == deliveries.size(); }, 120'000);
-  stop = true;
-  ta.join();
-  tb.join();
-  ASSERT_TRUE(done) << sub_a.acked_count() + sub_b.acked_count() << " of " << deliveries.size();
-  EXPECT_TRUE(ra.ok()) << ra.ToString();
-  EXPECT_TRUE(rb.ok()) << rb.ToString();
-  EXPECT_TRUE(sub_a.ops("dlq").empty());
-  EXPECT_TRUE(sub_b.ops("dlq").empty());
+  ConsumeWithTwo(deliveries, redis);
+  if (HasFatalFailure()) return;
 
   auto [differing, expected] = Difference();
   EXPECT_EQ(differing, 0);
@@ -267,6 +286,102 @@ TEST_F(BalancesTest, RedeliveredShuffledEventsToTwoConsumersEqualTheTransfersAgg
   EXPECT_EQ(Count("SELECT count(*) FROM applied_events"), 20 * 15);
   EXPECT_GT(Count("SELECT count(*) FROM token_balances WHERE balance < 0"), 0)
       << "random transfers out of order give negative balances: the test data is not trivial";
+}
+
+TEST_F(BalancesTest, ARetractionReversesWhatWasAppliedOnceHoweverOftenDelivered) {
+  auto blocks = RandomTransfers(10, 12, 21);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  BalancesService svc(pool_.get());
+  for (const OutgoingEvent& e : EventsOf(blocks)) {
+    if (e.event_type != kTokenTransfer) continue;
+    ASSERT_TRUE(svc.ApplyTransfer(e.event_id, ParseEnvelope(e.body)->payload_json).ok());
+  }
+  ASSERT_EQ(Difference().first, 0);
+  // A re-org orphans blocks 106..109: their rows go, their retractions come.
+  ASSERT_TRUE(conn_->Exec("DELETE FROM token_transfers WHERE block_number >= 106").ok());
+  EXPECT_GT(Difference().first, 0) << "the test needs the orphaned transfers to matter";
+  std::vector<OutgoingEvent> retractions = RetractionsOf(Slice(blocks, 6));
+  for (const OutgoingEvent& r : retractions) {
+    ASSERT_TRUE(svc.RevertBlock(r.event_id, ParseEnvelope(r.body)->payload_json).ok());
+  }
+  auto [differing, expected] = Difference();
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(expected, 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM applied_events WHERE reverted_at IS NOT NULL"), 4 * 12);
+  EXPECT_TRUE(*svc.IsCompleted(retractions[0].event_id));
+  // Delivered again (the bus's at-least-once), through Process as the consumer would: nothing
+  // changes.
+  const std::string before = *conn_
+                                  ->Query(
+                                      "SELECT string_agg(encode(holder, 'hex') || encode(token, "
+                                      "'hex') || token_id || ':' || balance, ',' ORDER BY 1) "
+                                      "FROM token_balances")
+                                  ->GetOptional(0, 0);
+  for (const OutgoingEvent& r : retractions) {
+    Delivery d;
+    ASSERT_TRUE(svc.Process(ConsumedEvent{d, *ParseEnvelope(r.body), 0}).ok());
+    ASSERT_TRUE(svc.RevertBlock(r.event_id, ParseEnvelope(r.body)->payload_json).ok());
+  }
+  EXPECT_EQ(*conn_
+                 ->Query("SELECT string_agg(encode(holder, 'hex') || encode(token, 'hex') || "
+                         "token_id || ':' || balance, ',' ORDER BY 1) FROM token_balances")
+                 ->GetOptional(0, 0),
+            before);
+  EXPECT_EQ(Difference().first, 0);
+}
+
+TEST_F(BalancesTest, AnOriginalArrivingAfterItsRetractionIsNeverApplied) {
+  auto blocks = RandomTransfers(4, 10, 23);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  ASSERT_TRUE(conn_->Exec("DELETE FROM token_transfers WHERE block_number >= 102").ok());
+  BalancesService svc(pool_.get());
+  std::vector<OutgoingEvent> events = EventsOf(blocks);
+  // Half of the orphaned blocks' transfers arrive before the retraction, the rest after it.
+  size_t applied_before = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].event_type != kTokenTransfer || i % 2 == 0) continue;
+    ASSERT_TRUE(
+        svc.ApplyTransfer(events[i].event_id, ParseEnvelope(events[i].body)->payload_json).ok());
+    ++applied_before;
+  }
+  ASSERT_GT(applied_before, 0u);
+  for (const OutgoingEvent& r : RetractionsOf(Slice(blocks, 2))) {
+    ASSERT_TRUE(svc.RevertBlock(r.event_id, ParseEnvelope(r.body)->payload_json).ok());
+  }
+  for (const OutgoingEvent& e : events) {
+    if (e.event_type != kTokenTransfer) continue;
+    auto done = svc.IsCompleted(e.event_id);
+    ASSERT_TRUE(done.ok());
+    if (ParseTransferPayload(ParseEnvelope(e.body)->payload_json)->block_number >= 102) {
+      EXPECT_TRUE(*done) << "a retracted transfer must count as done";
+    }
+    ASSERT_TRUE(svc.ApplyTransfer(e.event_id, ParseEnvelope(e.body)->payload_json).ok());
+  }
+  EXPECT_EQ(Difference().first, 0);
+  // Rows of holders whose every transfer was orphaned are gone, not left at 0.
+  EXPECT_EQ(Count("SELECT count(*) FROM token_balances WHERE transfer_count = 0"), 0);
+}
+
+// Transfers and the retractions of the orphaned blocks, with duplicates, shuffled over two
+// consumers: whatever the order, the balances end equal to the aggregate of what is left.
+TEST_F(BalancesTest, ShuffledTransfersAndRetractionsToTwoConsumersEqualTheAggregate) {
+  GAPLESS_REDIS_TEST_DB_OR_SKIP(redis);
+  auto blocks = RandomTransfers(16, 12, 29);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  ASSERT_TRUE(conn_->Exec("DELETE FROM token_transfers WHERE block_number >= 110").ok());
+  std::vector<OutgoingEvent> events = EventsOf(blocks);
+  for (OutgoingEvent& r : RetractionsOf(Slice(blocks, 10))) events.push_back(std::move(r));
+  std::vector<const OutgoingEvent*> deliveries;
+  for (size_t i = 0; i < events.size(); ++i) {
+    for (size_t c = 0; c < 1 + i % 2; ++c) deliveries.push_back(&events[i]);
+  }
+  std::mt19937 rng(7);
+  std::shuffle(deliveries.begin(), deliveries.end(), rng);
+  ConsumeWithTwo(deliveries, redis);
+  if (HasFatalFailure()) return;
+  auto [differing, expected] = Difference();
+  EXPECT_EQ(differing, 0);
+  EXPECT_GT(expected, 10);
 }
 
 }  // namespace

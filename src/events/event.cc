@@ -177,11 +177,38 @@ Status GetOptionalString(dom::object o, std::string_view what, std::string_view 
   return Status::Ok();
 }
 
+// The fields of a token.transfer payload from `o` (a payload, or an element of a block.reverted
+// payload's token_transfers); InvalidData naming the field.
+Status ReadTransfer(dom::object o, std::string_view what, TransferEvent& t) {
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "token_address", t.token_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "token_standard", t.token_standard));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "from_address", t.from_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "to_address", t.to_address));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "amount", t.amount));
+  GAPLESS_RETURN_IF_ERROR(GetOptionalString(o, what, "token_id", t.token_id));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "transaction_hash", t.transaction_hash));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, what, "log_index", t.log_index));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, what, "batch_index", t.batch_index));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, what, "block_number", t.block_number));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, what, "block_hash", t.block_hash));
+  auto decimal = [](std::string_view v) {
+    return !v.empty() && v.size() <= 78 && v.find_first_not_of("0123456789") == v.npos;
+  };
+  if (!decimal(t.amount)) return FieldError(what, "amount");
+  if (t.token_id && !decimal(*t.token_id)) return FieldError(what, "token_id");
+  if (t.token_standard != "erc20" && t.token_standard != "erc721" &&
+      t.token_standard != "erc1155") {
+    return FieldError(what, "token_standard");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& EventTypes() {
-  static const std::vector<std::string_view> types = {
-      kBlockNew, kTransactionConfirmed, kTokenTransfer, kTransactionPending, kContractVerified};
+  static const std::vector<std::string_view> types = {kBlockNew,         kTransactionConfirmed,
+                                                      kTokenTransfer,    kTransactionPending,
+                                                      kContractVerified, kBlockReverted};
   return types;
 }
 
@@ -310,25 +337,79 @@ OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
                    IsoTime(verified_at), payload);
 }
 
+std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash) {
+  return EventId(chain_id, kBlockNew, block_hash);
+}
+
+std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
+                               std::string_view transaction_hash) {
+  return EventId(chain_id, kTransactionConfirmed,
+                 fmt::format("{}/{}", block_hash, transaction_hash));
+}
+
+std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,
+                            uint64_t batch_index) {
+  return EventId(chain_id, kTokenTransfer,
+                 fmt::format("{}/{}/{}", block_hash, log_index, batch_index));
+}
+
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data) {
   const Block& b = data.block;
   std::vector<OutgoingEvent> out;
   out.reserve(1 + data.transactions.size() + data.token_transfers.size());
   const std::string time = IsoTime(b.timestamp);
-  out.push_back(MakeEvent(chain_id, kBlockNew, EventId(chain_id, kBlockNew, b.hash), time,
+  out.push_back(MakeEvent(chain_id, kBlockNew, BlockNewEventId(chain_id, b.hash), time,
                           BlockPayload(chain_id, b)));
   for (const Transaction& t : data.transactions) {
     out.push_back(MakeEvent(chain_id, kTransactionConfirmed,
-                            EventId(chain_id, kTransactionConfirmed, b.hash + "/" + t.hash), time,
+                            TransactionEventId(chain_id, b.hash, t.hash), time,
                             TransactionPayload(chain_id, t)));
   }
   for (const TokenTransfer& t : data.token_transfers) {
     out.push_back(MakeEvent(chain_id, kTokenTransfer,
-                            EventId(chain_id, kTokenTransfer,
-                                    fmt::format("{}/{}/{}", b.hash, t.log_index, t.batch_index)),
-                            time, TransferPayload(chain_id, b, t)));
+                            TransferEventId(chain_id, b.hash, t.log_index, t.batch_index), time,
+                            TransferPayload(chain_id, b, t)));
   }
   return out;
+}
+
+OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
+                                 uint64_t reverted_at) {
+  const Block& b = orphaned.block;
+  std::string ids = "[";
+  auto add_id = [&ids](const std::string& id) {
+    if (ids.size() > 1) ids += ',';
+    AppendJsonString(ids, id);
+  };
+  add_id(BlockNewEventId(chain_id, b.hash));
+  for (const Transaction& t : orphaned.transactions) {
+    add_id(TransactionEventId(chain_id, b.hash, t.hash));
+  }
+  std::string transfers = "[";
+  for (const TokenTransfer& t : orphaned.token_transfers) {
+    const std::string id = TransferEventId(chain_id, b.hash, t.log_index, t.batch_index);
+    add_id(id);
+    // {"event_id":"...", then the token.transfer payload's members.
+    if (transfers.size() > 1) transfers += ',';
+    transfers += "{\"event_id\":";
+    AppendJsonString(transfers, id);
+    transfers += ',';
+    transfers += std::string_view(TransferPayload(chain_id, b, t)).substr(1);
+  }
+  ids += ']';
+  transfers += ']';
+  std::string payload;
+  ObjectWriter w(payload);
+  w.Number("chain_id", chain_id);
+  w.Number("block_number", b.number);
+  w.String("block_hash", b.hash);
+  w.Number("reorg_generation", generation);
+  w.Raw("reverted_event_ids", ids);
+  w.Raw("token_transfers", transfers);
+  w.End();
+  return MakeEvent(chain_id, kBlockReverted,
+                   EventId(chain_id, kBlockReverted, fmt::format("{}/{}", b.hash, generation)),
+                   IsoTime(reverted_at), payload);
 }
 
 Result<Envelope> ParseEnvelope(std::string_view json) {
@@ -369,29 +450,47 @@ Result<TransferEvent> ParseTransferPayload(std::string_view payload_json) {
       doc.get_object().get(o) != simdjson::SUCCESS) {
     return InvalidData("token.transfer payload: not a JSON object");
   }
-  constexpr std::string_view kWhat = "token.transfer payload";
   TransferEvent t;
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "token_address", t.token_address));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "token_standard", t.token_standard));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "from_address", t.from_address));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "to_address", t.to_address));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "amount", t.amount));
-  GAPLESS_RETURN_IF_ERROR(GetOptionalString(o, kWhat, "token_id", t.token_id));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "transaction_hash", t.transaction_hash));
-  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "log_index", t.log_index));
-  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "batch_index", t.batch_index));
-  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "block_number", t.block_number));
-  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "block_hash", t.block_hash));
-  auto decimal = [](std::string_view v) {
-    return !v.empty() && v.size() <= 78 && v.find_first_not_of("0123456789") == v.npos;
-  };
-  if (!decimal(t.amount)) return FieldError(kWhat, "amount");
-  if (t.token_id && !decimal(*t.token_id)) return FieldError(kWhat, "token_id");
-  if (t.token_standard != "erc20" && t.token_standard != "erc721" &&
-      t.token_standard != "erc1155") {
-    return FieldError(kWhat, "token_standard");
-  }
+  GAPLESS_RETURN_IF_ERROR(ReadTransfer(o, "token.transfer payload", t));
   return t;
+}
+
+Result<RevertedBlock> ParseBlockRevertedPayload(std::string_view payload_json) {
+  dom::parser parser;
+  dom::element doc;
+  dom::object o;
+  if (parser.parse(payload_json.data(), payload_json.size()).get(doc) != simdjson::SUCCESS ||
+      doc.get_object().get(o) != simdjson::SUCCESS) {
+    return InvalidData("block.reverted payload: not a JSON object");
+  }
+  constexpr std::string_view kWhat = "block.reverted payload";
+  RevertedBlock r;
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "block_number", r.block_number));
+  GAPLESS_RETURN_IF_ERROR(GetString(o, kWhat, "block_hash", r.block_hash));
+  GAPLESS_RETURN_IF_ERROR(GetNumber(o, kWhat, "reorg_generation", r.reorg_generation));
+  dom::array ids;
+  if (o["reverted_event_ids"].get_array().get(ids) != simdjson::SUCCESS) {
+    return FieldError(kWhat, "reverted_event_ids");
+  }
+  for (dom::element e : ids) {
+    std::string_view id;
+    if (e.get_string().get(id) != simdjson::SUCCESS) return FieldError(kWhat, "reverted_event_ids");
+    r.reverted_event_ids.emplace_back(id);
+  }
+  dom::array transfers;
+  if (o["token_transfers"].get_array().get(transfers) != simdjson::SUCCESS) {
+    return FieldError(kWhat, "token_transfers");
+  }
+  constexpr std::string_view kTransferWhat = "block.reverted payload token_transfers[]";
+  for (dom::element e : transfers) {
+    dom::object t;
+    if (e.get_object().get(t) != simdjson::SUCCESS) return FieldError(kWhat, "token_transfers");
+    std::pair<std::string, TransferEvent> item;
+    GAPLESS_RETURN_IF_ERROR(GetString(t, kTransferWhat, "event_id", item.first));
+    GAPLESS_RETURN_IF_ERROR(ReadTransfer(t, kTransferWhat, item.second));
+    r.token_transfers.push_back(std::move(item));
+  }
+  return r;
 }
 
 }  // namespace gapless

@@ -11,6 +11,7 @@
 //   block.new              identity = block hash
 //   transaction.confirmed  identity = block hash "/" tx hash
 //   token.transfer         identity = block hash "/" log index "/" batch index
+//   block.reverted         identity = block hash "/" reorg generation
 // The block hash is in every identity so that the same transaction in another fork's block (a
 // re-org) is another event. For block-derived events the envelope's timestamp is the block's
 // time, so a re-published envelope is byte for byte the one sent before.
@@ -27,6 +28,13 @@
 //                           "erc1155"), from_address, to_address, amount, token_id (null for
 //                           ERC-20), operator_address, transaction_hash, log_index, batch_index,
 //                           block_number, block_hash
+//   block.reverted:         chain_id, block_number, block_hash, reorg_generation,
+//                           reverted_event_ids (every id the block's events had: block.new,
+//                           transaction.confirmed by index, token.transfer by log and batch
+//                           index), token_transfers (one object per reverted token.transfer: its
+//                           "event_id" followed by that event's payload fields). Its envelope's
+//                           timestamp is the rollback's time. docs/events.md says what consumers
+//                           do with it.
 //   transaction.pending:    chain_id, hash (the mempool watcher, events/mempool.h)
 //   contract.verified:      chain_id, address, verification_status, verified_at (published by
 //                           other producers through PublishOne)
@@ -36,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -49,6 +58,7 @@ inline constexpr std::string_view kTransactionConfirmed = "transaction.confirmed
 inline constexpr std::string_view kTokenTransfer = "token.transfer";
 inline constexpr std::string_view kTransactionPending = "transaction.pending";
 inline constexpr std::string_view kContractVerified = "contract.verified";
+inline constexpr std::string_view kBlockReverted = "block.reverted";
 // Every type gapless knows, in the order above.
 const std::vector<std::string_view>& EventTypes();
 
@@ -84,9 +94,23 @@ Result<OutgoingEvent> ProducerEvent(uint64_t chain_id, std::string_view event_ty
 OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
                                     std::string_view verification_status, uint64_t verified_at);
 
+// The ids of a block's events (the identities above); BlockEvents and BlockRevertedEvent use
+// these, so a retraction names exactly the ids that were published.
+std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash);
+std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
+                               std::string_view transaction_hash);
+std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,
+                            uint64_t batch_index);
+
 // The events of one committed block, in order: block.new, then transaction.confirmed by
 // transaction index, then token.transfer by (log index, batch index).
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data);
+
+// The block.reverted event of an orphaned block: `orphaned` needs block.number, block.hash, each
+// transaction's hash and the complete token transfers (store/retractions.h gives that);
+// `generation` is the rollback's reorg generation, `reverted_at` its time (unix seconds).
+OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
+                                 uint64_t reverted_at);
 
 // A received envelope, parsed. payload_json is the payload object's JSON text.
 struct Envelope {
@@ -116,6 +140,18 @@ struct TransferEvent {
   std::string block_hash;
 };
 Result<TransferEvent> ParseTransferPayload(std::string_view payload_json);
+
+// A block.reverted payload, parsed (the balances consumer's input).
+struct RevertedBlock {
+  uint64_t block_number = 0;
+  std::string block_hash;
+  uint64_t reorg_generation = 0;
+  std::vector<std::string> reverted_event_ids;
+  // (event id, the reverted token.transfer), by log and batch index.
+  std::vector<std::pair<std::string, TransferEvent>> token_transfers;
+};
+// InvalidData naming the missing or malformed field.
+Result<RevertedBlock> ParseBlockRevertedPayload(std::string_view payload_json);
 
 // Appends `s` as a JSON string literal (quotes and escapes included).
 void AppendJsonString(std::string& out, std::string_view s);

@@ -92,6 +92,68 @@ TEST(BlockEvents, EnvelopeParsesBackWithItsPayload) {
   EXPECT_EQ(t->block_hash, data.block.hash);
 }
 
+// A retraction names exactly the ids BlockEvents gave, from the little a retraction keeps (the
+// block's hash, its transactions' hashes, its transfers), and carries each transfer's details.
+TEST(BlockRevertedEvent, NamesEveryPublishedIdAndTheTransfersDetails) {
+  BlockData data = SyntheticBlock(
+      77, {.transactions_per_block = 4, .logs_per_block = 12, .token_transfers_per_block = 6});
+  ASSERT_FALSE(data.token_transfers.empty());
+  std::vector<OutgoingEvent> published = BlockEvents(5, data);
+  BlockData kept;  // what store/retractions.h reads back
+  kept.block.number = data.block.number;
+  kept.block.hash = data.block.hash;
+  for (const Transaction& t : data.transactions) {
+    Transaction h;
+    h.hash = t.hash;
+    kept.transactions.push_back(h);
+  }
+  kept.token_transfers = data.token_transfers;
+
+  OutgoingEvent reverted = BlockRevertedEvent(5, kept, 3, 1'700'000'000);
+  EXPECT_EQ(reverted.event_type, "block.reverted");
+  EXPECT_EQ(reverted.topic, "block.reverted.5");
+  EXPECT_EQ(reverted.key, "5");
+  EXPECT_EQ(reverted.event_id, EventId(5, kBlockReverted, data.block.hash + "/3"));
+  EXPECT_NE(BlockRevertedEvent(5, kept, 4, 1'700'000'000).event_id, reverted.event_id)
+      << "the same block orphaned by another rollback is another retraction";
+  EXPECT_EQ(BlockRevertedEvent(5, kept, 3, 1'700'000'000).body, reverted.body);
+  Result<Envelope> env = ParseEnvelope(reverted.body);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->timestamp, IsoTime(1'700'000'000));
+  Result<RevertedBlock> r = ParseBlockRevertedPayload(env->payload_json);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->block_number, 77u);
+  EXPECT_EQ(r->block_hash, data.block.hash);
+  EXPECT_EQ(r->reorg_generation, 3u);
+  ASSERT_EQ(r->reverted_event_ids.size(), published.size());
+  for (size_t i = 0; i < published.size(); ++i) {
+    EXPECT_EQ(r->reverted_event_ids[i], published[i].event_id) << "event " << i;
+  }
+  ASSERT_EQ(r->token_transfers.size(), data.token_transfers.size());
+  const size_t first_transfer = 1 + data.transactions.size();
+  for (size_t i = 0; i < data.token_transfers.size(); ++i) {
+    const auto& [id, t] = r->token_transfers[i];
+    EXPECT_EQ(id, published[first_transfer + i].event_id);
+    // The details equal the original token.transfer's payload.
+    Result<TransferEvent> original =
+        ParseTransferPayload(ParseEnvelope(published[first_transfer + i].body)->payload_json);
+    ASSERT_TRUE(original.ok());
+    EXPECT_EQ(t.token_address, original->token_address);
+    EXPECT_EQ(t.token_standard, original->token_standard);
+    EXPECT_EQ(t.from_address, original->from_address);
+    EXPECT_EQ(t.to_address, original->to_address);
+    EXPECT_EQ(t.amount, original->amount);
+    EXPECT_EQ(t.token_id, original->token_id);
+    EXPECT_EQ(t.log_index, original->log_index);
+    EXPECT_EQ(t.batch_index, original->batch_index);
+  }
+  Result<RevertedBlock> bad = ParseBlockRevertedPayload(
+      R"({"block_number":1,"block_hash":"0x1","reorg_generation":1,"reverted_event_ids":[],
+          "token_transfers":[{"token_address":"0x1"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("event_id"), std::string::npos) << bad.status().message();
+}
+
 TEST(ParseEnvelope, NamesTheBadField) {
   Result<Envelope> r = ParseEnvelope(R"({"event_type":"block.new","event_id":"x","timestamp":"t",
       "chain_id":"1","payload":{},"metadata":{"producer":"p","version":"1"}})");

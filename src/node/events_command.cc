@@ -178,7 +178,10 @@ Result<Outcome> RunProduce(const ProduceCommand& command) {
 Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   SubscribeOptions options;
   options.group = command.group;
-  options.topics = {EventTopic(kTokenTransfer, command.chain_id)};
+  // Transfers and their retractions (re-orgs): two topics, in no order relative to each other;
+  // the service is correct in any order (events/balances.h).
+  options.topics = {EventTopic(kTokenTransfer, command.chain_id),
+                    EventTopic(kBlockReverted, command.chain_id)};
   options.from_beginning = true;
   GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber,
                            OpenSubscriber(command.bus, options));
@@ -189,8 +192,8 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   balances.consumer.name = command.group;
   balances.consumer.concurrency = command.concurrency;
   balances.consumer.status_interval_ms = command.status_interval_ms;
-  spdlog::info("consuming {} on {} as group {} into token_balances", options.topics.front(),
-               subscriber->name(), command.group);
+  spdlog::info("consuming {} on {} as group {} into token_balances",
+               fmt::join(options.topics, ", "), subscriber->name(), command.group);
   SignalStop signals;
   GAPLESS_RETURN_IF_ERROR(RunBalancesConsumer(balances, subscriber.get(), signals.flag()));
   return Outcome::kStopped;

@@ -11,6 +11,8 @@
 #include "fmt/ranges.h"
 #include "store/outbox.h"
 #include "store/reader.h"
+#include "store/retractions.h"
+#include "store/rollback.h"
 #include "store/state.h"
 
 namespace gapless {
@@ -36,6 +38,11 @@ Status RelayDuty::Step(uint64_t epoch) {
 
 Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   *idle = true;
+  // Every read of a batch in one snapshot: a rollback commits wholly before or wholly after it,
+  // so the batch never mixes forks, never misses the retractions a rollback recorded with the
+  // lowered cursor, and never finds an outbox row whose block was deleted since.
+  PgTransaction snapshot(conn);
+  GAPLESS_RETURN_IF_ERROR(snapshot.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
   if (!events_from_.has_value()) {
     // Recorded once and never changed: read it once.
     GAPLESS_ASSIGN_OR_RETURN(events_from_, EventsFrom(conn));
@@ -46,12 +53,22 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   GAPLESS_ASSIGN_OR_RETURN(std::optional<EventCursor> cursor, LoadCursor(conn, bus_));
   const uint64_t next = cursor.has_value() ? cursor->next_block : *events_from_;
   cursor_ = next;
+  // Retractions first: every block.reverted before any outbox row above the fork.
+  const uint64_t retracted = cursor.has_value() ? cursor->retracted_through : 0;
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<Retraction> retractions,
+                           ReadRetractions(conn, retracted, options_.max_blocks));
+  if (!retractions.empty()) {
+    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
+    return PublishRetractions(conn, epoch, next, retracted, retractions, idle);
+  }
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t generation, ReorgGeneration(conn));
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(conn));
   if (options_.to.has_value() && frontier.has_value() && next > *options_.to &&
       *frontier > *options_.to) {
     done_ = true;
   }
   if (!frontier.has_value() || *frontier <= next) {
+    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
     // Idle: also the moment to prune rows that a late rewrite of a published range added (at
     // most every 5 s: a DELETE per idle tick would be a write for nothing).
     const auto now = std::chrono::steady_clock::now();
@@ -94,6 +111,9 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
         batch.push_back(std::move(e));
       }
     }
+  }
+  GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
+  if (!batch.empty()) {
     Status published = publisher_->Publish(batch);
     if (!published.ok()) {
       return published.WithContext("relay: publishing blocks " +
@@ -105,14 +125,41 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
       raise(SIGKILL);
     }
   }
+  // Refused (Aborted) when a rollback lowered the cursor or orphaned blocks since the snapshot:
+  // the next step reads again and publishes the retractions first.
   GAPLESS_RETURN_IF_ERROR(
-      AdvanceCursor(conn, bus_, next, target, batch.size(), epoch, options_.buses));
+      AdvanceCursor(conn, bus_, next, target, batch.size(), epoch, options_.buses, generation));
   events_published_ += batch.size();
   cursor_ = target;
   if (options_.to.has_value() && target > *options_.to) done_ = true;
   if (!batch.empty()) {
     spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1, batch.size());
   }
+  *idle = false;
+  return Status::Ok();
+}
+
+Status RelayDuty::PublishRetractions(PgConn& conn, uint64_t epoch, uint64_t next,
+                                     uint64_t retracted, const std::vector<Retraction>& retractions,
+                                     bool* idle) {
+  std::vector<OutgoingEvent> batch;
+  batch.reserve(retractions.size());
+  for (const Retraction& r : retractions) {
+    batch.push_back(BlockRevertedEvent(options_.chain_id, r.block, r.generation, r.reverted_at));
+  }
+  Status published = publisher_->Publish(batch);
+  if (!published.ok()) {
+    return published.WithContext(fmt::format(
+        "relay: publishing the retractions of blocks {}..{} "
+        "to {}",
+        retractions.front().block.block.number, retractions.back().block.block.number, bus_));
+  }
+  GAPLESS_RETURN_IF_ERROR(AdvanceRetractions(conn, bus_, retracted, retractions.back().seq,
+                                             batch.size(), epoch, next, options_.buses));
+  events_published_ += batch.size();
+  spdlog::info("{}: published block.reverted for blocks {}..{} (reorg generation {})", name_,
+               retractions.front().block.block.number, retractions.back().block.block.number,
+               retractions.back().generation);
   *idle = false;
   return Status::Ok();
 }

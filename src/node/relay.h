@@ -23,6 +23,15 @@
 // A deposed leader's relay may still publish a batch the new leader publishes too (duplicates,
 // same ids); it cannot move the cursor (Aborted, kStaleRelayEpochReason), and stands by.
 //
+// Re-orgs (store/retractions.h): steps 1-3 read in one REPEATABLE READ snapshot, which also reads
+// the bus's retraction progress. Pending retractions are published first, as block.reverted
+// events in their seq order (within a rollback, the highest orphaned block first), then
+// AdvanceRetractions; only a step that finds none publishes outbox rows. A batch read before a
+// rollback and confirmed after it is refused at AdvanceCursor (the rollback lowered the cursor or
+// changed the reorg generation): the step fails (Aborted, logged), and the next one publishes the
+// retractions, which cover that batch's orphaned blocks too, then the new fork from the lowered
+// cursor.
+//
 // Thread-safety: Step/Standby on the host's thread; the counters are atomics for other threads.
 #pragma once
 
@@ -40,6 +49,7 @@
 #include "node/mempool.h"
 #include "node/range_job.h"
 #include "store/pg.h"
+#include "store/retractions.h"
 
 namespace gapless {
 
@@ -70,6 +80,10 @@ class RelayDuty : public Duty {
  private:
   // One batch; *idle is set when there was nothing to publish.
   Status PublishBatch(PgConn& conn, uint64_t epoch, bool* idle);
+  // The block.reverted events of `retractions` (read after the bus's progress `retracted`), then
+  // AdvanceRetractions; `next` is the bus's next block (where a new cursor starts).
+  Status PublishRetractions(PgConn& conn, uint64_t epoch, uint64_t next, uint64_t retracted,
+                            const std::vector<Retraction>& retractions, bool* idle);
 
   PgPool* pool_;
   Publisher* publisher_;

@@ -1,6 +1,10 @@
 #include "store/outbox.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "store/rollback.h"
 
 namespace gapless {
 namespace {
@@ -18,10 +22,72 @@ EventCursor CursorAt(const PgResult& r, int row) {
   c.leader_epoch = GetU64(r, row, 2).ok() ? *GetU64(r, row, 2) : 0;
   c.events_sent = GetU64(r, row, 3).ok() ? *GetU64(r, row, 3) : 0;
   c.published_at = std::string(r.Get(row, 4));
+  c.retracted_through = GetU64(r, row, 5).ok() ? *GetU64(r, row, 5) : 0;
   return c;
 }
 
-constexpr char kCursorColumns[] = "bus, next_block, leader_epoch, events_sent, published_at";
+constexpr char kCursorColumns[] =
+    "bus, next_block, leader_epoch, events_sent, published_at, retracted_through";
+
+// One of a bus's two progress columns, moved under the epoch fence.
+struct CursorMove {
+  const char* column;  // "next_block" | "retracted_through"
+  const char* what;    // for messages
+  uint64_t expected = 0;
+  uint64_t to = 0;
+  uint64_t next_block_if_new = 0;
+  std::optional<uint64_t> expected_generation;  // checked after the cursor's lock when set
+};
+
+Status MoveCursor(PgConn& conn, std::string_view bus, const CursorMove& move, uint64_t events,
+                  uint64_t leader_epoch, const std::vector<std::string>& buses) {
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  // Create the cursor at its start if absent, then lock it: concurrent relays, and a rollback
+  // lowering the cursors (store/retractions.h), serialise here.
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("INSERT INTO event_cursors (bus, next_block, leader_epoch) VALUES ($1, $2, 0)"
+                 " ON CONFLICT (bus) DO NOTHING",
+                 {std::string(bus), std::to_string(move.next_block_if_new)})
+          .status());
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult r, conn.Query(std::string("SELECT ") + move.column +
+                                 ", leader_epoch FROM event_cursors WHERE bus = $1 FOR UPDATE",
+                             {std::string(bus)}));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t current, GetU64(r, 0, 0));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t recorded_epoch, GetU64(r, 0, 1));
+  // Every check before the first write.
+  if (recorded_epoch > leader_epoch) {
+    return Aborted(fmt::format("{} of {}: leader epoch {} is stale, epoch {} has published since",
+                               move.what, bus, leader_epoch, recorded_epoch))
+        .WithReason(std::string(kStaleRelayEpochReason));
+  }
+  if (current != move.expected) {
+    return Aborted(
+        fmt::format("{} of {} is at {}, not {} as this relay read it: another relay "
+                    "moved it or a rollback lowered it",
+                    move.what, bus, current, move.expected));
+  }
+  if (move.expected_generation.has_value()) {
+    // Read after the cursor's lock: a rollback that committed before it is seen (a rollback
+    // still running waits for this transaction at the cursors' lock, and lowers what it commits).
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t generation, ReorgGeneration(conn));
+    if (generation != *move.expected_generation) {
+      return Aborted(
+          fmt::format("{} of {}: a rollback (reorg generation {} -> {}) happened since "
+                      "this relay read its batch",
+                      move.what, bus, *move.expected_generation, generation));
+    }
+  }
+  GAPLESS_RETURN_IF_ERROR(conn.Query(std::string("UPDATE event_cursors SET ") + move.column +
+                                         " = $2, leader_epoch = $3, events_sent = events_sent + $4,"
+                                         " published_at = now() WHERE bus = $1",
+                                     {std::string(bus), std::to_string(move.to),
+                                      std::to_string(leader_epoch), std::to_string(events)})
+                              .status());
+  GAPLESS_RETURN_IF_ERROR(PruneOutbox(conn, buses));
+  return txn.Commit();
+}
 
 }  // namespace
 
@@ -80,41 +146,28 @@ Result<std::vector<EventCursor>> LoadCursors(PgConn& conn) {
 
 Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
                      uint64_t next_block, uint64_t events, uint64_t leader_epoch,
-                     const std::vector<std::string>& buses) {
-  PgTransaction txn(conn);
-  GAPLESS_RETURN_IF_ERROR(txn.Begin());
-  // Create the cursor at its start if absent, then lock it: concurrent relays serialise here.
-  GAPLESS_RETURN_IF_ERROR(
-      conn.Query("INSERT INTO event_cursors (bus, next_block, leader_epoch) VALUES ($1, $2, 0)"
-                 " ON CONFLICT (bus) DO NOTHING",
-                 {std::string(bus), std::to_string(expected_next)})
-          .status());
-  GAPLESS_ASSIGN_OR_RETURN(
-      PgResult r, conn.Query("SELECT next_block, leader_epoch FROM event_cursors WHERE bus = $1"
-                             " FOR UPDATE",
-                             {std::string(bus)}));
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t current, GetU64(r, 0, 0));
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t recorded_epoch, GetU64(r, 0, 1));
-  // Every check before the first write.
-  if (recorded_epoch > leader_epoch) {
-    return Aborted("event cursor of " + std::string(bus) + ": leader epoch " +
-                   std::to_string(leader_epoch) + " is stale, epoch " +
-                   std::to_string(recorded_epoch) + " has published since")
-        .WithReason(std::string(kStaleRelayEpochReason));
-  }
-  if (current != expected_next) {
-    return Aborted("event cursor of " + std::string(bus) + " is at block " +
-                   std::to_string(current) + ", not " + std::to_string(expected_next) +
-                   " as this relay read it: another relay moved it");
-  }
-  GAPLESS_RETURN_IF_ERROR(
-      conn.Query("UPDATE event_cursors SET next_block = $2, leader_epoch = $3,"
-                 " events_sent = events_sent + $4, published_at = now() WHERE bus = $1",
-                 {std::string(bus), std::to_string(next_block), std::to_string(leader_epoch),
-                  std::to_string(events)})
-          .status());
-  GAPLESS_RETURN_IF_ERROR(PruneOutbox(conn, buses));
-  return txn.Commit();
+                     const std::vector<std::string>& buses, uint64_t expected_generation) {
+  return MoveCursor(conn, bus,
+                    {.column = "next_block",
+                     .what = "event cursor",
+                     .expected = expected_next,
+                     .to = next_block,
+                     .next_block_if_new = expected_next,
+                     .expected_generation = expected_generation},
+                    events, leader_epoch, buses);
+}
+
+Status AdvanceRetractions(PgConn& conn, std::string_view bus, uint64_t expected_through,
+                          uint64_t through, uint64_t events, uint64_t leader_epoch,
+                          uint64_t next_block_if_new, const std::vector<std::string>& buses) {
+  return MoveCursor(conn, bus,
+                    {.column = "retracted_through",
+                     .what = "retraction progress",
+                     .expected = expected_through,
+                     .to = through,
+                     .next_block_if_new = next_block_if_new,
+                     .expected_generation = std::nullopt},
+                    events, leader_epoch, buses);
 }
 
 Status PruneOutbox(PgConn& conn, const std::vector<std::string>& buses) {
@@ -126,10 +179,17 @@ Status PruneOutbox(PgConn& conn, const std::vector<std::string>& buses) {
     list += '"' + b + '"';
   }
   list += '}';
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("DELETE FROM event_outbox WHERE block_number < (SELECT CASE WHEN count(*) ="
+                 " cardinality($1::text[]) THEN min(next_block) ELSE 0 END FROM event_cursors"
+                 " WHERE bus = ANY($1::text[]))",
+                 {list})
+          .status());
+  // Their transfers go with them (ON DELETE CASCADE).
   return conn
       .Query(
-          "DELETE FROM event_outbox WHERE block_number < (SELECT CASE WHEN count(*) ="
-          " cardinality($1::text[]) THEN min(next_block) ELSE 0 END FROM event_cursors"
+          "DELETE FROM event_retractions WHERE seq <= (SELECT CASE WHEN count(*) ="
+          " cardinality($1::text[]) THEN min(retracted_through) ELSE 0 END FROM event_cursors"
           " WHERE bus = ANY($1::text[]))",
           {list})
       .status();

@@ -12,6 +12,13 @@
 // kStaleRelayEpochReason) and nothing changes, so a deposed leader's relay cannot move the cursor
 // back or forth. Blocks below every configured bus's cursor are pruned from the outbox.
 //
+// Re-orgs (issue 10, store/retractions.h): a rollback records a retraction per orphaned block and
+// lowers every cursor above the fork point to it, in its own transaction. Each bus also keeps how
+// far it has published the retractions (retracted_through), moved by AdvanceRetractions under the
+// same epoch fence; the relay publishes pending retractions before any outbox row. AdvanceCursor
+// takes the reorg generation the relay read with its batch and refuses the move when a rollback
+// happened since, so a batch that was in flight across a rollback never moves the cursor.
+//
 // Functions take a connection; they are as thread-safe as the connection (not).
 #pragma once
 
@@ -49,7 +56,8 @@ struct EventCursor {
   uint64_t next_block = 0;
   uint64_t leader_epoch = 0;
   uint64_t events_sent = 0;
-  std::string published_at;  // as PostgreSQL prints it
+  std::string published_at;        // as PostgreSQL prints it
+  uint64_t retracted_through = 0;  // the highest retraction seq published (0: none)
 };
 // The bus's cursor, nullopt before its first publish.
 Result<std::optional<EventCursor>> LoadCursor(PgConn& conn, std::string_view bus);
@@ -59,14 +67,26 @@ Result<std::vector<EventCursor>> LoadCursors(PgConn& conn);
 // expected_next is its start), adding `events` to its count, and prunes the outbox below the
 // lowest cursor among `buses` (the buses this relay serves), in one transaction. Aborted with
 // reason kStaleRelayEpochReason when a higher leader epoch is recorded for the bus; Aborted
-// (another reason) when the cursor is not at expected_next (another relay moved it).
+// (another reason) when the cursor is not at expected_next (another relay moved it, or a rollback
+// lowered it) or when indexer_state 'reorg_generation' is no longer `expected_generation` (the
+// value read with the batch: a rollback since may have orphaned blocks of the batch while leaving
+// the cursor where it was).
 Status AdvanceCursor(PgConn& conn, std::string_view bus, uint64_t expected_next,
                      uint64_t next_block, uint64_t events, uint64_t leader_epoch,
-                     const std::vector<std::string>& buses);
+                     const std::vector<std::string>& buses, uint64_t expected_generation);
 
-// Deletes the outbox rows below the lowest cursor of `buses` (none while one of them has no
-// cursor yet). AdvanceCursor does it; the relay also calls it when idle, for rows a late rewrite
-// of an already published range added after the last advance.
+// Moves the bus's retraction progress from `expected_through` to `through` (the highest
+// retraction seq now published), adding `events` to its count, and prunes, in one transaction; a
+// bus without a cursor gets one at `next_block_if_new`. Aborted as AdvanceCursor for a stale
+// epoch (kStaleRelayEpochReason) or a progress that is not at expected_through.
+Status AdvanceRetractions(PgConn& conn, std::string_view bus, uint64_t expected_through,
+                          uint64_t through, uint64_t events, uint64_t leader_epoch,
+                          uint64_t next_block_if_new, const std::vector<std::string>& buses);
+
+// Deletes the outbox rows below the lowest cursor of `buses`, and the retractions every one of
+// them has published (none while one of them has no cursor yet). AdvanceCursor and
+// AdvanceRetractions do it; the relay also calls it when idle, for rows a late rewrite of an
+// already published range added after the last advance.
 Status PruneOutbox(PgConn& conn, const std::vector<std::string>& buses);
 
 struct OutboxStats {

@@ -83,18 +83,18 @@ TEST_F(OutboxTest, CursorIsFencedByTheLeaderEpochAndPrunesBelowTheSlowestBus) {
   ASSERT_TRUE(EnableEvents(conn(), 0).ok());
   ASSERT_TRUE(WriteRange(conn(), SyntheticRange(0, 9, Small())).ok());
   const std::vector<std::string> buses = {"redis://a", "kafka://b"};
-  Status st = AdvanceCursor(conn(), "redis://a", 0, 5, 50, /*leader_epoch=*/3, buses);
+  Status st = AdvanceCursor(conn(), "redis://a", 0, 5, 50, /*leader_epoch=*/3, buses, 0);
   ASSERT_TRUE(st.ok()) << st.ToString();
   // kafka://b has no cursor yet: nothing is pruned.
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 10);
-  ASSERT_TRUE(AdvanceCursor(conn(), "kafka://b", 0, 3, 30, 3, buses).ok());
+  ASSERT_TRUE(AdvanceCursor(conn(), "kafka://b", 0, 3, 30, 3, buses, 0).ok());
   EXPECT_EQ(Count("SELECT min(block_number) FROM event_outbox"), 3);
   // A deposed leader (epoch 2) cannot move the cursor.
-  st = AdvanceCursor(conn(), "redis://a", 5, 8, 30, 2, buses);
+  st = AdvanceCursor(conn(), "redis://a", 5, 8, 30, 2, buses, 0);
   EXPECT_EQ(st.code(), Code::kAborted);
   EXPECT_EQ(st.reason(), kStaleRelayEpochReason);
   // A relay that read an old cursor position cannot move it either.
-  st = AdvanceCursor(conn(), "redis://a", 2, 8, 30, 4, buses);
+  st = AdvanceCursor(conn(), "redis://a", 2, 8, 30, 4, buses, 0);
   EXPECT_EQ(st.code(), Code::kAborted);
   EXPECT_NE(st.reason(), kStaleRelayEpochReason);
   auto cursor = LoadCursor(conn(), "redis://a");
@@ -103,8 +103,8 @@ TEST_F(OutboxTest, CursorIsFencedByTheLeaderEpochAndPrunesBelowTheSlowestBus) {
   EXPECT_EQ((*cursor)->events_sent, 50u);
   EXPECT_EQ((*cursor)->leader_epoch, 3u);
   // A newer epoch moves it, and the prune follows the slower bus.
-  ASSERT_TRUE(AdvanceCursor(conn(), "redis://a", 5, 10, 40, 4, buses).ok());
-  ASSERT_TRUE(AdvanceCursor(conn(), "kafka://b", 3, 10, 60, 4, buses).ok());
+  ASSERT_TRUE(AdvanceCursor(conn(), "redis://a", 5, 10, 40, 4, buses, 0).ok());
+  ASSERT_TRUE(AdvanceCursor(conn(), "kafka://b", 3, 10, 60, 4, buses, 0).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
   auto stats = LoadOutboxStats(conn());
   ASSERT_TRUE(stats.ok());
@@ -116,7 +116,7 @@ TEST_F(OutboxTest, ARangeWrittenAgainAfterItWasPublishedLeavesNoRowBehind) {
   RangeWrite w = SyntheticRange(0, 9, Small());
   ASSERT_TRUE(WriteRange(conn(), w).ok());
   const std::vector<std::string> buses = {"redis://a"};
-  ASSERT_TRUE(AdvanceCursor(conn(), "redis://a", 0, 10, 100, 1, buses).ok());
+  ASSERT_TRUE(AdvanceCursor(conn(), "redis://a", 0, 10, 100, 1, buses, 0).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
   // A stale worker writes the published range again (idempotent for the data): no outbox row.
   for (WriteMode mode : {WriteMode::kStagingUpsert, WriteMode::kReplaceRange}) {

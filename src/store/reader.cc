@@ -1,109 +1,51 @@
 #include "store/reader.h"
 
-#include <charconv>
 #include <functional>
 #include <string>
-#include <string_view>
+
+#include "store/row_reader.h"
 
 namespace gapless {
-namespace {
+namespace store_detail {
 
-std::string H(const char* column) { return std::string("'0x' || encode(") + column + ", 'hex')"; }
+std::string TransferColumns() {
+  return "log_index, batch_index, " + H("transaction_hash") + ", " + H("token_address") + ", " +
+         H("from_address") + ", " + H("to_address") + ", " + H("operator_address") +
+         ", token_id, value, token_standard";
+}
 
-// Reads the columns of one row left to right, remembering the first parse error.
-class RowReader {
- public:
-  RowReader(const PgResult& res, int row, const char* table)
-      : res_(res), row_(row), table_(table) {}
+TokenTransfer ReadTransfer(RowReader& r, uint64_t block_number) {
+  TokenTransfer t;
+  t.block_number = block_number;
+  t.log_index = static_cast<uint32_t>(r.U64());
+  t.batch_index = static_cast<uint32_t>(r.U64());
+  t.transaction_hash = r.Str();
+  t.token_address = r.Str();
+  t.from_address = r.Str();
+  t.to_address = r.Str();
+  t.operator_address = r.OptStr();
+  t.token_id = r.OptDec();
+  t.value = r.Dec();
+  t.standard = static_cast<TokenStandard>(r.U64());
+  return t;
+}
 
-  const Status& status() const { return status_; }
+}  // namespace store_detail
 
-  std::string Str() { return std::string(Next()); }
-  std::optional<std::string> OptStr() {
-    if (res_.IsNull(row_, col_)) return Skip<std::string>();
-    return Str();
-  }
-  uint64_t U64() {
-    std::string_view text = Next();
-    uint64_t v = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size()) Fail("integer", text);
-    return v;
-  }
-  template <typename T = uint64_t>
-  std::optional<T> OptU64() {
-    if (res_.IsNull(row_, col_)) return Skip<T>();
-    return static_cast<T>(U64());
-  }
-  U256 Dec() {
-    std::string_view text = Next();
-    auto v = U256::FromDecimal(text);
-    if (!v.has_value()) {
-      Fail("decimal", text);
-      return U256();
-    }
-    return *v;
-  }
-  std::optional<U256> OptDec() {
-    if (res_.IsNull(row_, col_)) return Skip<U256>();
-    return Dec();
-  }
-  bool Bool() { return Next() == "t"; }
-  // bytea hex digits (no prefix) as a canonical quantity: "0x1b", "0x0".
-  std::optional<std::string> OptQuantity() {
-    if (res_.IsNull(row_, col_)) return Skip<std::string>();
-    std::string_view digits = Next();
-    size_t nz = digits.find_first_not_of('0');
-    if (nz == std::string_view::npos) return std::string("0x0");
-    return "0x" + std::string(digits.substr(nz));
-  }
-  std::vector<std::string> List() {
-    std::vector<std::string> out;
-    if (res_.IsNull(row_, col_)) {
-      ++col_;
-      return out;
-    }
-    std::string_view text = Next();
-    size_t pos = 0;
-    while (pos <= text.size()) {
-      size_t comma = text.find(',', pos);
-      if (comma == std::string_view::npos) comma = text.size();
-      out.emplace_back(text.substr(pos, comma - pos));
-      pos = comma + 1;
-    }
-    return out;
-  }
-
- private:
-  std::string_view Next() { return res_.Get(row_, col_++); }
-  template <typename T>
-  std::optional<T> Skip() {
-    ++col_;
-    return std::nullopt;
-  }
-  void Fail(const char* kind, std::string_view text) {
-    if (status_.ok()) {
-      status_ = InvalidData(std::string(table_) + " column " + std::to_string(col_ - 1) +
-                            ": not a " + kind + ": " + std::string(text));
-    }
-  }
-
-  const PgResult& res_;
-  int row_;
-  int col_ = 0;
-  const char* table_;
-  Status status_;
-};
-
-}  // namespace
+using store_detail::H;
+using store_detail::RowReader;
 
 Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
                                           const ReadOptions& options) {
   std::vector<BlockData> out;
   if (from > to) return out;
   std::vector<PgParam> range = {std::to_string(from), std::to_string(to)};
+  // In the caller's transaction when one is open (its snapshot), else in one of our own.
+  const bool own_transaction = !conn.in_transaction();
   PgTransaction txn(conn);
-  GAPLESS_RETURN_IF_ERROR(txn.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  if (own_transaction) {
+    GAPLESS_RETURN_IF_ERROR(txn.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  }
 
   GAPLESS_ASSIGN_OR_RETURN(
       auto blocks,
@@ -254,29 +196,15 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
         }));
   }
 
-  GAPLESS_RETURN_IF_ERROR(for_each_row(
-      "SELECT block_number, log_index, batch_index, " + H("transaction_hash") + ", " +
-          H("token_address") + ", " + H("from_address") + ", " + H("to_address") + ", " +
-          H("operator_address") +
-          ", token_id, value, token_standard FROM token_transfers"
-          " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, log_index, batch_index",
-      "token_transfers", [](RowReader& r, BlockData& d) {
-        TokenTransfer t;
-        t.block_number = d.block.number;
-        t.log_index = static_cast<uint32_t>(r.U64());
-        t.batch_index = static_cast<uint32_t>(r.U64());
-        t.transaction_hash = r.Str();
-        t.token_address = r.Str();
-        t.from_address = r.Str();
-        t.to_address = r.Str();
-        t.operator_address = r.OptStr();
-        t.token_id = r.OptDec();
-        t.value = r.Dec();
-        t.standard = static_cast<TokenStandard>(r.U64());
-        d.token_transfers.push_back(std::move(t));
-      }));
+  GAPLESS_RETURN_IF_ERROR(
+      for_each_row("SELECT block_number, " + store_detail::TransferColumns() +
+                       " FROM token_transfers WHERE block_number BETWEEN $1 AND $2"
+                       " ORDER BY block_number, log_index, batch_index",
+                   "token_transfers", [](RowReader& r, BlockData& d) {
+                     d.token_transfers.push_back(store_detail::ReadTransfer(r, d.block.number));
+                   }));
 
-  GAPLESS_RETURN_IF_ERROR(txn.Commit());
+  if (own_transaction) GAPLESS_RETURN_IF_ERROR(txn.Commit());
   return out;
 }
 

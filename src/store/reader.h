@@ -15,7 +15,9 @@
 namespace gapless {
 
 // The stored blocks in [from, to] with their transactions, logs, token transfers and withdrawals,
-// ascending (absent blocks are simply not in the result). Reads in one snapshot. Hex values come
+// ascending (absent blocks are simply not in the result). Reads in one snapshot: the caller's
+// transaction when one is open on `conn` (the relay reads its whole batch in one), else a
+// REPEATABLE READ transaction of its own. Hex values come
 // back lower-case; v, r and s come back as canonical quantities (no leading zeros).
 // Tables a reader can leave out (their vectors stay empty): the event relay needs neither logs
 // nor withdrawals, which are most of a block's rows.

@@ -4,6 +4,8 @@
 
 #include <cctype>
 
+#include "store/retractions.h"
+
 namespace gapless {
 namespace {
 
@@ -104,6 +106,7 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   }
   for (int i = 0; i < orphaned.rows(); ++i) result.old_hashes.emplace_back(orphaned.Get(i, 0));
 
+  GAPLESS_RETURN_IF_ERROR(RetractOrphanedEvents(conn, request.fork_point, result.generation + 1));
   // The rows, children first.
   GAPLESS_RETURN_IF_ERROR(conn.Exec(fmt::format(
       "DELETE FROM token_transfers WHERE block_number > {0};\n"

@@ -5,7 +5,9 @@
 // transactions, logs, token transfers), trims indexed_ranges to end at fork_point (so the fence
 // and CommittedRanges see those heights as never written), lowers the persisted frontier to
 // fork_point + 1 when it was above, deletes the event outbox rows of the orphaned blocks that no
-// bus has published yet, bumps indexer_state 'reorg_generation', and records the re-org in the
+// bus has published yet, records their retractions and lowers the bus cursors when events are
+// enabled (store/retractions.h: the relay publishes block.reverted for each orphaned block before
+// the new fork's events), bumps indexer_state 'reorg_generation', and records the re-org in the
 // reorgs table. All or nothing: a failure leaves the database as it was.
 //
 // Bounds and fencing, checked before the first write:

@@ -1,0 +1,353 @@
+// Retraction events end to end, against a real PostgreSQL and a real Redis Streams bus (a private
+// redis-server): blocks with token transfers are published by the relay, a rollback orphans the
+// top of the chain, the new fork's blocks are written and published. The bus must carry one
+// block.reverted per orphaned block, highest first, before the new fork's events, each naming
+// exactly the ids published for its block; the balances consumer run over the whole stream ends
+// equal to the aggregate of the new fork's transfers, and a retraction delivered again changes
+// nothing. A relay batch in flight when the rollback commits is refused at its cursor advance
+// and read again, whether the rollback lowered its cursor or only orphaned blocks above it.
+#include <gtest/gtest.h>
+#include <simdjson.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "events/balances.h"
+#include "events/event.h"
+#include "events/open_bus.h"
+#include "node/relay.h"
+#include "store/outbox.h"
+#include "store/rollback.h"
+#include "store/state.h"
+#include "store/testdata.h"
+#include "store/writer.h"
+#include "testing/pg_test_db.h"
+#include "testing/redis_server.h"
+#include "testing/wait_for.h"
+
+namespace gapless {
+namespace {
+
+using testing_util::WaitFor;
+
+constexpr uint64_t kChain = 1;
+constexpr uint64_t kEpoch = 1;
+
+SyntheticOptions Small(uint64_t seed) {
+  return {.transactions_per_block = 3,
+          .logs_per_block = 12,
+          .token_transfers_per_block = 6,
+          .withdrawals_per_block = 1,
+          .seed = seed};
+}
+
+// Blocks from..to of another fork (seed 2) that branch off the stored chain (seed 1) at from - 1.
+RangeWrite NewFork(uint64_t from, uint64_t to) {
+  RangeWrite w = SyntheticRange(from, to, Small(2));
+  w.blocks.front().block.parent_hash = SyntheticBlockHash(from - 1, 1);
+  return w;
+}
+
+// Forwards to the real bus and records what the broker confirmed, in order; `after_confirm` runs
+// once, after the next batch is confirmed, before Publish returns (a rollback committing while a
+// batch is in flight).
+class RecordingPublisher : public Publisher {
+ public:
+  explicit RecordingPublisher(std::unique_ptr<Publisher> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  Status Publish(const std::vector<OutgoingEvent>& events) override {
+    GAPLESS_RETURN_IF_ERROR(inner_->Publish(events));
+    sent.insert(sent.end(), events.begin(), events.end());
+    // Once: the hook is taken before it runs.
+    auto hook = std::move(after_confirm);
+    after_confirm = nullptr;
+    if (hook) hook(events);
+    return Status::Ok();
+  }
+  std::vector<OutgoingEvent> sent;
+  std::function<void(const std::vector<OutgoingEvent>&)> after_confirm;
+
+ private:
+  std::unique_ptr<Publisher> inner_;
+};
+
+uint64_t BlockNumberOf(const OutgoingEvent& e) {
+  Result<Envelope> env = ParseEnvelope(e.body);
+  EXPECT_TRUE(env.ok());
+  simdjson::dom::parser parser;
+  uint64_t n = 0;
+  EXPECT_EQ(parser.parse(env->payload_json)["block_number"].get_uint64().get(n), simdjson::SUCCESS);
+  return n;
+}
+
+RevertedBlock RevertedOf(const OutgoingEvent& e) {
+  Result<Envelope> env = ParseEnvelope(e.body);
+  EXPECT_TRUE(env.ok());
+  Result<RevertedBlock> r = ParseBlockRevertedPayload(env->payload_json);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : RevertedBlock{};
+}
+
+class RetractionTest : public PgTest {
+ protected:
+  void SetUp() override {
+    PgTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto redis = RedisServer::Start();
+    ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+    redis_ = std::move(redis).value();
+    auto pool = PgPool::Open(db().url(), 4);
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(pool).value();
+    auto publisher = OpenPublisher(redis_->url(), {});
+    ASSERT_TRUE(publisher.ok()) << publisher.status().ToString();
+    publisher_ = std::make_unique<RecordingPublisher>(std::move(publisher).value());
+    ASSERT_TRUE(EnableEvents(conn(), 0).ok());
+  }
+
+  std::unique_ptr<RelayDuty> Relay(size_t max_blocks) {
+    RelayOptions o;
+    o.chain_id = kChain;
+    o.max_blocks = max_blocks;
+    o.buses = {publisher_->name()};
+    return std::make_unique<RelayDuty>(pool_.get(), publisher_.get(), o);
+  }
+  void Write(const RangeWrite& w) {
+    Status st = WriteRange(conn(), w);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_TRUE(PersistFrontier(conn(), 0, w.blocks.back().block.number + 1).ok());
+  }
+  // Steps the relay until its cursor is at `next` and no retraction is pending.
+  void PublishUpTo(RelayDuty& relay, uint64_t next) {
+    for (int i = 0; i < 50; ++i) {
+      Status st = relay.Step(kEpoch);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      auto cursor = LoadCursor(conn(), publisher_->name());
+      ASSERT_TRUE(cursor.ok());
+      auto pending =
+          ReadRetractions(conn(), cursor->has_value() ? (*cursor)->retracted_through : 0, 1);
+      ASSERT_TRUE(pending.ok());
+      if (cursor->has_value() && (*cursor)->next_block == next && pending->empty()) return;
+    }
+    FAIL() << "the relay did not reach block " << next;
+  }
+  // The ids the relay published for each block, by block hash, from `sent`.
+  std::map<std::string, std::set<std::string>> IdsByBlockHash(size_t from, size_t to) {
+    std::map<uint64_t, std::string> hash_of;  // the block.new events give number -> hash
+    std::map<std::string, std::set<std::string>> out;
+    std::map<uint64_t, std::set<std::string>> by_number;
+    for (size_t i = from; i < to; ++i) {
+      const OutgoingEvent& e = publisher_->sent[i];
+      if (e.event_type == kBlockReverted) continue;
+      by_number[BlockNumberOf(e)].insert(e.event_id);
+      if (e.event_type == kBlockNew) {
+        simdjson::dom::parser parser;
+        std::string_view hash;
+        auto payload = ParseEnvelope(e.body)->payload_json;
+        EXPECT_EQ(parser.parse(payload)["hash"].get_string().get(hash), simdjson::SUCCESS);
+        hash_of[BlockNumberOf(e)] = std::string(hash);
+      }
+    }
+    for (auto& [n, ids] : by_number) out[hash_of[n]] = ids;
+    return out;
+  }
+  // Positions in `sent` of events of `type`, with their block numbers.
+  std::vector<std::pair<size_t, uint64_t>> Positions(std::string_view type, size_t from = 0) {
+    std::vector<std::pair<size_t, uint64_t>> out;
+    for (size_t i = from; i < publisher_->sent.size(); ++i) {
+      if (publisher_->sent[i].event_type == type)
+        out.emplace_back(i, BlockNumberOf(publisher_->sent[i]));
+    }
+    return out;
+  }
+  int64_t Count(const std::string& sql) {
+    auto r = conn().Query(sql);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r->GetInt64(0, 0) : -1;
+  }
+
+  std::unique_ptr<RedisServer> redis_;
+  std::unique_ptr<PgPool> pool_;
+  std::unique_ptr<RecordingPublisher> publisher_;
+};
+
+TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalancesFollow) {
+  Write(SyntheticRange(0, 19, Small(1)));
+  std::unique_ptr<RelayDuty> relay = Relay(8);
+  PublishUpTo(*relay, 20);
+  const size_t old_fork_end = publisher_->sent.size();
+  std::map<std::string, std::set<std::string>> published = IdsByBlockHash(0, old_fork_end);
+  ASSERT_EQ(published.size(), 20u);
+
+  auto rb = RollBack(conn(), {.fork_point = 14, .new_hashes = {}, .leader_epoch = kEpoch});
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  ASSERT_EQ(rb->depth, 5u);
+  // The relay publishes the retractions even before the new fork is there.
+  PublishUpTo(*relay, 15);
+  const size_t reverted_end = publisher_->sent.size();
+  EXPECT_EQ(reverted_end - old_fork_end, 5u) << "one block.reverted per orphaned block, no more";
+  Write(NewFork(15, 19));
+  PublishUpTo(*relay, 20);
+
+  // The order on the bus: the old fork, then block.reverted 19, 18, ..., 15, then the new fork.
+  auto reverted = Positions(kBlockReverted);
+  ASSERT_EQ(reverted.size(), 5u);
+  for (size_t i = 0; i < reverted.size(); ++i) {
+    EXPECT_EQ(reverted[i].second, 19 - i) << "retractions must come highest block first";
+    EXPECT_GE(reverted[i].first, old_fork_end);
+    EXPECT_LT(reverted[i].first, reverted_end);
+  }
+  auto new_blocks = Positions(kBlockNew, reverted_end);
+  ASSERT_EQ(new_blocks.size(), 5u);
+  for (size_t i = 0; i < new_blocks.size(); ++i) EXPECT_EQ(new_blocks[i].second, 15 + i);
+  // Each retraction names exactly the ids that were published for its block.
+  for (const auto& [pos, number] : reverted) {
+    RevertedBlock r = RevertedOf(publisher_->sent[pos]);
+    EXPECT_EQ(r.block_hash, SyntheticBlockHash(number, 1));
+    EXPECT_EQ(r.reorg_generation, 1u);
+    std::set<std::string> ids(r.reverted_event_ids.begin(), r.reverted_event_ids.end());
+    EXPECT_EQ(ids.size(), r.reverted_event_ids.size());
+    EXPECT_EQ(ids, published[r.block_hash]) << "block " << number;
+    EXPECT_EQ(r.token_transfers.size(), SyntheticBlock(number, Small(1)).token_transfers.size());
+  }
+  // The new fork's events are other events (their identity holds the new hashes).
+  std::map<std::string, std::set<std::string>> new_fork =
+      IdsByBlockHash(reverted_end, publisher_->sent.size());
+  std::set<std::string> new_hashes, want_hashes;
+  for (const auto& [hash, ids] : new_fork) {
+    new_hashes.insert(hash);
+    for (const auto& [old_hash, old_ids] : published) {
+      for (const std::string& id : ids) EXPECT_EQ(old_ids.count(id), 0u) << id;
+    }
+  }
+  for (uint64_t n = 15; n <= 19; ++n) want_hashes.insert(SyntheticBlockHash(n, 2));
+  EXPECT_EQ(new_hashes, want_hashes);
+
+  // The balances consumer over the whole stream (transfers and retractions, two streams read in
+  // no particular order between them).
+  ASSERT_TRUE(EnsureBalancesSchema(conn()).ok());
+  SubscribeOptions sub;
+  sub.group = "balances";
+  sub.topics = {EventTopic(kTokenTransfer, kChain), EventTopic(kBlockReverted, kChain)};
+  auto subscriber = OpenSubscriber(redis_->url(), sub);
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
+  BalancesOptions o;
+  o.pg_url = db().url();
+  o.redis_url = redis_->url();
+  o.consumer.poll_timeout_ms = 20;
+  o.consumer.status_interval_ms = 60'000;
+  std::atomic<bool> stop{false};
+  Status consumed;
+  std::thread consumer([&] { consumed = RunBalancesConsumer(o, subscriber->get(), stop); });
+  const int64_t transfers = static_cast<int64_t>(Positions(kTokenTransfer).size());
+  auto caught_up = [&] {
+    auto lag = GroupLag(redis_->url(), sub);
+    return lag.ok() && *lag == 0 && Count("SELECT count(*) FROM applied_events") == transfers + 5;
+  };
+  bool done = WaitFor(caught_up, 60'000);
+  auto check = CheckBalancesAgainstTransfers(conn());
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_TRUE(done) << "applied " << Count("SELECT count(*) FROM applied_events") << " of "
+                    << transfers + 5;
+  EXPECT_EQ(check->differing, 0) << "token_balances differs from the new fork's transfers";
+  EXPECT_GT(check->expected, 20);
+  const int64_t reverted_transfers =
+      Count("SELECT count(*) FROM applied_events WHERE reverted_at IS NOT NULL");
+  int64_t orphaned_transfers = 0;
+  for (uint64_t n = 15; n <= 19; ++n) {
+    orphaned_transfers += static_cast<int64_t>(SyntheticBlock(n, Small(1)).token_transfers.size());
+  }
+  EXPECT_EQ(reverted_transfers, orphaned_transfers);
+
+  // The retractions delivered again (a relay that crashed between publish and advance): nothing
+  // changes.
+  std::vector<OutgoingEvent> again;
+  for (const auto& [pos, number] : reverted) again.push_back(publisher_->sent[pos]);
+  ASSERT_TRUE(publisher_->Publish(again).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto lag = GroupLag(redis_->url(), sub);
+        return lag.ok() && *lag == 0;
+      },
+      30'000));
+  stop = true;
+  consumer.join();
+  EXPECT_TRUE(consumed.ok()) << consumed.ToString();
+  check = CheckBalancesAgainstTransfers(conn());
+  ASSERT_TRUE(check.ok());
+  EXPECT_EQ(check->differing, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM applied_events WHERE reverted_at IS NOT NULL"),
+            reverted_transfers);
+  // Everything published by the one bus: the outbox and the retractions are pruned.
+  EXPECT_EQ(Count("SELECT count(*) FROM event_retractions"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
+}
+
+// A batch of blocks 15..19 is confirmed by the broker while a rollback commits: its
+// AdvanceCursor must be refused, and the next steps must retract every orphaned block (those of
+// the batch too) before the new fork.
+class InFlightTest : public RetractionTest, public ::testing::WithParamInterface<uint64_t> {};
+
+TEST_P(InFlightTest, ABatchInFlightAcrossARollbackIsRefusedAndRetracted) {
+  const uint64_t fork = GetParam();  // 12: the cursor (15) is lowered; 16: it is not
+  Write(SyntheticRange(0, 14, Small(1)));
+  std::unique_ptr<RelayDuty> relay = Relay(5);
+  PublishUpTo(*relay, 15);
+  Write(SyntheticRange(15, 19, Small(1)));
+  const size_t before_batch = publisher_->sent.size();
+
+  auto other = db().Connect();
+  ASSERT_TRUE(other.ok());
+  Status rolled_back = Internal("the rollback did not run");
+  publisher_->after_confirm = [&](const std::vector<OutgoingEvent>&) {
+    auto r = RollBack(**other, {.fork_point = fork, .new_hashes = {}, .leader_epoch = kEpoch});
+    rolled_back = r.status();
+  };
+  Status st = relay->Step(kEpoch);
+  ASSERT_TRUE(rolled_back.ok()) << rolled_back.ToString();
+  EXPECT_EQ(st.code(), Code::kAborted) << "the in-flight batch moved the cursor: " << st.ToString();
+  auto cursor = LoadCursor(conn(), publisher_->name());
+  ASSERT_TRUE(cursor.ok() && cursor->has_value());
+  EXPECT_EQ((*cursor)->next_block, std::min<uint64_t>(15, fork + 1));
+  std::map<std::string, std::set<std::string>> in_flight =
+      IdsByBlockHash(before_batch, publisher_->sent.size());
+  ASSERT_EQ(in_flight.size(), 5u) << "the batch 15..19 reached the bus";
+
+  Write(NewFork(fork + 1, 19));
+  const size_t after_batch = publisher_->sent.size();
+  PublishUpTo(*relay, 20);
+  auto reverted = Positions(kBlockReverted, after_batch);
+  ASSERT_EQ(reverted.size(), 19 - fork);
+  for (size_t i = 0; i < reverted.size(); ++i) {
+    EXPECT_EQ(reverted[i].second, 19 - i);
+    RevertedBlock r = RevertedOf(publisher_->sent[reverted[i].first]);
+    if (reverted[i].second >= 15) {
+      std::set<std::string> ids(r.reverted_event_ids.begin(), r.reverted_event_ids.end());
+      EXPECT_EQ(ids, in_flight[r.block_hash]) << "block " << reverted[i].second;
+    }
+  }
+  // Then the blocks from the cursor on: those of the refused batch below the fork again (the same
+  // ids: at least once), the new fork above it.
+  const uint64_t restart = std::min<uint64_t>(15, fork + 1);
+  auto blocks_after = Positions(kBlockNew, after_batch);
+  ASSERT_EQ(blocks_after.size(), 20 - restart);
+  EXPECT_GT(blocks_after.front().first, reverted.back().first)
+      << "a block was published before the retractions";
+  for (size_t i = 0; i < blocks_after.size(); ++i) {
+    const uint64_t n = restart + i;
+    EXPECT_EQ(blocks_after[i].second, n);
+    const OutgoingEvent& e = publisher_->sent[blocks_after[i].first];
+    EXPECT_NE(ParseEnvelope(e.body)->payload_json.find(SyntheticBlockHash(n, n > fork ? 2 : 1)),
+              std::string::npos)
+        << "block " << n;
+    if (n <= fork) {
+      EXPECT_EQ(in_flight[SyntheticBlockHash(n, 1)].count(e.event_id), 1u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CursorLoweredOrNot, InFlightTest, ::testing::Values(12, 16));
+
+}  // namespace
+}  // namespace gapless

@@ -1,0 +1,108 @@
+#include "store/retractions.h"
+
+#include <string>
+
+#include "store/outbox.h"
+#include "store/row_reader.h"
+
+namespace gapless {
+
+using store_detail::H;
+using store_detail::RowReader;
+
+Status RetractOrphanedEvents(PgConn& conn, uint64_t fork_point, uint64_t generation) {
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> events_from, EventsFrom(conn));
+  if (!events_from.has_value()) return Status::Ok();  // no events, no cursor: nothing to retract
+  const std::string restart = std::to_string(fork_point + 1);
+  // Lock every cursor first: a relay's advance in progress commits before the cursors are lowered
+  // (and is lowered with them); one that comes later waits and sees what this commits.
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("SELECT bus FROM event_cursors ORDER BY bus FOR UPDATE").status());
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("UPDATE event_cursors SET next_block = $1 WHERE next_block > $1", {restart})
+          .status());
+  // One retraction per orphaned block, seq counting on from indexer_state 'retraction_seq' (a
+  // counter, not max(seq): pruned seqs must never be given again), the highest block first.
+  return conn
+      .Query(R"sql(
+WITH base AS (
+  SELECT COALESCE((SELECT value::bigint FROM indexer_state WHERE key = 'retraction_seq'), 0) AS b
+), orphaned AS (
+  INSERT INTO event_retractions (seq, generation, block_number, block_hash, transaction_hashes)
+  SELECT base.b + row_number() OVER (ORDER BY bl.number DESC), $3::bigint, bl.number, bl.hash,
+         ARRAY(SELECT t.hash FROM transactions t WHERE t.block_number = bl.number
+               ORDER BY t.transaction_index)
+    FROM blocks bl, base
+   WHERE bl.number > $1::bigint AND bl.number >= $2::bigint
+  RETURNING seq, block_number
+), transfers AS (
+  INSERT INTO event_retraction_transfers (seq, log_index, batch_index, transaction_hash,
+      token_address, from_address, to_address, operator_address, token_id, value, token_standard)
+  SELECT o.seq, t.log_index, t.batch_index, t.transaction_hash, t.token_address, t.from_address,
+         t.to_address, t.operator_address, t.token_id, t.value, t.token_standard
+    FROM orphaned o JOIN token_transfers t ON t.block_number = o.block_number
+)
+INSERT INTO indexer_state (key, value)
+SELECT 'retraction_seq', max(seq)::text FROM orphaned HAVING count(*) > 0
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
+)sql",
+             {std::to_string(fork_point), std::to_string(*events_from), std::to_string(generation)})
+      .status();
+}
+
+Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, size_t limit) {
+  std::vector<Retraction> out;
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Query("SELECT seq, generation, extract(epoch FROM reverted_at)::bigint, block_number, " +
+                     H("block_hash") +
+                     ", (SELECT string_agg('0x' || encode(h, 'hex'), ',' ORDER BY i)"
+                     "   FROM unnest(transaction_hashes) WITH ORDINALITY AS u(h, i))"
+                     " FROM event_retractions WHERE seq > $1 ORDER BY seq LIMIT $2",
+                 {std::to_string(after), std::to_string(limit)}));
+  for (int i = 0; i < r.rows(); ++i) {
+    RowReader row(r, i, "event_retractions");
+    Retraction x;
+    x.seq = row.U64();
+    x.generation = row.U64();
+    x.reverted_at = row.U64();
+    Block& b = x.block.block;
+    b.number = row.U64();
+    b.hash = row.Str();
+    std::vector<std::string> hashes = row.List();
+    GAPLESS_RETURN_IF_ERROR(row.status());
+    for (size_t t = 0; t < hashes.size(); ++t) {
+      Transaction tx;
+      tx.hash = std::move(hashes[t]);
+      tx.block_number = b.number;
+      tx.block_hash = b.hash;
+      tx.transaction_index = static_cast<uint32_t>(t);
+      x.block.transactions.push_back(std::move(tx));
+    }
+    b.transaction_count = static_cast<uint32_t>(x.block.transactions.size());
+    out.push_back(std::move(x));
+  }
+  if (out.empty()) return out;
+
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult t, conn.Query("SELECT seq, " + store_detail::TransferColumns() +
+                                 " FROM event_retraction_transfers WHERE seq > $1 AND seq <= $2"
+                                 " ORDER BY seq, log_index, batch_index",
+                             {std::to_string(after), std::to_string(out.back().seq)}));
+  size_t at = 0;
+  for (int i = 0; i < t.rows(); ++i) {
+    RowReader row(t, i, "event_retraction_transfers");
+    const uint64_t seq = row.U64();
+    while (at < out.size() && out[at].seq < seq) ++at;
+    if (at == out.size() || out[at].seq != seq) {
+      return DataLoss("event_retraction_transfers: a row of retraction " + std::to_string(seq) +
+                      ", which is not stored");
+    }
+    out[at].block.token_transfers.push_back(
+        store_detail::ReadTransfer(row, out[at].block.block.number));
+    GAPLESS_RETURN_IF_ERROR(row.status());
+  }
+  return out;
+}
+
+}  // namespace gapless
