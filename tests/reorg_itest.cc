@@ -20,7 +20,9 @@
 #include <vector>
 
 #include "devnet_util.h"
+#include "events/balances.h"
 #include "node/head_tracker.h"
+#include "testing/redis_server.h"
 #include "testing/wait_for.h"
 
 namespace gapless::e2e {
@@ -98,8 +100,14 @@ class ReorgTest : public DbRedisTest {
                                                       init + runtime + R"("}])");
     ASSERT_TRUE(sent.ok()) << sent.status().ToString();
     const std::string hash = sent->substr(1, sent->size() - 2);
-    auto receipt = rpc_->Call("eth_getTransactionReceipt", "[\"" + hash + "\"]");
-    ASSERT_TRUE(receipt.ok()) << receipt.status().ToString();
+    Result<std::string> receipt = std::string("null");
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          receipt = rpc_->Call("eth_getTransactionReceipt", "[\"" + hash + "\"]");
+          return receipt.ok() && *receipt != "null";
+        },
+        10'000))
+        << "the emitter's deployment was not mined";
     size_t at = receipt->find("\"contractAddress\":\"");
     ASSERT_NE(at, std::string::npos) << *receipt;
     emitter_ = receipt->substr(at + 19, 42);
@@ -230,7 +238,9 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   DeployEmitter();
   for (uint64_t i = 1; i <= 3; ++i) Call("eth_sendTransaction", "[" + TokenCall(100 * i, 1) + "]");
   Call("anvil_mine", R"(["0x28"])");
-  Start(Command("run", "1"), "run.log");
+  auto bus = RedisServer::Start();
+  ASSERT_TRUE(bus.ok()) << bus.status().ToString();
+  Start(Command("run", "1", {"--events", (*bus)->url()}), "run.log");
   pid_t w1 = Start(Command("worker", "1"), "workers.log");
   pid_t w2 = Start(Command("worker", "1"), "workers.log");
   ExpectFollowsChain("initial sync");
@@ -293,11 +303,66 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   }
   auto [code, out] = RunForOutput({GaplessBinary(), "verify", "--deep", "--db", db_.url()});
   EXPECT_EQ(code, 0) << out;
+  // The events: one block.reverted per orphaned block, highest first within each re-org, and the
+  // balances consumer over the whole stream ends equal to the canonical chain's transfers.
+  auto events = RedisConn::Connect((*bus)->url());
+  ASSERT_TRUE(events.ok());
+  std::vector<uint64_t> reverted;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        reverted.clear();
+        auto entries = (*events)->Command({"XRANGE", "block.reverted.31337", "-", "+"});
+        if (!entries.ok()) return false;
+        for (const RedisReply& e : entries->elements) {
+          for (const RedisReply& f : e.elements[1].elements) {
+            size_t at = f.str.find("\"block_number\":");
+            if (at != std::string::npos) reverted.push_back(std::stoull(f.str.substr(at + 15)));
+          }
+        }
+        uint64_t depths = 0;
+        for (const auto& [fork, depth] : Reorgs()) depths += depth;
+        return reverted.size() == depths;
+      },
+      30'000))
+      << reverted.size() << " block.reverted events";
+  size_t runs = reverted.empty() ? 0 : 1;
+  for (size_t i = 1; i < reverted.size(); ++i) runs += reverted[i] > reverted[i - 1] ? 1 : 0;
+  size_t rolled_back = 0;
+  for (const auto& [fork, depth] : Reorgs()) rolled_back += depth > 0 ? 1 : 0;
+  EXPECT_EQ(runs, rolled_back) << "block.reverted not highest first within each re-org";
+  pid_t consumer = Start(
+      {GaplessBinary(), "consume", "balances", "--bus", (*bus)->url(), "--db", db_.url(), "--redis",
+       redis_url_, "--chain-id", "31337", "--group", "balances", "--log-level", "warn"},
+      "consumer.log");
+  auto balances_differ = [&]() -> int64_t {
+    auto conn = pool_->Acquire();
+    auto check = CheckBalancesAgainstTransfers(*conn);
+    return check.ok() ? check->differing : -1;
+  };
+  auto applied = [&]() -> int64_t {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM applied_events WHERE reverted_at IS NULL");
+    return r.ok() ? r->GetInt64(0, 0).value() : -1;
+  };
+  auto transfers = [&]() -> int64_t {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM token_transfers");
+    return r.ok() ? r->GetInt64(0, 0).value() : -2;
+  };
+  // Caught up: every stored transfer applied, and every block.reverted (each is recorded as an
+  // applied event of its own).
+  const int64_t done = static_cast<int64_t>(reverted.size());
+  EXPECT_TRUE(
+      WaitFor([&] { return applied() == transfers() + done && balances_differ() == 0; }, 60'000))
+      << applied() << " events applied and not reverted, " << transfers() << " transfers stored, "
+      << done << " block.reverted; " << balances_differ() << " balances differ from the aggregate\n"
+      << Log("consumer.log");
+  kill(consumer, SIGTERM);
+  WaitForExit(consumer, 30);
+
   auto [status_code, status] =
       RunForOutput({GaplessBinary(), "status", "--db", db_.url(), "--redis", redis_url_});
   EXPECT_EQ(status_code, 0) << status;
-  size_t rolled_back = 0;
-  for (const auto& [fork, depth] : Reorgs()) rolled_back += depth > 0 ? 1 : 0;
   EXPECT_GE(rolled_back, 4u);
   EXPECT_NE(status.find("re-orgs rolled back    " + std::to_string(rolled_back)), std::string::npos)
       << status;
