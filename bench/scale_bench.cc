@@ -11,7 +11,10 @@
 // transactions, 237 logs) re-stamped as block n: number, timestamp, block hash, parent hash (the
 // hash of block n - 1, so the blocks chain and Verify passes) and transaction hashes (unique per
 // block, so the hash index sees distinct keys as on mainnet), everywhere they occur in the block,
-// its transactions, receipts and logs. Every answer is minified and rendered before the clock
+// its transactions, receipts and logs. The stamped blocks still prove against their headers
+// (verify/verify.h, without senders: see FixtureBlock::Render), so `--verify off,on` runs every
+// RPC, single and Kafka run once without and once with --verify (issue 10's benchmark) and
+// reports the ratio. Every answer is minified and rendered before the clock
 // starts; a request then costs the server a parse of the small request and a copy of the
 // prepared answers. The client side (curl, JSON scan, decode) is the real one.
 //
@@ -64,6 +67,7 @@
 // Usage: scale_bench [--pg URL] [--redis URL] [--blocks 1000] [--range 20] [--batch 10]
 //                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
 //                    [--idle-poll-ms 200] [--sources rpc,single] [--kafka-timeout-s 600]
+//                    [--verify off|on|off,on]
 // --sources: which runs, any of rpc (the fleet of RPC workers), single (the Indexer), kafka (the
 // Kafka fleet), copy (raw COPY); the default is the fleet against the single process.
 // --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
@@ -75,6 +79,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -111,6 +116,7 @@
 #include "store/writer.h"
 #include "testing/http_test_server.h"
 #include "testing/kafka_mock.h"
+#include "verify/verify.h"
 
 namespace gapless {
 namespace {
@@ -137,6 +143,8 @@ struct Args {
   int64_t idle_poll_ms = 200;  // WorkerOptions' default
   int64_t rpc_timeout_ms = 10'000;
   std::set<std::string> sources = {"rpc", "single"};
+  // --verify off,on: each run of rpc, single and kafka once per value (issue 10's benchmark).
+  std::vector<bool> verify = {false};
   int64_t kafka_timeout_s = 600;  // a Kafka run that has not finished by then is void (a hang)
   // The producer's compression.codec. librdkafka's mock keeps only the last 5 MB of each
   // partition (rd_kafka_mock_partition's max_size; no API sets it), so a topic of ~420 KB blocks
@@ -183,6 +191,17 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--idle-poll-ms", [&](const std::string& v) { a.idle_poll_ms = std::stoll(v); })
       .Switch("--verbose", [&] { a.verbose = true; })
       .Value("--kafka-compression", [&](const std::string& v) { a.kafka_compression = v; })
+      .Value("--verify",
+             [&](const std::string& v) {
+               a.verify.clear();
+               std::stringstream in(v);
+               std::string item;
+               while (std::getline(in, item, ',')) {
+                 if (item != "off" && item != "on") throw std::invalid_argument(item);
+                 a.verify.push_back(item == "on");
+               }
+               if (a.verify.empty()) throw std::invalid_argument(v);
+             })
       .Value("--kafka-timeout-s", [&](const std::string& v) { a.kafka_timeout_s = std::stoll(v); })
       .Value("--sources",
              [&](const std::string& v) {
@@ -263,26 +282,84 @@ class FixtureBlock {
     auto ts = ParseHexQuantity(timestamp_);
     Check(ts.status(), "fixture timestamp");
     base_timestamp_ = *ts;
+    transactions_root_ = std::string(std::string_view(b["transactionsRoot"]));
     for (simdjson::dom::element tx : b["transactions"].get_array()) {
       tx_hashes_.emplace_back(std::string_view(tx["hash"]));
     }
     if (HexQuantity(kFixtureNumber) != number_) Die("the fixture is not block 17000000");
+    DecodeOptions options;
+    options.expected_number = kFixtureNumber;
+    options.expected_chain_id = kChainId;
+    auto decoded = DecodeBlock(block_, receipts_, options);
+    Check(decoded.status(), "decoding the fixture");
+    decoded_ = std::move(decoded).value();
+    // The JSON texts of each transaction's hash and r as the fixture has them (the model's are
+    // lower-cased), by the model's hash: the keys Render replaces.
+    for (simdjson::dom::element tx : b["transactions"].get_array()) {
+      std::string hash{std::string_view(tx["hash"])};
+      std::string lower = hash;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      tx_hashes_text_[lower] = hash;
+      r_texts_[lower] = std::string(std::string_view(tx["r"]));
+    }
+    if (decoded_.transactions.size() != tx_hashes_.size() || r_texts_.size() != tx_hashes_.size()) {
+      Die("the fixture's transactions are not unique by hash");
+    }
+    for (const Transaction& tx : decoded_.transactions) {
+      if (!tx.r || tx.r->size() < 18 || r_texts_.at(tx.hash) != *tx.r) {
+        Die("the fixture's r values are not canonical lower-case quantities");
+      }
+    }
   }
 
   size_t transactions() const { return tx_hashes_.size(); }
 
-  // The block's and the receipts' JSON as block n. Every quoted 0x-string of the text equal to
-  // one of the fixture's own values (number, timestamp, block/parent/transaction hash) is
-  // replaced; *replaced counts the replacements.
-  void Render(uint64_t n, std::string* block, std::string* receipts, size_t* replaced) const {
+  // The parent hash of the first block rendered (its parent is not rendered).
+  std::string ParentOfFirst(uint64_t first) const { return StampHash(hash_, first - 1); }
+
+  // The block's and the receipts' JSON as block n, whose parent's hash is `parent_hash`; *hash is
+  // block n's hash, the next block's parent. Every quoted 0x-string of the text equal to one of
+  // the fixture's own values (number, timestamp, block/parent/transaction hash, each
+  // transaction's r, transactionsRoot) is replaced; *replaced counts the replacements.
+  //
+  // The block still proves against its header (verify/verify.h, without senders), so --verify
+  // can be measured on it: each transaction's r is changed (so its hash, unique per block as on
+  // mainnet, is keccak of its new encoding), transactionsRoot is rebuilt from them, and the block
+  // hash is keccak of the header with the new number, timestamp, parent hash and
+  // transactionsRoot. The receipts do not hold r or any hash, so receiptsRoot and the blooms stay
+  // the fixture's. A changed r no longer recovers the original sender: --verify-senders cannot
+  // be measured on these blocks.
+  void Render(uint64_t n, const std::string& parent_hash, std::string* block, std::string* receipts,
+              size_t* replaced, std::string* hash) const {
     std::unordered_map<std::string_view, std::string> map;
-    map[number_] = HexQuantity(n);
-    map[timestamp_] = HexQuantity(static_cast<uint64_t>(
+    Block header = decoded_.block;
+    header.number = n;
+    header.timestamp = static_cast<uint64_t>(
         static_cast<int64_t>(base_timestamp_) +
-        12 * (static_cast<int64_t>(n) - static_cast<int64_t>(kFixtureNumber))));
-    map[hash_] = StampHash(hash_, n);
-    map[parent_] = StampHash(hash_, n - 1);
-    for (const std::string& h : tx_hashes_) map[h] = StampHash(h, n);
+        12 * (static_cast<int64_t>(n) - static_cast<int64_t>(kFixtureNumber)));
+    header.parent_hash = parent_hash;
+    map[number_] = HexQuantity(n);
+    map[timestamp_] = HexQuantity(header.timestamp);
+    map[parent_] = parent_hash;
+    std::vector<Transaction> txs = decoded_.transactions;
+    for (Transaction& tx : txs) {
+      const std::string original_r = *tx.r;
+      const std::string original_hash = tx.hash;
+      tx.r = StampQuantity(original_r, n);
+      auto new_hash = ComputeTransactionHash(tx);
+      Check(new_hash.status(), "hash of a stamped transaction");
+      tx.hash = *new_hash;
+      map[r_texts_.at(original_hash)] = *tx.r;
+      map[tx_hashes_text_.at(original_hash)] = tx.hash;
+    }
+    auto root = ComputeTransactionsRoot(txs);
+    Check(root.status(), "transactionsRoot of the stamped block");
+    header.transactions_root = *root;
+    map[transactions_root_] = *root;
+    auto block_hash = ComputeBlockHash(header);
+    Check(block_hash.status(), "hash of the stamped block");
+    *hash = *block_hash;
+    map[hash_] = *hash;
     *replaced = 0;
     *block = Replace(block_, map, replaced);
     *receipts = Replace(receipts_, map, replaced);
@@ -315,10 +392,27 @@ class FixtureBlock {
     return out;
   }
 
+  // A quantity (an r value, "0x" + up to 64 digits without leading zeros) made unique to block
+  // n: its last 16 digits XORed with a mix of n. The length and the leading digit stay, so it is
+  // still a canonical quantity of the same size.
+  static std::string StampQuantity(const std::string& quantity, uint64_t n) {
+    const size_t tail = quantity.size() - 16;
+    uint64_t low = 0;
+    auto [p, ec] =
+        std::from_chars(quantity.data() + tail, quantity.data() + quantity.size(), low, 16);
+    if (ec != std::errc() || p != quantity.data() + quantity.size()) Die("bad r " + quantity);
+    char digits[17];
+    std::snprintf(digits, sizeof digits, "%016llx",
+                  static_cast<unsigned long long>(low ^ SplitMix64(n)));
+    return quantity.substr(0, tail) + digits;
+  }
+
   std::string block_, receipts_;
-  std::string hash_, parent_, number_, timestamp_;
+  std::string hash_, parent_, number_, timestamp_, transactions_root_;
   uint64_t base_timestamp_ = 0;
   std::vector<std::string> tx_hashes_;
+  BlockData decoded_;
+  std::unordered_map<std::string, std::string> tx_hashes_text_, r_texts_;  // by model hash
 };
 
 // The fast local RPC source: the prepared answers for blocks [first, first + count), served by an
@@ -328,10 +422,13 @@ class FixtureNode {
   FixtureNode(const FixtureBlock& fixture, uint64_t first, uint64_t count)
       : first_(first), blocks_(count), receipts_(count) {
     size_t expected = 0;
+    std::string parent = fixture.ParentOfFirst(first);
     for (uint64_t i = 0; i < count; ++i) {
       const uint64_t n = first + i;
       size_t replaced = 0;
-      fixture.Render(n, &blocks_[i], &receipts_[i], &replaced);
+      std::string hash;
+      fixture.Render(n, parent, &blocks_[i], &receipts_[i], &replaced, &hash);
+      parent = hash;
       if (i == 0) expected = replaced;
       if (replaced != expected) Die("block " + std::to_string(n) + ": stamping differs");
       // What the indexer will check anyway, checked here so that a stamping bug shows as such.
@@ -341,6 +438,10 @@ class FixtureNode {
       auto data = DecodeBlock(blocks_[i], receipts_[i], options);
       Check(data.status(), "decoding the stamped fixture");
       if (data->transactions.size() != fixture.transactions()) Die("stamped block lost txs");
+      // So that a --verify run measures verification, not retries of a block that cannot pass.
+      Clock::time_point v0 = Clock::now();
+      Check(VerifyBlock(*data), "verifying the stamped fixture");
+      verify_seconds_ += Seconds(v0, Clock::now());
       bytes_ += blocks_[i].size() + receipts_[i].size();
     }
     head_ = HexQuantity(first + count - 1);
@@ -350,6 +451,10 @@ class FixtureNode {
 
   std::string url() const { return server_->url(); }
   size_t bytes() const { return bytes_; }
+  // VerifyBlock's time per block while preparing (one thread, nothing else running).
+  double verify_ms_per_block() const {
+    return 1000 * verify_seconds_ / static_cast<double>(blocks_.size());
+  }
   int64_t requests() const { return server_->requests_received(); }
   // Block n's prepared answers as a raw block (copied): for the Kafka topic and the COPY rows.
   RawBlock Raw(uint64_t n) const {
@@ -430,6 +535,7 @@ class FixtureNode {
   std::vector<std::string> blocks_, receipts_;
   std::string head_;
   size_t bytes_ = 0;
+  double verify_seconds_ = 0;
   std::unique_ptr<HttpTestServer> server_;
 };
 
@@ -503,7 +609,7 @@ void CheckNamespaceEmpty(RedisConn& admin, const Keys& keys) {
   }
 }
 
-FleetResult RunFleet(const Args& args, int workers, const std::string& db_url,
+FleetResult RunFleet(const Args& args, int workers, bool verify, const std::string& db_url,
                      const std::string& rpc_url, RedisConn& admin, int64_t ns) {
   const Keys keys(ns);
   CheckNamespaceEmpty(admin, keys);
@@ -529,6 +635,7 @@ FleetResult RunFleet(const Args& args, int workers, const std::string& db_url,
     w.idle_poll_ms = args.idle_poll_ms;
     w.blocks_per_request = args.batch;
     w.chain_id = kChainId;
+    if (verify) w.verify = VerifyOptions{};
     w.done = [&leader_done] { return leader_done.load(); };
     fleet.push_back(std::make_unique<Worker>(
         w, RpcBlockSources(Clients(rpc_url, args.rpc_timeout_ms)), args.redis, keys, pool->get()));
@@ -702,7 +809,7 @@ struct KafkaResult {
   std::vector<KafkaWorkerLine> workers;
 };
 
-KafkaResult RunKafka(const Args& args, int workers, const std::string& db_url,
+KafkaResult RunKafka(const Args& args, int workers, bool verify, const std::string& db_url,
                      const KafkaMockCluster& cluster, RedisConn& admin, int64_t ns,
                      const std::string& group) {
   const Keys keys(ns);
@@ -734,6 +841,7 @@ KafkaResult RunKafka(const Args& args, int workers, const std::string& db_url,
     o.to = args.first + args.blocks - 1;
     o.range_size = args.range;
     o.chain_id = kChainId;
+    if (verify) o.verify = VerifyOptions{};
     auto s = std::make_shared<SubscriberStats>();
     stats.push_back(s);
     // What KafkaWorker::Run opens itself, wrapped to time it.
@@ -908,7 +1016,7 @@ struct SingleResult {
   uint64_t retries = 0;
 };
 
-SingleResult RunSingle(const Args& args, int workers, const std::string& db_url,
+SingleResult RunSingle(const Args& args, int workers, bool verify, const std::string& db_url,
                        const std::string& rpc_url) {
   auto pool = PgPool::Open(db_url, static_cast<size_t>(workers) + 1);
   Check(pool.status(), "pool");
@@ -919,6 +1027,7 @@ SingleResult RunSingle(const Args& args, int workers, const std::string& db_url,
   o.blocks_per_request = args.batch;
   o.fetch_workers = static_cast<uint32_t>(workers);
   o.chain_id = kChainId;
+  if (verify) o.verify = VerifyOptions{};
   Indexer indexer(o, Clients(rpc_url, args.rpc_timeout_ms), pool->get());
   Clock::time_point start = Clock::now();
   auto planned = indexer.Plan();
@@ -1005,12 +1114,13 @@ int Main(int argc, char** argv) {
   std::printf(
       "scale_bench: blocks %llu..%llu (mainnet 17000000 re-stamped: %zu txs each, %llu txs), "
       "%llu ranges of %llu, %u blocks per RPC batch, %.1f MB of prepared JSON (rendered and "
-      "checked in %.1f s); %d repetition(s)\n",
+      "checked in %.1f s; VerifyBlock %.2f ms a block on one thread); %d repetition(s)\n",
       static_cast<unsigned long long>(args.first),
       static_cast<unsigned long long>(args.first + args.blocks - 1), fixture.transactions(),
       static_cast<unsigned long long>(txs), static_cast<unsigned long long>(ranges),
       static_cast<unsigned long long>(args.range), args.batch,
-      static_cast<double>(node.bytes()) / 1e6, render_seconds, args.repeat);
+      static_cast<double>(node.bytes()) / 1e6, render_seconds, node.verify_ms_per_block(),
+      args.repeat);
   std::printf(
       "machine: %u cores (%s), load average before: %s; PostgreSQL %s, Redis %s; leader tick %lld "
       "ms, worker idle poll %lld ms\n",
@@ -1057,15 +1167,23 @@ int Main(int argc, char** argv) {
   auto conn = PgConn::Connect(*db_url);
   Check(conn.status(), "connect bench database");
   std::map<std::string, std::string> reference;
+  // By worker count, for the first --verify value (the tables comparing sources); all runs by
+  // (worker count, verify) for the verify table.
   std::map<int, std::vector<FleetResult>> fleet_runs;
   std::map<int, std::vector<SingleResult>> single_runs;
   std::map<int, std::vector<KafkaResult>> kafka_runs;
+  std::map<std::pair<int, bool>, std::vector<FleetResult>> fleet_by_verify;
+  std::map<std::pair<int, bool>, std::vector<SingleResult>> single_by_verify;
+  std::map<std::pair<int, bool>, std::vector<KafkaResult>> kafka_by_verify;
+  const bool verify_shown = args.verify.size() > 1 || args.verify.front();
   std::vector<double> copy_runs;  // seconds
   // A namespace per fleet run: far above any real chain id, distinct per process and run.
   int64_t ns = 8'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000;
-  std::vector<std::string> order;  // the runs of one worker count, rotated per repetition
+  // The runs of one worker count (source, verify), rotated per repetition.
+  std::vector<std::pair<std::string, bool>> order;
   for (const char* s : {"rpc", "kafka", "single"}) {
-    if (args.sources.count(s) != 0) order.push_back(s);
+    if (args.sources.count(s) == 0) continue;
+    for (bool v : args.verify) order.emplace_back(s, v);
   }
   auto run_copy = [&](int rep) {
     Reset(**conn);
@@ -1084,10 +1202,12 @@ int Main(int argc, char** argv) {
     for (int w : args.workers) {
       // Rotate which run goes first, so none always gets the warmer (or the busier) machine.
       for (size_t k = 0; k < order.size(); ++k) {
-        const std::string& mode = order[(k + static_cast<size_t>(rep)) % order.size()];
+        const auto& [mode, verify] = order[(k + static_cast<size_t>(rep)) % order.size()];
+        const bool first_verify = verify == args.verify.front();
+        const char* vlabel = !verify_shown ? "" : verify ? " verify on " : " verify off";
         Reset(**conn);
         if (mode == "rpc") {
-          FleetResult r = RunFleet(args, w, *db_url, node.url(), **admin_redis, ++ns);
+          FleetResult r = RunFleet(args, w, verify, *db_url, node.url(), **admin_redis, ++ns);
           if (r.transactions != txs || r.tasks != ranges) {
             Die("fleet: " + std::to_string(r.transactions) + " transactions in " +
                 std::to_string(r.tasks) + " tasks (want " + std::to_string(txs) + " in " +
@@ -1095,27 +1215,31 @@ int Main(int argc, char** argv) {
           }
           CheckStored(**conn, args, txs, &reference);
           std::printf(
-              "rep %d workers %d fleet   %7.2f s %8.0f tx/s  coord %4.1f%% idle %4.1f%% fetch "
+              "rep %d workers %d fleet%s   %7.2f s %8.0f tx/s  coord %4.1f%% idle %4.1f%% fetch "
               "%4.1f%% write %4.1f%%  retries %llu failed %llu leases lost %llu  [load %s]\n",
-              rep + 1, w, r.seconds, static_cast<double>(txs) / r.seconds,
+              rep + 1, w, vlabel, r.seconds, static_cast<double>(txs) / r.seconds,
               100 * r.coord / r.worker_seconds, 100 * r.idle / r.worker_seconds,
               100 * r.fetch / r.worker_seconds, 100 * r.write / r.worker_seconds,
               static_cast<unsigned long long>(r.retries), static_cast<unsigned long long>(r.failed),
               static_cast<unsigned long long>(r.leases_lost), LoadAverage().c_str());
-          fleet_runs[w].push_back(r);
+          if (first_verify) fleet_runs[w].push_back(r);
+          fleet_by_verify[{w, verify}].push_back(r);
         } else if (mode == "kafka") {
+          // A group of the run's own (its committed offsets would hide the topic from a later
+          // run): per process, repetition, worker count and verify value.
           const std::string group = "scale-bench-" + std::to_string(getpid()) + "-" +
-                                    std::to_string(rep) + "-" + std::to_string(w);
-          KafkaResult r = RunKafka(args, w, *db_url, *cluster, **admin_redis, ++ns, group);
+                                    std::to_string(rep) + "-" + std::to_string(w) +
+                                    (verify ? "-v" : "");
+          KafkaResult r = RunKafka(args, w, verify, *db_url, *cluster, **admin_redis, ++ns, group);
           CheckStored(**conn, args, txs, &reference);
           const double total = r.worker_seconds;
           const double other = total - r.join - r.poll - r.decode - r.write - r.ack - r.close;
           std::printf(
-              "rep %d workers %d kafka   %7.2f s %8.0f tx/s  (first delivery at %.2f s; after it "
+              "rep %d workers %d kafka%s   %7.2f s %8.0f tx/s  (first delivery at %.2f s; after it "
               "%8.0f tx/s)  join %4.1f%% poll %4.1f%% decode %4.1f%% write %4.1f%% ack %4.1f%% "
               "close %4.1f%% other %4.1f%%  windows %llu skipped %llu retries %llu leases lost "
               "%llu dead-lettered %llu  mock cpu %.2f s  [load %s]\n",
-              rep + 1, w, r.seconds, static_cast<double>(txs) / r.seconds, r.first_delivery,
+              rep + 1, w, vlabel, r.seconds, static_cast<double>(txs) / r.seconds, r.first_delivery,
               static_cast<double>(txs) / (r.seconds - r.first_delivery), 100 * r.join / total,
               100 * r.poll / total, 100 * r.decode / total, 100 * r.write / total,
               100 * r.ack / total, 100 * r.close / total, 100 * other / total,
@@ -1141,15 +1265,17 @@ int Main(int argc, char** argv) {
                         static_cast<unsigned long long>(r.transactions),
                         static_cast<unsigned long long>(txs));
           }
-          kafka_runs[w].push_back(r);
+          if (first_verify) kafka_runs[w].push_back(r);
+          kafka_by_verify[{w, verify}].push_back(r);
         } else {
-          SingleResult r = RunSingle(args, w, *db_url, node.url());
+          SingleResult r = RunSingle(args, w, verify, *db_url, node.url());
           if (r.transactions != txs) Die("indexer: " + std::to_string(r.transactions) + " txs");
           CheckStored(**conn, args, txs, &reference);
-          std::printf("rep %d workers %d single  %7.2f s %8.0f tx/s  retries %llu  [load %s]\n",
-                      rep + 1, w, r.seconds, static_cast<double>(txs) / r.seconds,
+          std::printf("rep %d workers %d single%s  %7.2f s %8.0f tx/s  retries %llu  [load %s]\n",
+                      rep + 1, w, vlabel, r.seconds, static_cast<double>(txs) / r.seconds,
                       static_cast<unsigned long long>(r.retries), LoadAverage().c_str());
-          single_runs[w].push_back(r);
+          if (first_verify) single_runs[w].push_back(r);
+          single_by_verify[{w, verify}].push_back(r);
         }
         std::fflush(stdout);
       }
@@ -1237,6 +1363,59 @@ int Main(int argc, char** argv) {
           100 * k.join / total, 100 * k.poll / total, 100 * k.decode / total, 100 * k.write / total,
           100 * k.ack / total, 100 * k.close / total, 100 * other / total,
           static_cast<unsigned long long>(k.skipped), k.mock_cpu, all.c_str());
+    }
+  }
+
+  if (args.verify.size() > 1) {
+    // Issue 10's benchmark: the same runs with --verify off and on, in the same invocation.
+    std::printf(
+        "\n--verify (every block proven against its header before it is written), medians of %d: "
+        "tx/s off and on, on/off, and the throughput it costs (1 - on/off)\n",
+        args.repeat);
+    std::printf("%-7s %-7s %10s %10s %7s %7s   %s\n", "source", "workers", "off tx/s", "on tx/s",
+                "on/off", "cost", "all runs (off | on tx/s)");
+    auto row = [&](const char* source, int w, auto& by_verify) {
+      auto& off = by_verify[{w, false}];
+      auto& on = by_verify[{w, true}];
+      if (off.empty() || on.empty()) return;
+      std::string all;
+      for (const auto& r : off) all += std::to_string(std::lround(tps(r.seconds))) + " ";
+      all += "| ";
+      for (const auto& r : on) all += std::to_string(std::lround(tps(r.seconds))) + " ";
+      const double off_tps = tps(Median(off).seconds);
+      const double on_tps = tps(Median(on).seconds);
+      std::printf("%-7s %-7d %10.0f %10.0f %6.3fx %6.1f%%   %s\n", source, w, off_tps, on_tps,
+                  on_tps / off_tps, 100 * (1 - on_tps / off_tps), all.c_str());
+    };
+    for (int w : args.workers) {
+      row("fleet", w, fleet_by_verify);
+      row("single", w, single_by_verify);
+      row("kafka", w, kafka_by_verify);
+    }
+    for (int w : args.workers) {
+      auto& off = kafka_by_verify[{w, false}];
+      auto& on = kafka_by_verify[{w, true}];
+      if (off.empty() || on.empty()) continue;
+      const KafkaResult& k_off = Median(off);
+      const KafkaResult& k_on = Median(on);
+      const double off_tps = tps(k_off.seconds - k_off.first_delivery);
+      const double on_tps = tps(k_on.seconds - k_on.first_delivery);
+      std::printf(
+          "kafka workers %d after the first delivery (the group join, ~3 s, excluded): %.0f -> "
+          "%.0f tx/s, on/off %.3fx, cost %.1f%%\n",
+          w, off_tps, on_tps, on_tps / off_tps, 100 * (1 - on_tps / off_tps));
+    }
+    for (int w : args.workers) {
+      auto& off = fleet_by_verify[{w, false}];
+      auto& on = fleet_by_verify[{w, true}];
+      if (off.empty() || on.empty()) continue;
+      const FleetResult& f_off = Median(off);
+      const FleetResult& f_on = Median(on);
+      std::printf(
+          "fleet workers %d, median runs: fetch (fetch + decode + verify) %.2f s -> %.2f s of "
+          "the workers' summed time, %.1f%% -> %.1f%%\n",
+          w, f_off.fetch, f_on.fetch, 100 * f_off.fetch / f_off.worker_seconds,
+          100 * f_on.fetch / f_on.worker_seconds);
     }
   }
 
