@@ -3,15 +3,23 @@
 
 #include <cryptopp/keccak.h>
 
+#include <array>
+#include <cstdint>
+
 namespace gapless::verify {
 namespace {
 
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+// A table: hex decoding is a fifth of VerifyBlock's time with a branchy digit function.
+constexpr std::array<int8_t, 256> kHexDigits = [] {
+  std::array<int8_t, 256> t{};
+  t.fill(-1);
+  for (int c = '0'; c <= '9'; ++c) t[c] = static_cast<int8_t>(c - '0');
+  for (int c = 'a'; c <= 'f'; ++c) t[c] = static_cast<int8_t>(c - 'a' + 10);
+  for (int c = 'A'; c <= 'F'; ++c) t[c] = static_cast<int8_t>(c - 'A' + 10);
+  return t;
+}();
+
+inline int HexDigit(char c) { return kHexDigits[static_cast<uint8_t>(c)]; }
 
 }  // namespace
 
@@ -43,13 +51,14 @@ bool HexToBytes(std::string_view hex, std::string* out) {
   if (hex.size() % 2 != 0) return false;
   out->resize(hex.size() / 2);
   char* dst = out->data();
+  int bad = 0;  // any digit's -1 sets the sign bit: one test at the end
   for (size_t i = 0; i < hex.size(); i += 2) {
     int hi = HexDigit(hex[i]);
     int lo = HexDigit(hex[i + 1]);
-    if (hi < 0 || lo < 0) return false;
+    bad |= hi | lo;
     *dst++ = static_cast<char>(hi << 4 | lo);
   }
-  return true;
+  return bad >= 0;
 }
 
 bool QuantityToBytes(std::string_view hex, std::string* out) {
