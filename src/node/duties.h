@@ -120,7 +120,9 @@ class DutyHost {
 
 // `index`'s duty: persists the committed prefix of [from, to] (indexed_ranges) as the frontier in
 // PostgreSQL, like the fleet's leader does, so status, and the relay that publishes only up to the
-// frontier, see one thing in both modes.
+// frontier, see one thing in both modes. The database's frontier never passes a missing block
+// (store/state.h), so it can stay below a job that starts above a hole; frontier() is this job's
+// own: the committed prefix of [from, to].
 class FrontierDuty : public Duty {
  public:
   // `pool` is borrowed.

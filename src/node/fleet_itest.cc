@@ -538,6 +538,118 @@ TEST_F(FleetTest, AfterARollbackRedisFollowsPostgresBelowTheForkPoint) {
   EXPECT_EQ(frontier.Get().value(), 20u);
 }
 
+// A head-log lease the test scripts: always leading with the epoch it is given, a fixed
+// committed height, and the truncation it is told about.
+class ScriptedLease : public LeaderLease {
+ public:
+  std::optional<uint64_t> Token() const override { return epoch; }
+  bool has_head_log() const override { return true; }
+  std::optional<uint64_t> CommittedHeight() const override { return height; }
+  std::optional<HeadFork> ForksSince(uint64_t after) const override {
+    if (fork.has_value() && fork->generation > after) return fork;
+    return std::nullopt;
+  }
+  uint64_t epoch = 1;
+  uint64_t height = 0;
+  std::optional<HeadFork> fork;
+};
+
+// Blocks 0..29 committed and recorded as completed; a leader of [0, 39] under `lease` has stepped
+// once: frontier 30 in Redis, in PostgreSQL and in its memory.
+void CommitThirtyAndStep(PgPool* pool, RedisConn* redis, const Keys& keys, Leader& leader,
+                         uint64_t epoch) {
+  SyntheticOptions small{.transactions_per_block = 1, .seed = 3};
+  for (uint64_t from : {0, 10, 20}) {
+    RangeWrite w = SyntheticRange(from, from + 9, small);
+    w.fence_token = 5;
+    auto conn = pool->Acquire();
+    ASSERT_TRUE(WriteRange(*conn, w).ok());
+  }
+  Frontier frontier(redis, keys.completed(), keys.frontier(), 0, keys.leader_epoch());
+  ASSERT_TRUE(frontier.Record(0, 29).ok());
+  Status st = leader.Step(epoch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(leader.frontier(), 30u);
+  ASSERT_EQ(frontier.Get().value(), 30u);
+}
+
+// Issue 16, defect 3: the Redis half of a rollback fails once (a transient Redis error between
+// PostgreSQL's rollback and reorg_reset.lua). The leader's next step must finish it: the Redis
+// frontier below the fork, the generation recorded, the rolled-back heights seeded again. (It
+// used to mark the truncation followed before the Redis half ran, and never retried it within the
+// term: the frontier stayed above the hole until "frontier would run ahead of the data".)
+TEST_F(FleetTest, ARollbackWhoseRedisHalfFailsIsFinishedByTheNextStep) {
+  ScriptedLease lease;
+  lease.height = 39;
+  Leader leader(FixedLeader(0, 39, 10), redis_.url(), keys(), pool_.get(), &lease);
+  CommitThirtyAndStep(pool_.get(), redis_.conn(), keys(), leader, 1);
+  if (HasFatalFailure()) return;
+
+  // The Redis half will fail: reorg_reset.lua refuses a generation key that is not a number.
+  ASSERT_TRUE(redis_.conn()->Command({"SET", keys().reorg_generation(), "broken"}).ok());
+  lease.fork = HeadFork{.generation = 1, .point = 14};
+  Status failed = leader.Step(1);
+  ASSERT_FALSE(failed.ok()) << "the corrupt generation key did not fail the Redis half";
+  {
+    auto conn = pool_->Acquire();
+    ASSERT_EQ(ReorgGeneration(*conn).value(), 1u) << "PostgreSQL did not roll back";
+  }
+  // Redis recovers; the next step must level everything.
+  ASSERT_TRUE(redis_.conn()->Command({"DEL", keys().reorg_generation()}).ok());
+  Status st = leader.Step(1);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  Frontier frontier(redis_.conn(), keys().completed(), keys().frontier(), 0, keys().leader_epoch());
+  EXPECT_EQ(frontier.Get().value(), 15u) << "the Redis frontier stayed above the rolled-back hole";
+  EXPECT_EQ(redis_.conn()->Command({"GET", keys().reorg_generation()})->str, "1");
+  EXPECT_EQ(leader.frontier(), 15u);
+  auto pending = redis_.conn()->Command({"LRANGE", keys().pending(), "0", "-1"});
+  ASSERT_TRUE(pending.ok());
+  bool seeded = false;
+  for (const auto& e : pending->elements) {
+    auto task = ParseTask(e.str);
+    if (task.ok() && task->from <= 15 && task->to >= 15) seeded = true;
+  }
+  EXPECT_TRUE(seeded) << "block 15 was not seeded again after the rollback";
+  // And it stays level: further steps change nothing.
+  ASSERT_TRUE(leader.Step(1).ok());
+  EXPECT_EQ(frontier.Get().value(), 15u);
+}
+
+// The same three generations when another leader did the whole rollback (PostgreSQL and Redis)
+// while this one was deposed: at its next term this leader's own cursors must follow too. (Its
+// in-memory frontier used to stay above the fork, and the term's first frontier step raised Redis
+// over the hole again: DataLoss, "frontier would run ahead of the data".)
+TEST_F(FleetTest, ALeaderBackForANewTermFollowsARollbackAnotherLeaderFinished) {
+  ScriptedLease lease;
+  lease.height = 39;
+  Leader leader(FixedLeader(0, 39, 10), redis_.url(), keys(), pool_.get(), &lease);
+  CommitThirtyAndStep(pool_.get(), redis_.conn(), keys(), leader, 1);
+  if (HasFatalFailure()) return;
+
+  // Leader 2 rolls back to 14, in PostgreSQL and in Redis.
+  {
+    auto conn = pool_->Acquire();
+    RollbackRequest request{.fork_point = 14,
+                            .new_hashes = {},
+                            .leader_epoch = 2,
+                            .fence_floor = 6,
+                            .head_fork_generation = 1};
+    ASSERT_TRUE(RollBack(*conn, request).ok());
+    auto fork = FollowRollbacks(*redis_.conn(), keys(), *conn, 0, 2);
+    ASSERT_TRUE(fork.ok()) << fork.status().ToString();
+  }
+  lease.fork = HeadFork{.generation = 1, .point = 14};
+  // This leader is elected again (epoch 3).
+  lease.epoch = 3;
+  Status st = leader.Step(3);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  Frontier frontier(redis_.conn(), keys().completed(), keys().frontier(), 0, keys().leader_epoch());
+  EXPECT_EQ(frontier.Get().value(), 15u);
+  EXPECT_EQ(leader.frontier(), 15u);
+  auto conn = pool_->Acquire();
+  EXPECT_EQ(LoadFrontier(*conn).value(), std::optional<uint64_t>(15));
+}
+
 }  // namespace
 }  // namespace gapless
 

@@ -83,7 +83,7 @@ Result<std::optional<uint64_t>> Leader::Bound() {
 }
 
 Status Leader::RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, uint64_t epoch) {
-  // 1. The fence floor, before PostgreSQL (leader.h "Re-orgs").
+  // The fence floor first, then PostgreSQL (leader.h "Re-orgs", step 1).
   GAPLESS_ASSIGN_OR_RETURN(RedisReply counter, redis_->Command({"GET", keys_.fence_counter()}));
   RollbackRequest request;
   request.fork_point = fork_point;
@@ -96,7 +96,7 @@ Status Leader::RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, ui
   if (entries.ok()) {
     for (const auto& [height, entry] : *entries) request.new_hashes.push_back(entry.hash);
   }
-  // 2. PostgreSQL.
+  // Then PostgreSQL.
   RollbackResult result;
   {
     auto conn = pool_->Acquire();
@@ -111,72 +111,85 @@ Status Leader::RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, ui
     spdlog::info("leader {}: re-org above block {}: nothing stored there; tokens up to {} fenced",
                  options_.holder_id, fork_point, request.fence_floor);
   }
-  if (head_fork_generation > head_forks_followed_) head_forks_followed_ = head_fork_generation;
-  // 3. Redis.
-  return FollowRollbacksInRedis(epoch);
-}
-
-Status Leader::FollowRollbacksInRedis(uint64_t epoch) {
-  std::optional<uint64_t> fork;
-  {
-    auto conn = pool_->Acquire();
-    GAPLESS_ASSIGN_OR_RETURN(fork, FollowRollbacks(*redis_, keys_, *conn, options_.from, epoch));
-  }
-  if (!fork.has_value()) return Status::Ok();
-  const uint64_t back = std::max(options_.from, *fork + 1);
-  if (frontier_.load() > back) frontier_ = back;
-  cursor_ = std::min(cursor_, back);
-  persisted_ = std::min(persisted_, back);
-  stalled_at_ = UINT64_MAX;
+  // Redis and this leader's cursors follow in LevelReorgs, steps 2 and 3, at every step until
+  // level.
   return Status::Ok();
 }
 
-Status Leader::FollowReorgs(uint64_t epoch, bool term_start) {
-  if (!lease_->has_head_log()) return Status::Ok();
-  if (term_start) {
+Status Leader::LevelReorgs(uint64_t epoch, bool term_start) {
+  // 1. PostgreSQL follows the head log: the truncations above the fork generation PostgreSQL
+  //    recorded with its last rollback (read from PostgreSQL, never from memory).
+  if (lease_->has_head_log()) {
+    uint64_t followed = 0;
     {
       auto conn = pool_->Acquire();
-      GAPLESS_ASSIGN_OR_RETURN(head_forks_followed_, HeadForkGeneration(*conn));
+      GAPLESS_ASSIGN_OR_RETURN(followed, HeadForkGeneration(*conn));
     }
-    // Stored blocks that disagree with the log's window (a predecessor died mid-re-org, or wrote
-    // before any of this existed): roll back to below the first one.
-    std::optional<uint64_t> tip = lease_->CommittedHeight();
-    if (tip.has_value()) {
-      const uint64_t window = std::max<uint64_t>(1, options_.head_log_window);
-      const uint64_t lo = std::max(options_.from, *tip >= window ? *tip - window + 1 : 0);
-      GAPLESS_ASSIGN_OR_RETURN(auto logged, lease_->HeadEntries(lo, *tip));
-      std::vector<std::pair<uint64_t, std::string>> stored;
-      {
-        auto conn = pool_->Acquire();
-        GAPLESS_ASSIGN_OR_RETURN(
-            auto rows, conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks WHERE "
-                                   "number BETWEEN $1 AND $2 ORDER BY number",
-                                   {std::to_string(lo), std::to_string(*tip)}));
-        for (int i = 0; i < rows.rows(); ++i) {
-          GAPLESS_ASSIGN_OR_RETURN(int64_t n, rows.GetInt64(i, 0));
-          stored.emplace_back(static_cast<uint64_t>(n), std::string(rows.Get(i, 1)));
-        }
-      }
-      for (const auto& [number, hash] : stored) {
-        auto it = logged.find(number);
-        if (it == logged.end() || it->second.hash == hash || number == 0) continue;
-        spdlog::warn("leader {}: stored block {} is {} but the head log has {}: rolling back",
-                     options_.holder_id, number, hash, it->second.hash);
-        GAPLESS_RETURN_IF_ERROR(RollBackTo(number - 1, 0, epoch));
-        break;
-      }
+    if (term_start) {
+      // Stored blocks that disagree with the log's window (a predecessor died mid-re-org, or
+      // wrote before any of this existed): roll back to below the first one.
+      GAPLESS_RETURN_IF_ERROR(RollBackStoredMismatch(epoch));
     }
-    // Redis follows what PostgreSQL rolled back (before RestoreFloors, which only raises).
-    GAPLESS_RETURN_IF_ERROR(FollowRollbacksInRedis(epoch));
+    std::optional<HeadFork> forks = lease_->ForksSince(followed);
+    if (forks.has_value()) {
+      GAPLESS_RETURN_IF_ERROR(RollBackTo(static_cast<uint64_t>(std::max<int64_t>(0, forks->point)),
+                                         forks->generation, epoch));
+    }
   }
-  std::optional<HeadFork> forks = lease_->ForksSince(head_forks_followed_);
-  if (!forks.has_value()) return Status::Ok();
-  return RollBackTo(static_cast<uint64_t>(std::max<int64_t>(0, forks->point)), forks->generation,
-                    epoch);
+  // 2. The coordination Redis follows PostgreSQL: a no-op once its recorded generation is
+  //    PostgreSQL's, so it is retried at every step until it has been done.
+  uint64_t pg_generation = 0;
+  std::optional<uint64_t> lowest_fork;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_RETURN_IF_ERROR(FollowRollbacks(*redis_, keys_, *conn, options_.from, epoch).status());
+    // 3. This leader's cursors follow PostgreSQL's generation (Redis may have followed in an
+    //    earlier step, or under another leader, whose reply this one never saw).
+    GAPLESS_ASSIGN_OR_RETURN(pg_generation, ReorgGeneration(*conn));
+    if (pg_generation <= cursors_generation_) return Status::Ok();
+    GAPLESS_ASSIGN_OR_RETURN(lowest_fork, ForkPointSince(*conn, cursors_generation_));
+  }
+  if (lowest_fork.has_value()) {
+    const uint64_t back = std::max(options_.from, *lowest_fork + 1);
+    if (frontier_.load() > back) frontier_ = back;
+    cursor_ = std::min(cursor_, back);
+    persisted_ = std::min(persisted_, back);
+    stalled_at_ = UINT64_MAX;
+  }
+  cursors_generation_ = pg_generation;
+  return Status::Ok();
+}
+
+Status Leader::RollBackStoredMismatch(uint64_t epoch) {
+  std::optional<uint64_t> tip = lease_->CommittedHeight();
+  if (!tip.has_value()) return Status::Ok();
+  const uint64_t window = std::max<uint64_t>(1, options_.head_log_window);
+  const uint64_t lo = std::max(options_.from, *tip >= window ? *tip - window + 1 : 0);
+  GAPLESS_ASSIGN_OR_RETURN(auto logged, lease_->HeadEntries(lo, *tip));
+  std::vector<std::pair<uint64_t, std::string>> stored;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto rows, conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks WHERE "
+                               "number BETWEEN $1 AND $2 ORDER BY number",
+                               {std::to_string(lo), std::to_string(*tip)}));
+    for (int i = 0; i < rows.rows(); ++i) {
+      GAPLESS_ASSIGN_OR_RETURN(int64_t n, rows.GetInt64(i, 0));
+      stored.emplace_back(static_cast<uint64_t>(n), std::string(rows.Get(i, 1)));
+    }
+  }
+  for (const auto& [number, hash] : stored) {
+    auto it = logged.find(number);
+    if (it == logged.end() || it->second.hash == hash || number == 0) continue;
+    spdlog::warn("leader {}: stored block {} is {} but the head log has {}: rolling back",
+                 options_.holder_id, number, hash, it->second.hash);
+    return RollBackTo(number - 1, 0, epoch);
+  }
+  return Status::Ok();
 }
 
 Status Leader::StartTerm(uint64_t bound, uint64_t epoch) {
-  GAPLESS_RETURN_IF_ERROR(FollowReorgs(epoch, /*term_start=*/true));
+  GAPLESS_RETURN_IF_ERROR(LevelReorgs(epoch, /*term_start=*/true));
   uint64_t to = std::max(bound, options_.from);
   auto conn = pool_->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(ReconcileFloors floors,
@@ -437,7 +450,7 @@ Status Leader::Step(uint64_t epoch) {
         StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
     term_epoch_ = epoch;
   }
-  GAPLESS_RETURN_IF_ERROR(FollowReorgs(epoch, /*term_start=*/false));
+  GAPLESS_RETURN_IF_ERROR(LevelReorgs(epoch, /*term_start=*/false));
   if (bound.has_value() && !options_.blocks_from_stream) {
     GAPLESS_RETURN_IF_ERROR(Seed(*bound, epoch));
   }

@@ -26,21 +26,31 @@
 // workers only get blocks whose hashes the head log knows.
 //
 // Re-orgs (issue 10), with a head log. The head tracker finds them and the elector truncates the
-// log at the fork point (node/head_tracker.h, coord/elector.h); each step then follows, in this
-// order (the order is the safety argument):
-//  1. the fence floor: the coordination Redis's fence counter, read first, so every lease granted
-//     so far (any of which may hold the old fork) carries a token at or below it;
-//  2. PostgreSQL (store/rollback.h), in one transaction that waits out the range writes in
-//     flight: the rows above the fork point are deleted, the floor recorded (the writer refuses
+// log at the fork point (node/head_tracker.h, coord/elector.h). The re-org state lives in three
+// places, each with its own generation — the head log's fork generation, PostgreSQL's
+// reorg_generation (with the head fork generation its last rollback followed), the coordination
+// Redis's followed generation — plus this leader's in-memory cursors (seeder cursor, frontier,
+// persisted frontier). One idempotent step, LevelReorgs, run at the start of every leader step,
+// brings them level, in this order (the order is the safety argument):
+//  1. PostgreSQL follows the head log: for the truncations above the head fork generation that
+//     PostgreSQL recorded, the fence floor is read first (the coordination Redis's fence counter,
+//     so every lease granted so far, any of which may hold the old fork, carries a token at or
+//     below it), then store/rollback.h rolls back in one transaction that waits out the range
+//     writes in flight: rows above the fork point deleted, the floor recorded (the writer refuses
 //     those tokens above the fork point from now on), the persisted frontier lowered;
-//  3. the coordination Redis (node/reconcile.h FollowRollbacks): frontier down, completed ranges
-//     above the fork dropped, the generation recorded; then the seeder's cursor goes back.
-// A leader that dies between the steps leaves the rest to the next: at the start of every term the
-// head log's truncations not yet recorded in PostgreSQL are rolled back (and the stored blocks of
-// the log's window are compared with its entries, a first mismatch rolled back too), and Redis
-// follows PostgreSQL's generation before RestoreFloors raises the frontier. A re-org deeper than
-// max_reorg_depth stops the duty (FailedPrecondition naming the fork point and the flag), whether
-// the head tracker or the rollback finds it.
+//  2. the coordination Redis follows PostgreSQL (node/reconcile.h FollowRollbacks): frontier down,
+//     completed ranges above the fork dropped, leases above it revoked, PostgreSQL's generation
+//     recorded — a no-op once Redis's generation is PostgreSQL's;
+//  3. this leader's cursors follow PostgreSQL's generation: seeder cursor, frontier and persisted
+//     frontier go back to the lowest fork point since the generation they last followed.
+// Nothing is marked done before it is: each part compares generations read from where they are
+// stored (only the last one is in memory, and it is set after the cursors moved), so a failure at
+// any point (Redis unreachable between 1 and 2, a reply lost) leaves the rest to the next step,
+// of this leader or of the next. At the start of every term the stored blocks of the log's window
+// are also compared with its entries, a first mismatch rolled back; and Redis follows PostgreSQL's
+// generation before RestoreFloors raises the frontier. A re-org deeper than max_reorg_depth stops
+// the duty (FailedPrecondition naming the fork point and the flag), whether the head tracker or
+// the rollback finds it.
 //
 // Thread-safety: Run (or a DutyHost calling Step/Standby) is driven by one thread. done(),
 // frontier() and holding() may be read from any thread.
@@ -140,12 +150,12 @@ class Leader : public Duty {
   Status Connect();
   Result<std::optional<uint64_t>> Bound();
   Status StartTerm(uint64_t bound, uint64_t epoch);
-  // Re-orgs: the head log's truncations not yet followed (at a term's start, also the stored
-  // blocks that disagree with the log), rolled back in PostgreSQL and then in Redis.
-  Status FollowReorgs(uint64_t epoch, bool term_start);
+  // Re-orgs: head log, PostgreSQL, Redis and this leader's cursors brought level (see "Re-orgs"
+  // above); at a term's start also the stored blocks that disagree with the log's window.
+  Status LevelReorgs(uint64_t epoch, bool term_start);
+  // PostgreSQL's half of one re-org: the fence floor, then store/rollback.h.
   Status RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, uint64_t epoch);
-  // Redis follows PostgreSQL's rollbacks; the local cursor and frontier go back with it.
-  Status FollowRollbacksInRedis(uint64_t epoch);
+  Status RollBackStoredMismatch(uint64_t epoch);
   Status Seed(uint64_t bound, uint64_t epoch);
   Status AdvanceFrontier(uint64_t epoch);
   // blocks_from_stream: report and heal the gap at the frontier; free dead workers' range locks.
@@ -171,8 +181,9 @@ class Leader : public Duty {
   uint64_t cursor_ = 0;
   std::atomic<uint64_t> frontier_{0};
   uint64_t persisted_ = 0;
-  uint64_t head_forks_followed_ = 0;  // the head log's fork generation rolled back so far
-  int64_t stuck_since_micros_ = 0;    // 0: not stuck
+  // PostgreSQL's reorg_generation that cursor_, frontier_ and persisted_ have followed.
+  uint64_t cursors_generation_ = 0;
+  int64_t stuck_since_micros_ = 0;  // 0: not stuck
   PgWaker* waker_ = nullptr;
   uint64_t stalled_at_ = UINT64_MAX;  // the frontier the last step could not move past
   uint64_t gap_from_ = UINT64_MAX;    // the open gap's first block, and since when (micros)

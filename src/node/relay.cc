@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "core/failpoint.h"
+#include "core/mutation.h"
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "fmt/ranges.h"
@@ -79,6 +80,21 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
 
   GAPLESS_ASSIGN_OR_RETURN(std::vector<OutboxRow> rows,
                            ReadOutbox(conn, next, *frontier, options_.max_blocks));
+  // Contiguity: every block below the frontier is committed (store/state.h), so the rows must be
+  // next, next + 1, ... A missing one is a block committed without its outbox row (before events
+  // were enabled, or by a run without --events): publish up to it, and at it, backfill. Never
+  // step over it.
+  const uint64_t window_end = std::min<uint64_t>(*frontier, next + options_.max_blocks);
+  size_t contiguous = 0;
+  while (contiguous < rows.size() && rows[contiguous].block_number == next + contiguous) {
+    ++contiguous;
+  }
+  const bool hole = !Mutated("relay-contiguity") && next + contiguous < window_end;
+  if (hole && contiguous == 0) {
+    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
+    return BackfillHole(conn, next, window_end, *frontier, idle);
+  }
+  if (hole) rows.resize(contiguous);
   // The batch: whole blocks, up to max_events (at least one block).
   size_t take = 0;
   uint64_t events = 0;
@@ -88,8 +104,8 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
     ++take;
   }
   rows.resize(take);
-  // Past the batch's last block; with no row below the frontier (blocks committed before events
-  // were enabled), to the frontier.
+  // Past the batch's last block (rows is never empty here unless the contiguity check is
+  // compiled out for a mutation test: then over the hole, to the frontier).
   uint64_t target = rows.empty() ? *frontier : rows.back().block_number + 1;
   std::vector<OutgoingEvent> batch;
   if (!rows.empty()) {
@@ -135,6 +151,23 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   if (!batch.empty()) {
     spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1, batch.size());
   }
+  *idle = false;
+  return Status::Ok();
+}
+
+Status RelayDuty::BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end, uint64_t frontier,
+                               bool* idle) {
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t added, BackfillOutbox(conn, next, window_end));
+  if (added == 0) {
+    return DataLoss(fmt::format(
+        "event outbox: block {} is below the frontier {} but its data is not committed; the "
+        "relay will not publish past it (run `gapless verify` and `gapless reconcile`)",
+        next, frontier));
+  }
+  spdlog::info(
+      "{}: blocks from {} were committed without events (before events were enabled, or by a "
+      "run without --events): added {} outbox rows below block {}",
+      name_, next, added, window_end);
   *idle = false;
   return Status::Ok();
 }
@@ -185,6 +218,15 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
   {
     auto conn = pool->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(*conn));
+    // The frontier never passes a missing block (store/state.h): below `from` it marks a hole this
+    // run will not fill, and events go out in chain order, so none of this run's could.
+    if (frontier.has_value() && *frontier < from) {
+      return FailedPrecondition(fmt::format(
+          "--events: blocks {}..{} are not indexed in this database (its frontier is block {}) "
+          "and events are published in chain order, so no event of blocks from {} on could be "
+          "published: start this run at --from {} (blocks already committed are skipped)",
+          *frontier, from - 1, *frontier, from, *frontier));
+    }
     GAPLESS_ASSIGN_OR_RETURN(uint64_t events_from, EnableEvents(*conn, frontier.value_or(from)));
     spdlog::info("events: publishing blocks from {} on to {}", events_from,
                  fmt::join(relay.buses, ", "));

@@ -8,7 +8,11 @@
 //      persisted in PostgreSQL (the next block not known to be committed);
 //   2. take the outbox rows in [cursor, frontier), at most max_blocks blocks / about max_events
 //      events, ascending: only committed blocks, and only below the frontier, so consumers see
-//      blocks in chain order although workers commit out of order;
+//      blocks in chain order although workers commit out of order. The rows must be contiguous
+//      from the cursor (every block below the frontier is committed, store/state.h): a block
+//      without a row (committed before events were enabled, or by a run without --events) ends
+//      the batch, and at the cursor its window's rows are backfilled (BackfillOutbox) — never
+//      stepped over; a block below the frontier without data is DataLoss;
 //   3. build the blocks' events from the committed rows (store/reader.h, events/event.h): the
 //      same ids and bytes whenever they are built;
 //   4. publish the batch and wait for the broker's confirmation (Publisher::Publish);
@@ -80,6 +84,11 @@ class RelayDuty : public Duty {
  private:
   // One batch; *idle is set when there was nothing to publish.
   Status PublishBatch(PgConn& conn, uint64_t epoch, bool* idle);
+  // [next, window_end) below `frontier` starts with a block without an outbox row: backfill the
+  // window's missing rows (store/outbox.h BackfillOutbox); DataLoss when none could be added (the
+  // block is not committed although the frontier says it is).
+  Status BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end, uint64_t frontier,
+                      bool* idle);
   // The block.reverted events of `retractions` (read after the bus's progress `retracted`), then
   // AdvanceRetractions; `next` is the bus's next block (where a new cursor starts).
   Status PublishRetractions(PgConn& conn, uint64_t epoch, uint64_t next, uint64_t retracted,

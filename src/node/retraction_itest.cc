@@ -172,6 +172,63 @@ class RetractionTest : public PgTest {
   std::unique_ptr<RecordingPublisher> publisher_;
 };
 
+// Issue 16, defect 2, as a new user met it: blocks indexed without events (0..9, then a run
+// from 15: 15..19), then events enabled. The frontier must not pass the hole 10..14 (events_from
+// is where the committed prefix ends), and the relay must publish every block from there in chain
+// order, backfilling the outbox rows of 15..19 (committed before events were on) instead of
+// stepping over them.
+TEST_F(RetractionTest, BlocksCommittedBeforeEventsWereEnabledArePublishedWithoutAHole) {
+  ASSERT_TRUE(conn().Exec("DELETE FROM indexer_state WHERE key = 'events_from'").ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(0, 9, Small(1))).ok());
+  ASSERT_EQ(PersistFrontier(conn(), 0, 10).value(), 10u);
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(15, 19, Small(1))).ok());
+  EXPECT_EQ(PersistFrontier(conn(), 15, 20).value(), 10u)
+      << "the frontier passed blocks 10..14, which are missing";
+  EXPECT_EQ(LoadFrontier(conn()).value(), std::optional<uint64_t>(10));
+  ASSERT_EQ(EnableEvents(conn(), LoadFrontier(conn())->value()).value(), 10u);
+  EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
+  // The events run fills the hole and goes on.
+  Write(SyntheticRange(10, 14, Small(1)));
+  Write(SyntheticRange(20, 24, Small(1)));
+  ASSERT_EQ(LoadFrontier(conn())->value(), 25u);
+  std::unique_ptr<RelayDuty> relay = Relay(8);
+  PublishUpTo(*relay, 25);
+  if (HasFatalFailure()) return;
+  auto blocks = Positions(kBlockNew);
+  std::vector<uint64_t> numbers;
+  for (const auto& [pos, number] : blocks) numbers.push_back(number);
+  std::vector<uint64_t> want;
+  for (uint64_t n = 10; n < 25; ++n) want.push_back(n);
+  EXPECT_EQ(numbers, want) << "every block from the end of the committed prefix, once, in order";
+  // The backfilled blocks' events are the blocks' own: transactions and transfers included.
+  int64_t transfers = 0;
+  for (const auto& [pos, number] : Positions(kTokenTransfer)) {
+    if (number >= 15 && number < 20) ++transfers;
+  }
+  int64_t want_transfers = 0;
+  for (uint64_t n = 15; n < 20; ++n) {
+    want_transfers += static_cast<int64_t>(SyntheticBlock(n, Small(1)).token_transfers.size());
+  }
+  EXPECT_EQ(transfers, want_transfers);
+}
+
+// A frontier that lies (a block below it is not committed: a broken invariant, here made by
+// hand) stops the relay with DataLoss naming the block; it never publishes past it.
+TEST_F(RetractionTest, TheRelayStopsAtABlockBelowTheFrontierThatIsNotCommitted) {
+  Write(SyntheticRange(0, 4, Small(1)));
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(6, 9, Small(1))).ok());
+  ASSERT_TRUE(conn().Exec("UPDATE indexer_state SET value = '10' WHERE key = 'frontier'").ok());
+  std::unique_ptr<RelayDuty> relay = Relay(8);
+  Status st;
+  for (int i = 0; i < 5 && st.ok(); ++i) st = relay->Step(kEpoch);
+  EXPECT_EQ(st.code(), Code::kDataLoss) << st.ToString();
+  EXPECT_NE(st.ToString().find("block 5 "), std::string::npos) << st.ToString();
+  auto cursor = LoadCursor(conn(), publisher_->name());
+  ASSERT_TRUE(cursor.ok() && cursor->has_value());
+  EXPECT_EQ((*cursor)->next_block, 5u);
+  for (const auto& [pos, number] : Positions(kBlockNew)) EXPECT_LT(number, 5u);
+}
+
 TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalancesFollow) {
   Write(SyntheticRange(0, 19, Small(1)));
   std::unique_ptr<RelayDuty> relay = Relay(8);

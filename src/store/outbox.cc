@@ -128,6 +128,29 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
   return out;
 }
 
+Result<uint64_t> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) {
+  if (from >= to) return uint64_t{0};
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  // As a range write does: a rollback (EXCLUSIVE) commits wholly before the insert's snapshot or
+  // waits for its commit and then deletes what it inserted above the fork point.
+  GAPLESS_RETURN_IF_ERROR(conn.Exec("LOCK TABLE indexed_ranges IN ROW EXCLUSIVE MODE"));
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Query("WITH added AS (INSERT INTO event_outbox (block_number, block_hash, event_count)"
+                 " SELECT b.number, b.hash, 1"
+                 " + (SELECT count(*) FROM transactions t WHERE t.block_number = b.number)"
+                 " + (SELECT count(*) FROM token_transfers x WHERE x.block_number = b.number)"
+                 " FROM blocks b WHERE b.number >= $1 AND b.number < $2"
+                 " AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.block_number = b.number)"
+                 " ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
+                 " SELECT count(*) FROM added",
+                 {std::to_string(from), std::to_string(to)}));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t added, GetU64(r, 0, 0));
+  GAPLESS_RETURN_IF_ERROR(txn.Commit());
+  return added;
+}
+
 Result<std::optional<EventCursor>> LoadCursor(PgConn& conn, std::string_view bus) {
   GAPLESS_ASSIGN_OR_RETURN(PgResult r, conn.Query(std::string("SELECT ") + kCursorColumns +
                                                       " FROM event_cursors WHERE bus = $1",

@@ -3,8 +3,9 @@
 //
 // The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from',
 // every range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
-// NOTHING), so an outbox row exists if and only if its block's data is committed, in both write
-// modes.
+// NOTHING), so an outbox row exists only if its block's data is committed, in both write modes.
+// Blocks committed without one (before events were enabled, or by a run without --events since)
+// get theirs from BackfillOutbox when the relay reaches them: it never steps over a block.
 //
 // The relay (node/relay.h) per bus: read the cursor, take the outbox rows in [cursor, frontier),
 // publish their events in chain order, and only after the broker confirmed, AdvanceCursor, fenced
@@ -50,6 +51,14 @@ struct OutboxRow {
 };
 // The outbox rows in [from, to), ascending, at most `limit`.
 Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
+
+// Inserts the outbox rows that committed blocks in [from, to) lack, counted as a range write
+// counts them (1 + transactions + token transfers), and returns how many: for blocks committed
+// without outbox rows (before events were enabled in the database, or by a process without
+// --events since) that the relay reaches below the frontier. It locks indexed_ranges as a range
+// write does, so a rollback either commits before it (its blocks are not found) or waits for it
+// (and deletes the rows added above its fork point).
+Result<uint64_t> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to);
 
 struct EventCursor {
   std::string bus;

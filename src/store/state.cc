@@ -1,5 +1,6 @@
 #include "store/state.h"
 
+#include <algorithm>
 #include <string>
 
 #include "store/notify.h"
@@ -42,6 +43,19 @@ Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t ne
       return DataLoss("frontier " + std::to_string(next_block) +
                       " would run ahead of the data: block " + std::to_string(first_missing) +
                       " is not committed");
+    }
+  }
+  // The recorded frontier is below the caller's start (a run with a later --from): it moves only
+  // over blocks committed from where it is, never over a missing one (the header).
+  if (static_cast<uint64_t>(recorded) < start_block) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto done, CommittedRanges(conn, static_cast<uint64_t>(recorded), next_block - 1));
+    uint64_t reach = static_cast<uint64_t>(recorded);
+    if (!done.empty() && done[0].first == reach) reach = done[0].second + 1;
+    next_block = std::min(next_block, reach);
+    if (next_block <= static_cast<uint64_t>(recorded)) {
+      GAPLESS_RETURN_IF_ERROR(txn.Commit());
+      return static_cast<uint64_t>(recorded);
     }
   }
   GAPLESS_RETURN_IF_ERROR(

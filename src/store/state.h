@@ -6,7 +6,8 @@
 //  - Fencing tokens must stay monotonic: a new lease after the loss must get a token above every
 //    token already recorded in indexed_ranges, or a stale worker's write could pass the fence.
 //    MaxFenceToken() gives the floor that reconciliation sets the Redis counter to.
-//  - The frontier (the next block not known to be committed, contiguous from the job's start) must
+//  - The frontier (the next block not known to be committed, contiguous from the first job's start)
+//  must
 //    never decrease and never run ahead of committed rows. PersistFrontier() checks the second
 //    against indexed_ranges in the same transaction that records it.
 // Functions take a connection; they are as thread-safe as the connection (not).
@@ -28,7 +29,11 @@ Result<int64_t> MaxFenceToken(PgConn& conn);
 // [start_block, next_block) is committed. Refuses with DataLoss (and records nothing) if
 // indexed_ranges does not cover that interval, the frontier would run ahead of the data. Never
 // decreases a recorded frontier: a lower value is accepted and ignored (a slower process may
-// report late). Returns the recorded frontier after the call.
+// report late). Never passes a missing block, whatever the caller's start: the recorded frontier
+// says "every block from the first job's start up to here is committed", so when it is below
+// `start_block` (a later run with a higher --from, over a hole) it moves only as far as the
+// blocks committed contiguously from where it is, capped at next_block. The first call records
+// the row at `start_block` (the frontier's base). Returns the recorded frontier after the call.
 Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t next_block);
 
 // The chain id recorded by EnsureChainId, nullopt in a database not used yet.
