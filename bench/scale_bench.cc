@@ -459,7 +459,7 @@ class FixtureNode {
   // Block n's prepared answers as a raw block (copied): for the Kafka topic and the COPY rows.
   RawBlock Raw(uint64_t n) const {
     const size_t i = n - first_;
-    return RawBlock{n, blocks_[i], receipts_[i]};
+    return RawBlock{n, blocks_[i], receipts_[i], ""};
   }
 
  private:

@@ -250,6 +250,26 @@ std::optional<HeadEntry> ParseMember(std::string_view m) {
 
 }  // namespace
 
+Result<std::optional<uint64_t>> Election::LowestHeight() const {
+  auto replies = nodes_->All([&](RedisConn& c) -> Result<RedisReply> {
+    return c.Command({"ZRANGE", keys_.head_heights(), "0", "0", "WITHSCORES"});
+  });
+  size_t answered = 0;
+  std::optional<uint64_t> lowest;
+  for (const auto& r : replies) {
+    if (!r.ok()) continue;
+    ++answered;
+    if (r->elements.size() != 2) continue;  // an empty index
+    uint64_t h = std::strtoull(r->elements[1].str.c_str(), nullptr, 10);
+    lowest = lowest.has_value() ? std::min(*lowest, h) : h;
+  }
+  if (answered < nodes_->quorum()) {
+    return Unavailable(fmt::format("head log: {} of {} lock nodes answered, {} needed", answered,
+                                   nodes_->size(), nodes_->quorum()));
+  }
+  return lowest;
+}
+
 Result<std::map<uint64_t, HeadEntry>> Election::Committed(uint64_t from, uint64_t to) const {
   auto replies = nodes_->All([&](RedisConn& c) -> Result<RedisReply> {
     RedisReply both;

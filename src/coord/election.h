@@ -137,6 +137,10 @@ class Election {
   // Heights with no committed entry are absent. Unavailable when fewer than a quorum of nodes
   // answered (nothing can be called committed then).
   Result<std::map<uint64_t, HeadEntry>> Committed(uint64_t from, uint64_t to) const;
+  // The lowest height any answering node still keeps in its height index (the log keeps a
+  // window: heights below are history it no longer holds), nullopt when every index is empty.
+  // Unavailable when fewer than a quorum answered.
+  Result<std::optional<uint64_t>> LowestHeight() const;
 
  private:
   std::string Script(const char* name) const;

@@ -35,6 +35,17 @@ Status Frontier::Record(uint64_t from, uint64_t to) {
   return Status::Ok();
 }
 
+Result<bool> Frontier::RecordFenced(uint64_t from, uint64_t to, const std::string& generation_key,
+                                    uint64_t generation) {
+  auto reply = conn_->Eval(LoadScript("frontier_record.lua"), {completed_key_, generation_key},
+                           {std::to_string(from), std::to_string(to), std::to_string(generation)});
+  if (!reply.ok()) {
+    return reply.status().WithContext("frontier: record " + std::to_string(from) + "-" +
+                                      std::to_string(to));
+  }
+  return reply->integer == 1;
+}
+
 Result<uint64_t> Frontier::Advance(uint64_t leader_epoch) {
   // Idempotent: running the script twice gives the same frontier and the same set.
   auto reply =

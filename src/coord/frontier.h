@@ -1,7 +1,8 @@
 // Frontier: the contiguous indexing frontier of one chain (seed 000, DESIGN "Coordination").
 //
 // Workers record each completed range [from, to] in a sorted set (the queue's complete script
-// does it in the same step as the lease release; Record() is for other producers). Advance() runs
+// does it in the same step as the lease release, owner-checked; RecordFenced() is for other
+// producers, fenced by the re-org generation; Record() for tests and tools). Advance() runs
 // lua/frontier_advance.lua, which moves the frontier over every range that joins it, removes the
 // consumed ranges, and stores the result. The frontier is "the next block not yet known complete":
 // all blocks in [start, frontier) are complete. It never decreases, tolerates duplicate and
@@ -37,6 +38,13 @@ class Frontier {
   // Records that blocks [from, to] (inclusive) are committed. Idempotent. FailedPrecondition if
   // from > to; Unavailable / Internal from Redis.
   Status Record(uint64_t from, uint64_t to);
+  // The same, fenced by re-orgs (lua/frontier_record.lua): recorded only while the coordination
+  // Redis's followed re-org generation (`generation_key`, Keys::reorg_generation) is still
+  // `generation`, which the caller read before it looked at PostgreSQL and wrote. Returns whether
+  // it was recorded (false: a re-org was followed since; nothing is lost, the leader's PostgreSQL
+  // catch-up finds committed rows).
+  Result<bool> RecordFenced(uint64_t from, uint64_t to, const std::string& generation_key,
+                            uint64_t generation);
 
   // Advances the frontier as far as the recorded ranges allow and returns it (the next block not
   // yet known complete). Idempotent. Unavailable when Redis cannot be reached; DataLoss (reason

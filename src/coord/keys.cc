@@ -24,9 +24,6 @@ std::string Keys::rate_limit(std::string_view endpoint) const {
 std::string Keys::range_lock(std::string_view task) const {
   return prefix_ + "rangelock:" + std::string(task);
 }
-std::string Keys::range_done(std::string_view task) const {
-  return prefix_ + "rangedone:" + std::string(task);
-}
 std::string Keys::gap() const { return prefix_ + "gap"; }
 std::string Keys::heartbeat(std::string_view worker) const {
   return prefix_ + "heartbeat:" + std::string(worker);

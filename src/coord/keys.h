@@ -20,7 +20,7 @@
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
-//   rate_limit, heartbeat, election_lock, range_lock, range_done, gap   carry a TTL.
+//   rate_limit, heartbeat, election_lock, range_lock, gap   carry a TTL.
 //   election_epoch, election_meta, head_floor, head_incarnation, head_fork, leader_epoch,
 //   leader_term, reorg_generation one value each.
 //   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
@@ -90,9 +90,6 @@ class Keys {
   // String SET NX PX: the worker holding range `task` ("from-to") while it writes it; expires
   // with its holder's heartbeat.
   std::string range_lock(std::string_view task) const;
-  // String with a TTL (24 h by default): `task` is committed in PostgreSQL; a redelivered range
-  // is skipped without a database query.
-  std::string range_done(std::string_view task) const;
   // String with a TTL (a few leader ticks): the gap at the frontier the leader sees while blocks
   // come from a stream, JSON {"from":N,"to":N,"open_ms":N,"healing":bool}, for `status`.
   std::string gap() const;

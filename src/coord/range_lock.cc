@@ -61,14 +61,4 @@ Result<std::optional<std::string>> RangeLocks::Holder(const TaskRange& range) {
   return std::optional<std::string>(r.str);
 }
 
-Status RangeLocks::MarkCompleted(const TaskRange& range, int64_t ttl_ms) {
-  return conn_->Command({"SET", keys_.range_done(range.id()), "1", "PX", std::to_string(ttl_ms)})
-      .status();
-}
-
-Result<bool> RangeLocks::IsCompleted(const TaskRange& range) {
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Command({"EXISTS", keys_.range_done(range.id())}));
-  return r.integer == 1;
-}
-
 }  // namespace gapless

@@ -1,16 +1,14 @@
-// range_lock: the per-range locks and completion markers of the Kafka block source (issue 9,
-// seed 000). Blocks come from a consumer group, so two workers can hold the same range (a
-// rebalance, a redelivery): before writing a range a worker checks its completion marker, then
-// takes its lock, and marks it completed after the PostgreSQL commit.
+// range_lock: the per-range locks of the Kafka block source (issue 9, seed 000). Blocks come from
+// a consumer group, so two workers can hold the same range (a rebalance, a redelivery): before
+// writing a range a worker takes its lock. (Whether a range is committed is asked of PostgreSQL,
+// by block hash (node/kafka_worker.h); the completion markers that once answered it outlived
+// re-orgs and were removed in issue 16.)
 //
 //   lock      SET NX PX with the worker's identity (lua/range_lock.lua); the heartbeat extends it
 //             at a third of its TTL; only the owner extends or releases it. A lock whose holder
 //             died expires with its TTL (the reclaimer may also release locks of dead workers).
-//   marker    SET with a TTL (24 h by default): the range is committed in PostgreSQL. A hint,
-//             never the truth: a missing marker means "ask PostgreSQL", and the fenced writer makes
-//             a second write of a committed range harmless anyway.
 //
-// Both carry a TTL (DESIGN: no coordination key without a TTL or a bound).
+// It carries a TTL (DESIGN: no coordination key without a TTL or a bound).
 // Thread-safety: as the RedisConn (one thread at a time).
 #pragma once
 
@@ -26,8 +24,6 @@
 #include "core/status.h"
 
 namespace gapless {
-
-inline constexpr int64_t kRangeDoneTtlMs = 24LL * 3600 * 1000;
 
 class RangeLocks {
  public:
@@ -51,10 +47,6 @@ class RangeLocks {
 
   // The lock's holder, nullopt when free.
   Result<std::optional<std::string>> Holder(const TaskRange& range);
-
-  // The completion marker.
-  Status MarkCompleted(const TaskRange& range, int64_t ttl_ms = kRangeDoneTtlMs);
-  Result<bool> IsCompleted(const TaskRange& range);
 
  private:
   Result<bool> Run(const TaskRange& range, const char* op, const std::string& owner,

@@ -1,6 +1,5 @@
-// Range locks and completion markers against the shared test redis-server: one holder at a time
-// however many race, only the owner extends or releases, a dead holder's lock expires, and both
-// keys carry a TTL.
+// Range locks against the shared test redis-server: one holder at a time however many race, only
+// the owner extends or releases, a dead holder's lock expires, and the key carries a TTL.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,22 +71,6 @@ TEST(RangeLocksItest, ConcurrentWorkersNeverHoldOneRangeTogether) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(winners.load(), 1);
-}
-
-TEST(RangeLocksItest, TheCompletionMarkerCarriesItsTtl) {
-  GAPLESS_REDIS_TEST_DB_OR_SKIP(db);
-  RangeLocks locks(db.conn(), db.keys());
-  const TaskRange range{1000, 1049};
-  EXPECT_FALSE(*locks.IsCompleted(range));
-  ASSERT_TRUE(locks.MarkCompleted(range).ok());
-  EXPECT_TRUE(*locks.IsCompleted(range));
-  auto ttl = db.conn()->Command({"PTTL", db.keys().range_done(range.id())});
-  ASSERT_TRUE(ttl.ok());
-  EXPECT_GT(ttl->integer, kRangeDoneTtlMs - 60'000);
-  EXPECT_LE(ttl->integer, kRangeDoneTtlMs);
-  ASSERT_TRUE(locks.MarkCompleted(TaskRange{1050, 1099}, 100).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  EXPECT_FALSE(*locks.IsCompleted(TaskRange{1050, 1099}));
 }
 
 // The reclaimer frees exactly the locks whose holder stopped beating, long before their TTL, and

@@ -13,6 +13,9 @@ struct RawBlock {
   uint64_t number = 0;        // the block number the source was asked for / keyed it by
   std::string block_json;     // eth_getBlockByNumber(number, true): full transaction objects
   std::string receipts_json;  // a JSON array of the block's receipts, in transaction order
+  // The block's "hash" as the source stated it (0x-hex), where the source parsed it (the Kafka
+  // stream's messages); empty otherwise. The decoder reads and checks the real one.
+  std::string hash;
 };
 
 }  // namespace gapless

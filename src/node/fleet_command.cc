@@ -161,11 +161,9 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
 
 // The process's Kafka workers, "host:pid:k0".."host:pid:kN-1", one consumer each in the group.
 // With --rpc they fetch blocks the stream lacks or that the decoder refused from the node.
-std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(const FleetCommand& command,
-                                                           const CheckedChain& chain,
-                                                           const Keys& keys,
-                                                           const std::string& process_id,
-                                                           const RpcClientFactory* make_client) {
+std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
+    const FleetCommand& command, const CheckedChain& chain, const Keys& keys,
+    const std::string& process_id, const RpcClientFactory* make_client, const Election* head_log) {
   const IndexingOptions& args = command.indexing;
   std::vector<std::unique_ptr<KafkaWorker>> workers;
   for (uint32_t i = 0; i < command.workers; ++i) {
@@ -185,6 +183,15 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(const FleetCommand& c
     options.verify = VerificationFor(chain, args.Verification());
     options.write_mode = args.write_mode;
     if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
+    // As RPC workers do: only blocks the head log has committed, with its hashes.
+    options.head_log = [head_log](uint64_t from,
+                                  uint64_t to) -> Result<KafkaWorkerOptions::HeadLogView> {
+      KafkaWorkerOptions::HeadLogView view;
+      GAPLESS_ASSIGN_OR_RETURN(auto committed, head_log->Committed(from, to));
+      for (const auto& [height, entry] : committed) view.hashes[height] = entry.hash;
+      GAPLESS_ASSIGN_OR_RETURN(view.lowest, head_log->LowestHeight());
+      return view;
+    };
     workers.push_back(
         std::make_unique<KafkaWorker>(options, command.redis, keys, chain.pool.get()));
   }
@@ -376,8 +383,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   // (when there is one). RPC: the queue workers.
   std::vector<std::unique_ptr<KafkaWorker>> kafka_workers;
   if (kafka) {
-    kafka_workers =
-        MakeKafkaWorkers(command, chain, coord.keys, process_id, has_rpc ? &make_client : nullptr);
+    kafka_workers = MakeKafkaWorkers(command, chain, coord.keys, process_id,
+                                     has_rpc ? &make_client : nullptr, head_log.get());
   }
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),

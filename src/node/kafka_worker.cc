@@ -41,10 +41,10 @@ bool IsFenceRejection(const Status& st) {
   return st.code() == Code::kAborted && st.reason() == kStaleFenceReason;
 }
 
-// Contiguous runs of the held block numbers.
-std::vector<BlockRange> Runs(const std::map<uint64_t, int>& blocks) {
+// Contiguous runs of block numbers (ascending).
+std::vector<BlockRange> Runs(const std::vector<uint64_t>& numbers) {
   std::vector<BlockRange> runs;
-  for (const auto& [n, unused] : blocks) {
+  for (uint64_t n : numbers) {
     if (!runs.empty() && runs.back().to + 1 == n) {
       runs.back().to = n;
     } else {
@@ -52,14 +52,6 @@ std::vector<BlockRange> Runs(const std::map<uint64_t, int>& blocks) {
     }
   }
   return runs;
-}
-
-bool Covers(const std::vector<std::pair<uint64_t, uint64_t>>& committed, uint64_t from,
-            uint64_t to) {
-  for (const auto& [a, b] : committed) {
-    if (a <= from && b >= to) return true;
-  }
-  return false;
 }
 
 }  // namespace
@@ -190,8 +182,10 @@ void KafkaWorker::Take(Delivery delivery) {
   Window& w = windows_[start];
   w.start = start;
   w.end = end;
-  if (!held_->Holds(n)) held_->Put(std::move(raw).value());
-  w.blocks[n] = 0;
+  // A second message for a height: the later one is held (a re-org's new fork comes after the
+  // old one; a redelivery of the same block changes nothing). Step 1 sorts out which is canonical.
+  w.blocks[n] = raw->hash;
+  held_->Put(std::move(raw).value());
   delivery.body.clear();  // the block holds the text; DeadLetter restores it
   w.deliveries.emplace_back(n, std::move(delivery));
   w.last_added_micros = options_.env->NowMicros();
@@ -264,6 +258,70 @@ Status KafkaWorker::ProcessWindow(uint64_t start) {
   return Status::Ok();
 }
 
+Status KafkaWorker::Classify(Window& w, uint64_t generation, std::vector<BlockRange>* todo,
+                             bool* waiting) {
+  todo->clear();
+  *waiting = false;
+  std::map<uint64_t, std::string> stored;
+  {
+    auto conn = pool_->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(
+        PgResult rows,
+        conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks WHERE number BETWEEN "
+                    "$1 AND $2",
+                    {std::to_string(w.start), std::to_string(w.end)}));
+    for (int i = 0; i < rows.rows(); ++i) {
+      GAPLESS_ASSIGN_OR_RETURN(int64_t n, rows.GetInt64(i, 0));
+      stored[static_cast<uint64_t>(n)] = std::string(rows.Get(i, 1));
+    }
+  }
+  KafkaWorkerOptions::HeadLogView log_view;
+  if (options_.head_log) {
+    GAPLESS_ASSIGN_OR_RETURN(log_view, options_.head_log(w.start, w.end));
+  }
+  const std::map<uint64_t, std::string>& logged = log_view.hashes;
+  std::vector<uint64_t> done, open;
+  for (auto it = w.blocks.begin(); it != w.blocks.end();) {
+    const uint64_t n = it->first;
+    const std::string& hash = it->second;
+    auto at = stored.find(n);
+    if (at != stored.end() && at->second == hash) {
+      done.push_back(n);
+    } else if (options_.head_log) {
+      auto log = logged.find(n);
+      if (log == logged.end() && log_view.lowest.has_value() && n < *log_view.lowest) {
+        open.push_back(n);  // history below the log's window
+      } else if (log == logged.end()) {
+        *waiting = true;  // the head log has not committed this height yet
+      } else if (log->second != hash) {
+        spdlog::warn(
+            "kafka worker {}: block {} of the stream is {} but the head log has {}: another fork, "
+            "dropped",
+            options_.worker_id, n, hash.empty() ? "(no hash)" : hash, log->second);
+        held_->Drop(n);
+        it = w.blocks.erase(it);
+        continue;
+      } else if (at != stored.end()) {
+        *waiting = true;  // PostgreSQL still stores the old fork here: the rollback is pending
+      } else {
+        open.push_back(n);
+      }
+    } else {
+      open.push_back(n);
+    }
+    ++it;
+  }
+  for (const BlockRange& run : Runs(done)) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        bool recorded, Frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from,
+                                keys_.leader_epoch())
+                           .RecordFenced(run.from, run.to, keys_.reorg_generation(), generation));
+    (void)recorded;  // refused: a re-org was followed since; the leader's catch-up decides
+  }
+  *todo = Runs(open);
+  return Status::Ok();
+}
+
 KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
   const TaskRange window{static_cast<int64_t>(w.start), static_cast<int64_t>(w.end)};
   RangeLocks locks(redis_.get(), keys_);
@@ -274,32 +332,18 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     return Outcome::kRetry;
   };
 
-  // 1. Completion: the marker, else PostgreSQL.
-  Result<bool> marked = locks.IsCompleted(window);
-  if (!marked.ok()) return fail(marked.status());
-  if (*marked) {
-    skipped_ += 1;
-    return Outcome::kDone;
-  }
-  // PostgreSQL: the runs held that are not committed yet (recording for the frontier those that
-  // are: an earlier holder may have died between its commit and its record). *skip when none.
-  std::vector<std::pair<uint64_t, uint64_t>> committed;
+  // 0. The re-org generation Redis has followed, before anything this step looks at or records.
+  Result<RedisReply> gen_reply = redis_->Command({"GET", keys_.reorg_generation()});
+  if (!gen_reply.ok()) return fail(gen_reply.status());
+  const uint64_t generation =
+      gen_reply->str.empty() ? 0 : std::strtoull(gen_reply->str.c_str(), nullptr, 10);
+
+  // 1. Completion, by hash.
   std::vector<BlockRange> todo;
-  auto check_committed = [&]() -> Status {
-    auto conn = pool_->Acquire();
-    GAPLESS_ASSIGN_OR_RETURN(committed, CommittedRanges(*conn, w.start, w.end));
-    todo.clear();
-    for (const BlockRange& run : Runs(w.blocks)) {
-      std::vector<BlockRange> open =
-          PendingRanges(run.from, run.to, options_.range_size, committed);
-      if (open.empty()) GAPLESS_RETURN_IF_ERROR(frontier.Record(run.from, run.to));
-      todo.insert(todo.end(), open.begin(), open.end());
-    }
-    if (todo.empty() && Covers(committed, w.start, w.end)) (void)locks.MarkCompleted(window);
-    return Status::Ok();
-  };
-  if (Status st = check_committed(); !st.ok()) return fail(st);
+  bool waiting = false;
+  if (Status st = Classify(w, generation, &todo, &waiting); !st.ok()) return fail(st);
   if (todo.empty()) {
+    if (waiting) return Outcome::kRetry;  // looked at again soon
     skipped_ += 1;
     return Outcome::kDone;
   }
@@ -321,14 +365,15 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     }
     (void)locks.Release(window, options_.worker_id);
   };
-  // Again under the lock: the holder before us may have committed between the first look and our
-  // acquire. Now nobody else can, so what is left is ours to write, once.
-  if (Status st = check_committed(); !st.ok()) {
+  // Again under the lock (and after the token: see the header): the holder before us may have
+  // committed, the head log may have moved. Now nobody else can write, so what is left is ours.
+  if (Status st = Classify(w, generation, &todo, &waiting); !st.ok()) {
     release();
     return fail(st);
   }
   if (todo.empty()) {
     release();
+    if (waiting) return Outcome::kRetry;
     skipped_ += 1;
     return Outcome::kDone;
   }
@@ -386,12 +431,18 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
       }
       return Outcome::kRetry;
     }
-    // 4. Recorded for the frontier (a failure here is repaired by step 1 on redelivery, and by
-    // the leader's PostgreSQL catch-up).
-    Status recorded = frontier.Record(run.from, run.to);
+    // 4. Recorded for the frontier, fenced by the generation read in step 0 (a failure here is
+    // repaired by step 1 on redelivery, and by the leader's PostgreSQL catch-up).
+    Result<bool> recorded =
+        frontier.RecordFenced(run.from, run.to, keys_.reorg_generation(), generation);
     if (!recorded.ok()) {
       spdlog::warn("kafka worker {}: blocks {}..{} committed, not recorded in Redis: {}",
-                   options_.worker_id, run.from, run.to, recorded.ToString());
+                   options_.worker_id, run.from, run.to, recorded.status().ToString());
+    } else if (!*recorded) {
+      spdlog::info(
+          "kafka worker {}: blocks {}..{} committed, but a re-org was followed meanwhile: not "
+          "recorded for the frontier (the leader checks PostgreSQL)",
+          options_.worker_id, run.from, run.to);
     }
     counters_.blocks += write.blocks.size();
     for (const BlockData& b : write.blocks) {
@@ -399,17 +450,12 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
       counters_.logs += b.logs.size();
       counters_.token_transfers += b.token_transfers.size();
     }
-    committed.emplace_back(run.from, run.to);
   }
-  std::sort(committed.begin(), committed.end());
-  uint64_t covered = w.start;  // committed ∪ written covers [w.start, covered)
-  for (const auto& [a, b] : committed) {
-    if (a > covered) break;
-    covered = std::max(covered, b + 1);
-  }
-  if (covered > w.end) (void)locks.MarkCompleted(window);
   release();
   counters_.tasks += 1;
+  // Blocks the head log has not reached (or whose rollback is pending) keep the window, and every
+  // message of it, until they are written or found to be of another fork.
+  if (waiting) return Outcome::kRetry;
   // Test hook: die after the commit and before the offsets are committed.
   if (FailpointFiresOnce("kafka-worker-exit-before-ack")) raise(SIGKILL);
   return Outcome::kDone;

@@ -10,25 +10,38 @@
 // it holds are written. `gapless produce` keeps a window in one partition, so normally each window
 // is written whole, once.
 //
-// Per window, in this order (the order is the safety argument):
-//  1. Completion: the window's completion marker (24 h TTL) or, without one, PostgreSQL's
-//     indexed_ranges. Runs already committed are recorded for the frontier again (a worker killed
-//     between its commit and its Redis record left them out), their messages acknowledged, and
-//     nothing is written.
+// One notion of "committed": a held block is committed when PostgreSQL stores a block at its
+// height with its hash. Nothing else (no range coverage, no marker) says a window is done, so a
+// re-org that replaced the stored block, or a new fork's message for a stored height, is never
+// taken for done. Per window, in this order (the order is the safety argument):
+//  0. The re-org generation the coordination Redis has followed is read (Keys::reorg_generation),
+//     before anything below: every completion this step records is fenced by it
+//     (Frontier::RecordFenced), so one of a fork that a rollback removed since can never lift
+//     the frontier over the hole.
+//  1. Completion, by hash: held blocks stored with their hash are done (their runs recorded for
+//     the frontier again: a worker killed between its commit and its record left them out). With
+//     a head log (head_log, the fleet's lock nodes), as RPC workers check theirs: a held block
+//     whose height the log has not committed yet (at or above the lowest height it keeps) waits;
+//     one whose hash differs from the log's is of another fork and is dropped (its message is
+//     acknowledged with the window; the log's block comes as a later message, or the leader heals
+//     the gap from the node); one whose height PostgreSQL stores with another hash waits for the
+//     leader's rollback. Nothing left to write and nothing waiting: the window is done.
 //  2. The window's range lock (SET NX PX with this worker's id; coord/range_lock.h), which hands
-//     out a fresh fencing token. Held by another worker: the window waits and is looked at again
-//     (after that worker commits, step 1 skips it). Taken: PostgreSQL is asked again, under the
-//     lock (the previous holder may have committed between step 1 and the acquire), so two live
-//     workers never both write a window. A keeper thread extends the lock every third of its
-//     TTL; the lock is extended once more right before the write.
+//     out a fresh fencing token. Held by another worker: the window waits and is looked at again.
+//     Taken: step 1 runs again under the lock (the previous holder may have committed, the log
+//     may have moved), so two live workers never both write a block, and the token predates the
+//     head-log comparison: a truncation after it reads a fence floor at or above the token, so a
+//     write of the old fork is deleted by the rollback or refused by the writer's re-org fence.
+//     A keeper thread extends the lock every third of its TTL; once more right before the write.
 //  3. Decode (source/block_source.h, the same checks as for RPC blocks) and WriteRange with the
 //     token, one transaction per run. A holder paused past its TTL whose lock was taken over is
-//     refused by the fence when it resumes; it then starts the window again from step 1.
-//  4. The run is recorded in the frontier's completed set; the window's marker is set once the
-//     whole window is committed; the lock is released.
+//     refused by the fence when it resumes; it then starts the window again from step 0.
+//  4. The run is recorded for the frontier (fenced, step 0); the lock is released.
 //  5. Only now are the window's messages acknowledged (Subscriber::Ack: the partition's offset is
 //     committed up to the lowest message not yet done). A crash anywhere before leaves the
 //     messages uncommitted: the group delivers them again, and step 1 skips them.
+// Two messages for one height with different hashes (a re-org, the producer publishing the new
+// fork): the later one is held; both are acknowledged with the window.
 // Rebalances: messages of a partition this consumer lost are dropped from its windows (their new
 // owner reads them again from the committed offset); duplicates of a block (a producer that
 // re-published, a redelivery) join the same window and are acknowledged together.
@@ -62,6 +75,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "events/bus.h"
+#include "node/ranges.h"
 #include "node/worker.h"
 #include "source/block_source.h"
 #include "store/pg.h"
@@ -95,6 +109,15 @@ struct KafkaWorkerOptions {
   // With `to`: Run returns Ok once idle and the fleet's frontier has passed `to` (the fleet's
   // leader advances it; the last window may have been written by another worker).
   bool stop_when_done = true;
+  // The head log (the fleet's lock nodes): its committed hashes at heights [from, to]
+  // (Election::Committed) and the lowest height it keeps (Election::LowestHeight: below it is
+  // history the log no longer holds, written unchecked as RPC workers do). Nullable: no head log
+  // (no re-org handling: held blocks are written as they come).
+  struct HeadLogView {
+    std::map<uint64_t, std::string> hashes;
+    std::optional<uint64_t> lowest;
+  };
+  std::function<Result<HeadLogView>(uint64_t from, uint64_t to)> head_log;
   // Test hook: the subscriber to use instead of opening bus_url (the worker owns it).
   std::function<Result<std::unique_ptr<Subscriber>>()> open_subscriber;
   Env* env = Env::Default();
@@ -124,8 +147,8 @@ class KafkaWorker {
 
  private:
   struct Window {
-    uint64_t start = 0, end = 0;     // the aligned window, clipped to [from, to]
-    std::map<uint64_t, int> blocks;  // held block numbers (value unused)
+    uint64_t start = 0, end = 0;             // the aligned window, clipped to [from, to]
+    std::map<uint64_t, std::string> blocks;  // held block number -> its hash
     // Every message of those blocks (block number, delivery), to acknowledge or dead-letter.
     std::vector<std::pair<uint64_t, Delivery>> deliveries;
     int64_t last_added_micros = 0;
@@ -142,6 +165,10 @@ class KafkaWorker {
   // Steps 1-5 for one window; the window is erased unless it is to be retried.
   Status ProcessWindow(uint64_t start);
   Outcome WriteWindow(Window& w, Status* error);
+  // Step 1: the runs of held blocks still to write, given PostgreSQL and the head log; records
+  // the committed runs (fenced by `generation`) and drops blocks of another fork. *waiting: some
+  // block cannot be written yet (the log has not reached it, or a rollback is pending).
+  Status Classify(Window& w, uint64_t generation, std::vector<BlockRange>* todo, bool* waiting);
   void Acknowledge(Window& w);
   void DeadLetter(Window& w, const Status& error);
   void KeeperLoop();

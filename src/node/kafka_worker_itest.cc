@@ -8,19 +8,28 @@
 //    block: the window is written once and every duplicate acknowledged; the bad message is
 //    dead-lettered with an error naming it, then acknowledged, never silently skipped;
 //  - a window already committed (a redelivery after a crash): skipped, with no new write;
-//  - two members holding one window at once: one writes it, the other skips it.
+//  - two members holding one window at once: one writes it, the other skips it;
+//  - a re-org (issue 16, defect 1): a window committed from the old fork, rolled back, and the new
+//    fork's messages for it: they are written (committed means "stored with this hash", not "the
+//    range was covered once"), and a completion of the old fork cannot be recorded after the
+//    rollback was followed;
+//  - with a head log: a block whose hash differs from the log's is never written, and one above
+//    the log's committed height waits until the log has it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 
+#include "coord/frontier.h"
 #include "events/consumer_test_util.h"
 #include "node/kafka_worker.h"
+#include "node/reconcile.h"
 #include "rpc/curl_transport.h"
 #include "source/block_message.h"
 #include "store/migrate.h"
 #include "store/queries.h"
+#include "store/rollback.h"
 #include "store/state.h"
 #include "testing/devnet_manifest.h"
 #include "testing/pg_test_db.h"
@@ -89,8 +98,10 @@ class KafkaWorkerTest : public ::testing::Test {
     ~Running() { Stop(); }
   };
 
-  std::unique_ptr<Running> Start(const std::string& id, FakeSubscriber* subscriber,
-                                 int64_t flush_after_ms = 60'000) {
+  std::unique_ptr<Running> Start(
+      const std::string& id, FakeSubscriber* subscriber, int64_t flush_after_ms = 60'000,
+      std::function<Result<KafkaWorkerOptions::HeadLogView>(uint64_t, uint64_t)> head_log =
+          nullptr) {
     KafkaWorkerOptions options;
     options.worker_id = id;
     options.topic = kTopic;
@@ -101,6 +112,7 @@ class KafkaWorkerTest : public ::testing::Test {
     options.heartbeat_interval_ms = 200;
     options.chain_id = DevnetChainId();
     options.stop_when_done = false;
+    options.head_log = std::move(head_log);
     options.open_subscriber = [subscriber]() -> Result<std::unique_ptr<Subscriber>> {
       return std::unique_ptr<Subscriber>(std::make_unique<Forward>(subscriber));
     };
@@ -119,6 +131,12 @@ class KafkaWorkerTest : public ::testing::Test {
     std::vector<std::string> out;
     for (int i = 0; rows.ok() && i < rows->rows(); ++i) out.emplace_back(rows->Get(i, 0));
     return out;
+  }
+  std::string StoredHash(uint64_t n) {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT '0x' || encode(hash, 'hex') FROM blocks WHERE number = " +
+                         std::to_string(n));
+    return r.ok() && r->rows() == 1 ? std::string(r->Get(0, 0)) : std::string();
   }
   int64_t BlockRows(uint64_t from, uint64_t to) {
     auto conn = pool_->Acquire();
@@ -239,6 +257,106 @@ TEST_F(KafkaWorkerTest, TwoHoldersOfOneWindowWriteItOnce) {
   EXPECT_EQ(a->worker->counters().blocks.load() + b->worker->counters().blocks.load(), 50u);
   EXPECT_EQ(a->worker->skipped() + b->worker->skipped(), 1u);
   EXPECT_EQ(Ranges(), std::vector<std::string>{"0-49"});
+}
+
+// The hash of a block message, and the message with every occurrence of one hash replaced by
+// another (the block's hash, its receipts' blockHash: a block of another fork, which the decoder
+// cannot tell from the truth without --verify).
+std::string HashOf(const std::string& message) {
+  auto raw = ParseBlockMessage(message, "", "test");
+  EXPECT_TRUE(raw.ok());
+  return raw.ok() ? raw->hash : std::string();
+}
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = text.find(from, at)) != std::string::npos; at += to.size()) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+TEST_F(KafkaWorkerTest, AfterAReorgTheNewForksMessagesForACommittedWindowAreWritten) {
+  std::vector<std::string> blocks = Messages(0, 49);
+  ASSERT_EQ(blocks.size(), 50u);
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) subscriber.Add(b, kTopic, 0);
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/200);
+  ASSERT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 50; }, 30'000));
+  ASSERT_EQ(BlockRows(0, 49), 50);
+
+  // The re-org: fork point 44, rolled back in PostgreSQL and followed in Redis (the leader's
+  // steps), while the worker runs.
+  {
+    auto counter = redis_.conn()->Command({"GET", redis_.keys().fence_counter()});
+    ASSERT_TRUE(counter.ok());
+    auto conn = pool_->Acquire();
+    RollbackRequest request{.fork_point = 44,
+                            .new_hashes = {},
+                            .leader_epoch = 1,
+                            .fence_floor = counter->str.empty() ? 0 : std::stoull(counter->str)};
+    auto rolled = RollBack(*conn, request);
+    ASSERT_TRUE(rolled.ok()) << rolled.status().ToString();
+    ASSERT_EQ(rolled->depth, 5u);
+    ASSERT_TRUE(FollowRollbacks(*redis_.conn(), redis_.keys(), *conn, 0, 1).ok());
+  }
+  // A completion of the old fork that arrives now (a worker that read the generation before the
+  // rollback) is refused.
+  Frontier frontier(redis_.conn(), redis_.keys().completed(), redis_.keys().frontier(), 0,
+                    redis_.keys().leader_epoch());
+  auto late = frontier.RecordFenced(0, 49, redis_.keys().reorg_generation(), 0);
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  EXPECT_FALSE(*late) << "a completion from before the rollback was recorded after it";
+
+  // The new fork: block 45 with another hash (and 46's parent with it).
+  const std::string old45 = HashOf(blocks[45]);
+  const std::string new45 = "0x" + std::string(64, 'b');
+  for (size_t i = 45; i < 50; ++i) subscriber.Add(Replace(blocks[i], old45, new45), kTopic, 0);
+  ASSERT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 55; }, 30'000))
+      << subscriber.acked_count() << " of 55 acknowledged";
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 49), 50) << "the new fork's blocks were acknowledged unwritten";
+  EXPECT_EQ(StoredHash(45), new45);
+  EXPECT_EQ(StoredHash(44), HashOf(blocks[44]));
+}
+
+TEST_F(KafkaWorkerTest, WithAHeadLogAnotherForksBlockIsNeverWrittenAndOneAboveTheLogWaits) {
+  std::vector<std::string> blocks = Messages(0, 49);
+  ASSERT_EQ(blocks.size(), 50u);
+  // The head log: 0..44 as the stream has them, 45 with another hash, nothing above yet.
+  std::mutex mu;
+  std::map<uint64_t, std::string> log;
+  for (size_t i = 0; i < 45; ++i) log[i] = HashOf(blocks[i]);
+  log[45] = "0x" + std::string(64, 'c');
+  auto head_log = [&](uint64_t from, uint64_t to) -> Result<KafkaWorkerOptions::HeadLogView> {
+    std::lock_guard<std::mutex> lock(mu);
+    KafkaWorkerOptions::HeadLogView view;
+    for (auto it = log.lower_bound(from); it != log.end() && it->first <= to; ++it) {
+      view.hashes.insert(*it);
+    }
+    view.lowest = 0;
+    return view;
+  };
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) subscriber.Add(b, kTopic, 0);
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/200, head_log);
+  ASSERT_TRUE(WaitUntil([&] { return BlockRows(0, 49) == 45; }, 30'000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // a few more looks
+  EXPECT_EQ(BlockRows(45, 49), 0) << "a block of another fork, or above the log, was written";
+  EXPECT_LT(subscriber.acked_count(), 50u) << "blocks waiting for the log were acknowledged";
+
+  // The log moves on (back to the stream's fork, as a flip-flop re-org would) and block 45 comes
+  // again: the window completes.
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 45; i < 50; ++i) log[i] = HashOf(blocks[i]);
+  }
+  subscriber.Add(blocks[45], kTopic, 0);
+  ASSERT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 51; }, 30'000))
+      << subscriber.acked_count() << " of 51 acknowledged";
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 49), 50);
+  EXPECT_EQ(StoredHash(45), HashOf(blocks[45]));
 }
 
 }  // namespace

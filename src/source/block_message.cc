@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <cctype>
 #include <charconv>
 
 #include "rpc/json_rpc.h"
@@ -72,6 +73,11 @@ Result<RawBlock> ParseBlockMessage(std::string value, std::string_view key,
         return bad(fmt::format("\"number\" {} is not a hex quantity", hex.substr(0, 40)));
       block.number = *n;
       has_number = true;
+    } else if (name == "hash") {
+      std::string_view hash;
+      if (v.get_string().get(hash) != simdjson::SUCCESS) return bad("\"hash\" is not a string");
+      block.hash = std::string(hash);
+      for (char& c : block.hash) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     } else if (name == "receipts") {
       od::array receipts;
       std::string_view raw;
