@@ -287,8 +287,8 @@ TEST(VerifyDeep, ExecutionApisBlocksOfEveryReceiptShapeVerifyFromTheirRows) {
       verify_testing::IoResult(apis + "eth_getBlockReceipts/get-block-receipts-latest.io"), 0x36);
   ASSERT_TRUE(first.transactions.at(0).root.has_value());
   ASSERT_TRUE(head.block.requests_hash.has_value());
-  ASSERT_TRUE(WriteRange(**conn, RangeWrite{0, 1, {genesis, first}, std::nullopt}).ok());
-  ASSERT_TRUE(WriteRange(**conn, RangeWrite{0x36, 0x36, {head}, std::nullopt}).ok());
+  ASSERT_TRUE(WriteRange(**conn, RangeWrite{0, 1, {genesis, first}, std::nullopt, ""}).ok());
+  ASSERT_TRUE(WriteRange(**conn, RangeWrite{0x36, 0x36, {head}, std::nullopt, ""}).ok());
 
   VerifyRun run = DeepVerify(db.url(), 0, 1, {.recover_senders = true});
   EXPECT_EQ(run.outcome, Outcome::kDone) << run.report;

@@ -251,7 +251,7 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   auto a = queue.Claim("A", 200);
   ASSERT_TRUE(a.ok() && a->has_value());
   RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
-  RangeWrite stale{20, 39, {}, (*a)->token};
+  RangeWrite stale{20, 39, {}, (*a)->token, "A"};
   ASSERT_TRUE(FetchAndDecodeRange(rpc, 20, 39, 10, BlockChecks(LoadDevnet().chain_id), nullptr,
                                   nullptr, &stale.blocks)
                   .ok());
@@ -434,7 +434,7 @@ TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
   for (auto [from, to, token] : {std::tuple<uint64_t, uint64_t, int64_t>{0, 19, 7},
                                  std::tuple<uint64_t, uint64_t, int64_t>{40, 59, 9}}) {
-    RangeWrite w{from, to, {}, token};
+    RangeWrite w{from, to, {}, token, ""};
     ASSERT_TRUE(FetchAndDecodeRange(rpc, from, to, 10, BlockChecks(LoadDevnet().chain_id), nullptr,
                                     nullptr, &w.blocks)
                     .ok());

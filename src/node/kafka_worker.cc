@@ -386,6 +386,7 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     write.from_block = run.from;
     write.to_block = run.to;
     write.fence_token = **token;
+    write.fence_owner = options_.worker_id;
     int64_t fetch_start = options_.env->NowMicros();
     Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100,
                                     BlockChecks{options_.chain_id, options_.verify}, nullptr,

@@ -166,6 +166,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   write.from_block = static_cast<uint64_t>(task.from);
   write.to_block = static_cast<uint64_t>(task.to);
   write.fence_token = lease.token;
+  write.fence_owner = options_.worker_id;
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
 

@@ -1,8 +1,11 @@
 #include "store/writer.h"
 
+#include <fmt/format.h>
+
 #include <limits>
 #include <string>
 
+#include "core/mutation.h"
 #include "store/copy_rows.h"
 #include "store/notify.h"
 #include "store/outbox.h"
@@ -159,17 +162,29 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   std::string to = std::to_string(w.to_block);
   PgParam token;
   if (w.fence_token.has_value()) token = std::to_string(*w.fence_token);
+  PgParam owner;
+  if (w.fence_token.has_value() && !w.fence_owner.empty()) owner = w.fence_owner;
+  // An equal token passes only for the same owner (or where either owner is unknown).
+  const char* equal_ok = Mutated("fence")
+                             ? "TRUE"
+                             : "r.fence_owner IS NOT DISTINCT FROM EXCLUDED.fence_owner"
+                               " OR r.fence_owner IS NULL OR EXCLUDED.fence_owner IS NULL";
+  const char* newer_ok = Mutated("fence") ? "TRUE" : "r.fence_token < EXCLUDED.fence_token";
   GAPLESS_ASSIGN_OR_RETURN(
-      auto upsert, conn.Query("INSERT INTO indexed_ranges AS r (from_block, to_block, fence_token)"
-                              " VALUES ($1, $2, $3)"
-                              " ON CONFLICT (from_block) DO UPDATE"
-                              "   SET to_block = GREATEST(r.to_block, EXCLUDED.to_block),"
-                              "       fence_token = GREATEST(r.fence_token, EXCLUDED.fence_token),"
-                              "       committed_at = now()"
-                              "   WHERE EXCLUDED.fence_token IS NULL OR r.fence_token IS NULL"
-                              "      OR r.fence_token <= EXCLUDED.fence_token"
-                              " RETURNING from_block",
-                              {from, to, token}));
+      auto upsert,
+      conn.Query(fmt::format("INSERT INTO indexed_ranges AS r (from_block, to_block, fence_token,"
+                             " fence_owner) VALUES ($1, $2, $3, $4)"
+                             " ON CONFLICT (from_block) DO UPDATE"
+                             "   SET to_block = GREATEST(r.to_block, EXCLUDED.to_block),"
+                             "       fence_token = GREATEST(r.fence_token, EXCLUDED.fence_token),"
+                             "       fence_owner = CASE WHEN EXCLUDED.fence_token IS NULL"
+                             "         THEN r.fence_owner ELSE EXCLUDED.fence_owner END,"
+                             "       committed_at = now()"
+                             "   WHERE EXCLUDED.fence_token IS NULL OR r.fence_token IS NULL"
+                             "      OR {} OR (r.fence_token = EXCLUDED.fence_token AND ({}))"
+                             " RETURNING from_block",
+                             newer_ok, equal_ok),
+                 {from, to, token, owner}));
   if (upsert.rows() == 0) {
     // The row exists (and is now locked by us) with a higher token.
     GAPLESS_ASSIGN_OR_RETURN(
@@ -177,15 +192,22 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
         conn.Query("SELECT fence_token FROM indexed_ranges WHERE from_block = $1", {from}));
     std::string recorded = held.rows() > 0 ? std::string(held.Get(0, 0)) : "?";
     return Aborted("stale fence token " + *token + ": the range was already written with token " +
-                   recorded)
+                   recorded + " (by another lease holder when equal)")
         .WithReason(std::string(kStaleFenceReason));
   }
   if (!w.fence_token.has_value()) return Status::Ok();
   GAPLESS_ASSIGN_OR_RETURN(
-      auto newer, conn.Query("SELECT from_block, to_block, fence_token FROM indexed_ranges"
-                             " WHERE blocks && int8range($1, $2, '[]') AND fence_token > $3"
-                             " ORDER BY fence_token DESC LIMIT 1",
-                             {from, to, token}));
+      auto newer,
+      conn.Query(Mutated("fence")
+                     ? "SELECT from_block, to_block, fence_token FROM indexed_ranges WHERE FALSE"
+                       " AND $1::bigint IS NULL AND $2::bigint IS NULL AND $3::bigint IS NULL"
+                       " AND $4::text IS NULL"
+                     : "SELECT from_block, to_block, fence_token FROM indexed_ranges"
+                       " WHERE blocks && int8range($1, $2, '[]') AND (fence_token > $3"
+                       "   OR (fence_token = $3 AND fence_owner IS DISTINCT FROM $4"
+                       "       AND fence_owner IS NOT NULL AND $4 IS NOT NULL))"
+                       " ORDER BY fence_token DESC LIMIT 1",
+                 {from, to, token, owner}));
   if (newer.rows() > 0) {
     return Aborted("stale fence token " + *token + ": overlapping blocks " +
                    std::string(newer.Get(0, 0)) + "-" + std::string(newer.Get(0, 1)) +
@@ -198,7 +220,7 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
                                                    " WHERE fork_point < $1 AND fence_floor >= $2"
                                                    " ORDER BY id DESC LIMIT 1",
                                                    {to, token}));
-  if (fenced.rows() > 0) {
+  if (fenced.rows() > 0 && !Mutated("reorg-floor")) {
     return Aborted("fence token " + *token + " was granted before the re-org above block " +
                    std::string(fenced.Get(0, 0)) + " was rolled back (tokens up to " +
                    std::string(fenced.Get(0, 1)) + " may hold the old fork): blocks " + from + "-" +

@@ -10,8 +10,11 @@
 // indexed_ranges, which also row-locks it, so writers of the same range serialise there; the write
 // aborts with Aborted when a higher token is already recorded for this range or any range that
 // overlaps it: a newer lease holder exists and this worker's lease is stale. An equal token passes
-// (the same lease retrying). A write without a token (single-process mode) is not checked and keeps
-// the highest token recorded.
+// only for the same fence_owner (the same lease retrying); another owner with an equal token is
+// refused too (a coordination-Redis failover to a lagging replica rolls the counter back, so one
+// token can be granted twice: the second holder must not write over the first). A write without
+// a token (single-process mode) is not checked and keeps the highest token recorded; one without
+// an owner does not restrict by owner.
 //
 // Modes:
 //  kStagingUpsert (default)  COPY every table's rows into session-local temporary staging tables
@@ -73,6 +76,8 @@ struct RangeWrite {
   uint64_t to_block = 0;          // inclusive
   std::vector<BlockData> blocks;  // exactly from_block..to_block, in order
   std::optional<int64_t> fence_token;
+  // Who holds the lease the token came with (the worker id); empty: unknown (see "Fencing").
+  std::string fence_owner;
 };
 
 struct WriteOptions {

@@ -215,6 +215,37 @@ TEST_F(WriterTest, StaleFenceTokensAreAborted) {
   EXPECT_EQ(Count("SELECT fence_token FROM indexed_ranges WHERE from_block = 100"), 7);
 }
 
+// Issue 16: after a coordination-Redis failover to a lagging replica the fence counter is rolled
+// back, so a token can be granted twice. The second holder of an equal token must not write over
+// the first; the first holder retrying (a lost commit reply) still may.
+TEST_F(WriterTest, AnEqualTokenFromAnotherLeaseHolderIsRefused) {
+  RangeWrite w = SyntheticRange(200, 209, Small());
+  w.fence_token = 9;
+  w.fence_owner = "host:1:0";
+  ASSERT_TRUE(WriteRange(conn(), w).ok());
+  ASSERT_TRUE(WriteRange(conn(), w).ok()) << "the same lease retrying was refused";
+
+  RangeWrite other = w;
+  other.fence_owner = "host:2:0";
+  for (WriteMode mode : {WriteMode::kStagingUpsert, WriteMode::kReplaceRange}) {
+    Status st = WriteRange(conn(), other, {.mode = mode});
+    EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+    EXPECT_EQ(st.reason(), kStaleFenceReason) << st.ToString();
+  }
+  // Also through a differently cut range that overlaps it.
+  RangeWrite overlap = SyntheticRange(205, 214, Small());
+  overlap.fence_token = 9;
+  overlap.fence_owner = "host:2:0";
+  Status st = WriteRange(conn(), overlap);
+  EXPECT_EQ(st.reason(), kStaleFenceReason) << st.ToString();
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 209"), 0);
+  // A higher token from anyone passes, and becomes the range's owner.
+  other.fence_token = 10;
+  ASSERT_TRUE(WriteRange(conn(), other).ok());
+  w.fence_token = 10;
+  EXPECT_EQ(WriteRange(conn(), w).reason(), kStaleFenceReason);
+}
+
 TEST_F(WriterTest, ConcurrentWritersOfOneRangeSerialiseOnTheFence) {
   // Two leases of the same range (the older one's holder paused past its expiry): whatever the
   // interleaving, the older token never commits after the newer one.
