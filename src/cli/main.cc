@@ -173,6 +173,7 @@ struct EventsArgs {
   std::string group = "balances";
   size_t concurrency = 4;
   int64_t status_interval_s = 30;
+  std::vector<std::string> ordered = {"block.new", "block.reverted"};
 };
 
 struct Args {
@@ -614,6 +615,17 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
                   "Seconds between status reports in the log")
         ->capture_default_str()
         ->check(CLI::Range(1, 86'400));
+    c->add_option("--ordered", a->events.ordered,
+                  "Event types applied strictly in order within each partition (Kafka partition, "
+                  "Redis stream, AMQP routing key), retries included: a later event waits while "
+                  "an earlier one is retried, until it is applied or dead-lettered. "
+                  "Comma-separated; all or none. Order holds per consumer: on Redis Streams and "
+                  "RabbitMQ run one consumer per group where it matters")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::IsMember({"block.new", "transaction.confirmed", "token.transfer",
+                               "transaction.pending", "contract.verified", "block.reverted", "all",
+                               "none"}));
     DocumentEnv(c);
   }
   return s;
@@ -902,6 +914,7 @@ int main(int argc, char** argv) {
     command.group = a.events.group;
     command.concurrency = a.events.concurrency;
     command.status_interval_ms = a.events.status_interval_s * 1000;
+    command.ordered_types = a.events.ordered;
     return ExitCode(RunConsumeBalances(command));
   }
   if (sub.dlq->parsed()) {

@@ -19,7 +19,7 @@ constexpr std::string_view kZeroAddress = "0x00000000000000000000000000000000000
 // The ERC-20 token_id (see the header).
 constexpr std::string_view kNoTokenId = "-1";
 
-constexpr std::string_view kSchema = R"sql(
+constexpr std::string_view kCreateTables = R"sql(
 CREATE TABLE IF NOT EXISTS token_balances (
   holder   BYTEA NOT NULL,
   token    BYTEA NOT NULL,
@@ -31,9 +31,26 @@ CREATE TABLE IF NOT EXISTS applied_events (
   event_id   UUID PRIMARY KEY,
   applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
--- Retractions (block.reverted): added to tables made before them.
-ALTER TABLE token_balances ADD COLUMN IF NOT EXISTS transfer_count BIGINT;
+)sql";
+
+// Retractions (block.reverted): columns added to tables made before them. ALTER TABLE takes an
+// ACCESS EXCLUSIVE lock even when the column exists, so this runs only when a column is missing,
+// and it first locks both tables in the order the service's transactions take them
+// (applied_events, then token_balances: RecordApplied comes before ApplyMoves). Taken the other
+// way round, a service starting beside a running one deadlocked with the running one's
+// transactions and PostgreSQL aborted the start (issue 16).
+constexpr std::string_view kAddColumns = R"sql(
+LOCK TABLE applied_events, token_balances IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE applied_events ADD COLUMN IF NOT EXISTS reverted_at TIMESTAMPTZ;
+ALTER TABLE token_balances ADD COLUMN IF NOT EXISTS transfer_count BIGINT;
+)sql";
+
+// True when both tables have every column: read from the catalog, which locks neither table.
+constexpr char kSchemaComplete[] = R"sql(
+SELECT count(*) FROM pg_attribute
+ WHERE NOT attisdropped AND attnum > 0 AND
+       ((attrelid = to_regclass('token_balances') AND attname = 'transfer_count') OR
+        (attrelid = to_regclass('applied_events') AND attname = 'reverted_at'))
 )sql";
 
 // An address as the hex digits decode() takes; InvalidData unless it is 0x + 40 hex digits.
@@ -148,7 +165,13 @@ Status EnsureBalancesSchema(PgConn& conn) {
   GAPLESS_RETURN_IF_ERROR(tx.Begin());
   // Two services creating the tables at once would collide on the catalog's unique indexes.
   GAPLESS_RETURN_IF_ERROR(conn.Exec("SELECT pg_advisory_xact_lock(hashtext('gapless.balances'))"));
-  GAPLESS_RETURN_IF_ERROR(conn.Exec(kSchema));
+  // The usual case, a service starting beside others that already made the tables: nothing to
+  // change, and no lock taken that would queue the running services' transactions behind it.
+  GAPLESS_ASSIGN_OR_RETURN(PgResult complete, conn.Query(kSchemaComplete));
+  GAPLESS_ASSIGN_OR_RETURN(int64_t columns, complete.GetInt64(0, 0));
+  if (columns == 2) return tx.Commit();
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kCreateTables));
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kAddColumns));
   return tx.Commit();
 }
 

@@ -59,8 +59,12 @@
 
 namespace gapless {
 
-// Creates token_balances and applied_events if they do not exist (serialised by an advisory lock,
-// so services starting together do not collide).
+// Creates token_balances and applied_events if they do not exist, or adds the columns they lack
+// (serialised by an advisory lock, so services starting together do not collide). When the schema
+// is already complete (the catalog says so) it changes nothing and locks neither table, so a
+// service can start beside running ones; when a column must be added, the tables are locked in
+// the order the service's own transactions lock them, so the start may wait for running
+// transactions but never deadlocks with them. Fails with the database's error.
 Status EnsureBalancesSchema(PgConn& conn);
 
 class BalancesService : public EventHandler {

@@ -4,7 +4,8 @@
 // duplicates, in shuffled order; afterwards token_balances must equal the SQL aggregate of
 // token_transfers. Re-orgs: blocks whose transfers are deleted from token_transfers are retracted
 // by block.reverted events, delivered twice, before or after their transfers; the balances still
-// end equal to the aggregate.
+// end equal to the aggregate. A service started beside a running one starts (its schema step
+// neither deadlocks with the running one's transactions nor waits for them).
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -141,9 +142,12 @@ class BalancesTest : public ::testing::Test {
     return r.ok() ? *r->GetInt64(0, 0) : -1;
   }
   // Spreads `deliveries` over two balances consumers (alternately, in the order given) and runs
-  // them until every delivery is acked; none may fail or be dead-lettered.
-  void ConsumeWithTwo(const std::vector<const OutgoingEvent*>& deliveries,
-                      const RedisTestDb& redis) {
+  // them until every delivery is acked; none may fail or be dead-lettered. With
+  // `second_after_acks` > 0 the second consumer starts only once the first has acked that many
+  // (a service started beside a running one). A consumer whose Run returns (it can only fail:
+  // nobody asked it to stop) ends the wait at once, and its Status is the failure.
+  void ConsumeWithTwo(const std::vector<const OutgoingEvent*>& deliveries, const RedisTestDb& redis,
+                      size_t second_after_acks = 0) {
     Env* env = Env::Default();
     FakeSubscriber sub_a(env), sub_b(env);
     for (size_t i = 0; i < deliveries.size(); ++i) {
@@ -158,19 +162,76 @@ class BalancesTest : public ::testing::Test {
     o.consumer.retry_base_ms = 20;
     o.consumer.recovery = {100, 100, 100, 20};
     std::atomic<bool> stop{false};
+    std::atomic<bool> a_returned{false}, b_returned{false};
     Status ra, rb;
-    std::thread ta([&] { ra = RunBalancesConsumer(o, &sub_a, stop); });
-    std::thread tb([&] { rb = RunBalancesConsumer(o, &sub_b, stop); });
+    std::thread ta([&] {
+      ra = RunBalancesConsumer(o, &sub_a, stop);
+      a_returned = true;
+    });
+    if (second_after_acks > 0) {
+      WaitFor([&] { return a_returned || sub_a.acked_count() >= second_after_acks; }, 60'000);
+    }
+    std::thread tb([&] {
+      rb = RunBalancesConsumer(o, &sub_b, stop);
+      b_returned = true;
+    });
     bool done = WaitFor(
-        [&] { return sub_a.acked_count() + sub_b.acked_count() == deliveries.size(); }, 120'000);
+        [&] {
+          return a_returned || b_returned ||
+                 sub_a.acked_count() + sub_b.acked_count() == deliveries.size();
+        },
+        120'000);
     stop = true;
     ta.join();
     tb.join();
+    ASSERT_TRUE(ra.ok()) << "consumer A: " << ra.ToString();
+    ASSERT_TRUE(rb.ok()) << "consumer B: " << rb.ToString();
     ASSERT_TRUE(done) << sub_a.acked_count() + sub_b.acked_count() << " of " << deliveries.size();
-    EXPECT_TRUE(ra.ok()) << ra.ToString();
-    EXPECT_TRUE(rb.ok()) << rb.ToString();
+    ASSERT_EQ(sub_a.acked_count() + sub_b.acked_count(), deliveries.size());
     EXPECT_TRUE(sub_a.ops("dlq").empty());
     EXPECT_TRUE(sub_b.ops("dlq").empty());
+  }
+
+  // Backends of this test's database waiting for a heavyweight lock.
+  int64_t LockWaiters(PgConn& watcher) {
+    auto r = watcher.Query(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+        "wait_event_type = 'Lock'");
+    return r.ok() ? *r->GetInt64(0, 0) : -1;
+  }
+
+  // A second service's start (EnsureBalancesSchema on a connection of its own) while a running
+  // service's transaction is half way through ApplyTransfer: its applied_events row inserted, its
+  // balance row not yet. Once the start has finished or waits for a lock, the transaction goes on
+  // to token_balances and commits. Both must succeed; returns whether the start finished while
+  // the transaction was still open.
+  bool StartBesideAnOpenApply() {
+    auto x = pg_.Connect();
+    EXPECT_TRUE(x.ok()) << x.status().ToString();
+    auto watcher = pg_.Connect();
+    EXPECT_TRUE(watcher.ok()) << watcher.status().ToString();
+    if (!x.ok() || !watcher.ok()) return false;
+    EXPECT_TRUE((*x)->Exec("BEGIN").ok());
+    EXPECT_TRUE(
+        (*x)->Exec("INSERT INTO applied_events (event_id) VALUES (gen_random_uuid())").ok());
+    std::atomic<bool> started{false};
+    Status start;
+    std::thread ty([&] {
+      auto y = pg_.Connect();
+      start = y.ok() ? EnsureBalancesSchema(**y) : y.status();
+      started = true;
+    });
+    EXPECT_TRUE(WaitFor([&] { return started || LockWaiters(**watcher) > 0; }, 30'000));
+    const bool finished_first = started.load();
+    Status apply = (*x)->Exec(
+        "INSERT INTO token_balances (holder, token, token_id, balance) "
+        "VALUES ('\\x01', '\\x02', -1, 5)");
+    Status commit = (*x)->Exec("COMMIT");
+    ty.join();
+    EXPECT_TRUE(start.ok()) << "the start: " << start.ToString();
+    EXPECT_TRUE(apply.ok()) << "the running service: " << apply.ToString();
+    EXPECT_TRUE(commit.ok()) << commit.ToString();
+    return finished_first;
   }
 
   PgTestDb pg_;
@@ -382,6 +443,43 @@ TEST_F(BalancesTest, ShuffledTransfersAndRetractionsToTwoConsumersEqualTheAggreg
   auto [differing, expected] = Difference();
   EXPECT_EQ(differing, 0);
   EXPECT_GT(expected, 10);
+}
+
+// Issue 16: a balances service started beside a running one ran ALTER TABLE ... ADD COLUMN IF NOT
+// EXISTS, which takes ACCESS EXCLUSIVE locks even when the columns exist, on token_balances first:
+// with a running transaction holding applied_events and wanting token_balances, PostgreSQL found
+// a deadlock and aborted the start ("only one of its two consumers ever started").
+TEST_F(BalancesTest, StartingBesideARunningServiceNeitherWaitsNorDeadlocks) {
+  EXPECT_TRUE(StartBesideAnOpenApply()) << "a complete schema needs no lock on the tables";
+}
+
+// Tables made before the retraction columns: the start must add them, so it waits for the running
+// transaction, but takes the tables in the service's order and so cannot deadlock with it.
+TEST_F(BalancesTest, AddingMissingColumnsBesideARunningServiceWaitsWithoutDeadlock) {
+  ASSERT_TRUE(conn_->Exec("ALTER TABLE token_balances DROP COLUMN transfer_count").ok());
+  ASSERT_TRUE(conn_->Exec("ALTER TABLE applied_events DROP COLUMN reverted_at").ok());
+  EXPECT_FALSE(StartBesideAnOpenApply()) << "adding a column must wait for the transaction";
+  EXPECT_EQ(Count("SELECT count(*) FROM information_schema.columns WHERE "
+                  "(table_name = 'token_balances' AND column_name = 'transfer_count') OR "
+                  "(table_name = 'applied_events' AND column_name = 'reverted_at')"),
+            2);
+}
+
+// The same through the consumers: the second starts while the first is applying events.
+TEST_F(BalancesTest, ASecondConsumerStartedWhileTheFirstIsApplyingStartsAndTheyEqualTheAggregate) {
+  GAPLESS_REDIS_TEST_DB_OR_SKIP(redis);
+  auto blocks = RandomTransfers(16, 12, 31);
+  ASSERT_TRUE(StoreTransfers(*conn_, blocks).ok());
+  ASSERT_TRUE(conn_->Exec("DELETE FROM token_transfers WHERE block_number >= 112").ok());
+  std::vector<OutgoingEvent> events = EventsOf(blocks);
+  for (OutgoingEvent& r : RetractionsOf(Slice(blocks, 12))) events.push_back(std::move(r));
+  std::vector<const OutgoingEvent*> deliveries;
+  for (const OutgoingEvent& e : events) deliveries.push_back(&e);
+  std::mt19937 rng(13);
+  std::shuffle(deliveries.begin(), deliveries.end(), rng);
+  ConsumeWithTwo(deliveries, redis, /*second_after_acks=*/20);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(Difference().first, 0);
 }
 
 }  // namespace

@@ -153,8 +153,10 @@ std::string ConsumerStatus::ToString() const {
   double load = capacity == 0 ? 0.0 : static_cast<double>(active) / static_cast<double>(capacity);
   out += fmt::format("  active tasks: {}/{} ({} capacity), {} resting after a failure\n", active,
                      capacity, Percent(load), resting);
-  out += fmt::format("  queue length: {} waiting for a slot, {} scheduled for a retry\n", queued,
-                     scheduled);
+  out += fmt::format(
+      "  queue length: {} waiting for a slot ({} behind an earlier event of their partition), {} "
+      "scheduled for a retry\n",
+      queued, blocked, scheduled);
   out += fmt::format(
       "  total processed: {} ({:.2f}/min average), {} duplicates, {} dead-lettered, {} acked\n",
       processed, per_minute, duplicates, dead_lettered, acked);
@@ -178,7 +180,8 @@ std::string ConsumerStatus::ToString() const {
 
 struct EventConsumer::Item {
   Delivery delivery;
-  int attempt = 0;  // failures so far
+  int attempt = 0;   // failures so far
+  uint64_t seq = 0;  // this consumer's number for the delivery, in the order it was polled
 };
 
 struct EventConsumer::Outcome {
@@ -207,7 +210,11 @@ struct EventConsumer::PollState {
   std::vector<std::pair<int64_t, Item>> scheduled;  // (due micros, item): retries, rechecks
   std::map<std::pair<std::string, int32_t>, int64_t> paused;  // partition -> resume micros
   std::vector<int64_t> resting;  // rest-until micros, one per resting slot
-  size_t in_flight = 0;          // handed to workers, outcome not yet seen
+  // Ordered partitions that are taken: partition -> the Item::seq holding it, from its dispatch
+  // until it is done with (EndTurn).
+  std::map<std::pair<std::string, int32_t>, uint64_t> turns;
+  uint64_t next_seq = 0;
+  size_t in_flight = 0;  // handed to workers, outcome not yet seen
   uint64_t processed = 0, duplicates = 0, failures = 0, dead_lettered = 0, acked = 0;
   std::string last_error;
   int64_t last_error_at = 0;
@@ -318,6 +325,29 @@ EventConsumer::Outcome EventConsumer::Handle(Item item) {
   return out;
 }
 
+bool EventConsumer::Ordered(const std::string& topic) const {
+  for (const std::string& t : options_.ordered_topics) {
+    if (t == "*" || t == topic) return true;
+  }
+  return false;
+}
+
+// Whether `item` may go to a worker now; takes its partition's turn if it is free. Pending
+// deliveries of a partition are in the order they were polled and only the holder of the turn
+// starts, so a partition's deliveries start one at a time, in that order.
+bool EventConsumer::TakeTurn(const Item& item, PollState& st) {
+  if (!Ordered(item.delivery.topic)) return true;
+  auto [it, taken] = st.turns.try_emplace({item.delivery.topic, item.delivery.partition}, item.seq);
+  return taken || it->second == item.seq;
+}
+
+// `item` is done with (acked, dead-lettered or given up): the next delivery of its partition may
+// start.
+void EventConsumer::EndTurn(const Item& item, PollState& st) {
+  auto it = st.turns.find({item.delivery.topic, item.delivery.partition});
+  if (it != st.turns.end() && it->second == item.seq) st.turns.erase(it);
+}
+
 void EventConsumer::OnOutcome(Outcome out, PollState& st) {
   const int64_t now = env_->NowMicros();
   st.in_flight--;
@@ -346,14 +376,20 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
     ack();
   };
 
+  // An ordered partition's turn passes on when its delivery is acked or dead-lettered, and also
+  // when dead-lettering fails: the delivery is then left to the bus, and the partition cannot
+  // wait for a redelivery that may come only after a restart. A held delivery, one waiting for
+  // its retry, and one that stops the consumer keep the turn.
   switch (out.kind) {
     case Outcome::Kind::kProcessed:
       st.processed++;
       ack();
+      EndTurn(out.item, st);
       return;
     case Outcome::Kind::kDuplicate:
       st.duplicates++;
       ack();
+      EndTurn(out.item, st);
       return;
     case Outcome::Kind::kHeld:
       st.scheduled.emplace_back(now + options_.held_recheck_ms * 1000, std::move(out.item));
@@ -363,6 +399,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       st.last_error = out.error.ToString();
       st.last_error_at = now;
       dead_letter("event_id=unknown attempts=1 error=" + out.error.ToString());
+      EndTurn(out.item, st);
       return;
     case Outcome::Kind::kStop:
       st.failures++;
@@ -401,6 +438,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
   if (out.item.attempt >= options_.max_retries) {
     dead_letter(fmt::format("event_id={} attempts={} error={}", out.event_id, attempts,
                             out.error.ToString()));
+    EndTurn(out.item, st);
     return;
   }
   spdlog::warn("consumer {}: event {} failed (attempt {}, {}): {}", options_.name, out.event_id,
@@ -421,6 +459,11 @@ ConsumerStatus EventConsumer::BuildStatus(PollState& st) {
   s.resting = st.resting.size();
   s.capacity = options_.concurrency;
   s.queued = st.pending.size();
+  for (const Item& item : st.pending) {
+    if (!Ordered(item.delivery.topic)) continue;
+    auto it = st.turns.find({item.delivery.topic, item.delivery.partition});
+    if (it != st.turns.end() && it->second != item.seq) s.blocked++;
+  }
   s.scheduled = st.scheduled.size();
   s.processed = st.processed;
   s.duplicates = st.duplicates;
@@ -463,8 +506,12 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
 
   std::vector<std::thread> workers;
   for (size_t i = 0; i < options_.concurrency; ++i) workers.emplace_back([this] { WorkerLoop(); });
-  spdlog::info("consumer {}: started on {} with {} workers", options_.name, subscriber_->name(),
-               options_.concurrency);
+  spdlog::info(
+      "consumer {}: started on {} with {} workers{}", options_.name, subscriber_->name(),
+      options_.concurrency,
+      options_.ordered_topics.empty()
+          ? std::string()
+          : fmt::format(", in order per partition: {}", fmt::join(options_.ordered_topics, ", ")));
 
   while (true) {
     // 1. Outcomes from the workers: ack, schedule retries, pause partitions.
@@ -513,9 +560,15 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
       size_t handed = 0;
       {
         std::lock_guard<std::mutex> lock(sh.mu);
-        while (!st.pending.empty() && st.in_flight + st.resting.size() < options_.concurrency) {
-          sh.work.push_back(std::move(st.pending.front()));
-          st.pending.pop_front();
+        // In polled order; a delivery behind an earlier one of its ordered partition stays.
+        for (auto it = st.pending.begin();
+             it != st.pending.end() && st.in_flight + st.resting.size() < options_.concurrency;) {
+          if (!TakeTurn(*it, st)) {
+            ++it;
+            continue;
+          }
+          sh.work.push_back(std::move(*it));
+          it = st.pending.erase(it);
           st.in_flight++;
           handed++;
         }
@@ -550,7 +603,7 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
         spdlog::warn("consumer {}: {}; polling again in {} ms", options_.name, st.last_error,
                      options_.recovery.network_ms);
       } else {
-        for (Delivery& d : *got) st.pending.push_back(Item{std::move(d), 0});
+        for (Delivery& d : *got) st.pending.push_back(Item{std::move(d), 0, ++st.next_seq});
         polled_some = !got->empty();
       }
     }

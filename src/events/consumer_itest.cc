@@ -1,7 +1,8 @@
 // consumer_itest: the consumer framework's processing keys in a real Redis (the shared test
 // server): two consumer instances that share Redis and both receive every event three times
 // process each event once; the key carries its TTL while an event is being processed and is gone
-// afterwards.
+// afterwards. Ordered topics on a real Redis Streams bus apply each stream in publish order under
+// retries and a dead letter.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "events/consumer.h"
 #include "events/consumer_test_util.h"
+#include "events/redis_bus.h"
 #include "testing/redis_test_db.h"
 #include "testing/wait_for.h"
 
@@ -169,5 +171,93 @@ TEST_F(ConsumerRedisTest, AcquireIsIdempotentForItsTokenAndReleaseChecksTheToken
   ASSERT_TRUE(locks->Release("e1", "tok-b").ok());
 }
 
+// Ordered consumption on a real bus: two Redis streams of 40 events each, published interleaved,
+// consumed with ordered_topics = {"*"} by four workers, with failures planned per event (some
+// fail once or twice before succeeding, one fails on every attempt and is dead-lettered). Each
+// stream's events are applied exactly in the order they were published, less the dead letter,
+// and the group ends with nothing pending.
+TEST_F(ConsumerRedisTest, OrderedTopicsOnRedisStreamsApplyEachStreamInPublishOrder) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  const std::vector<std::string> topics = {keys().prefix() + "ordered:block.new.1",
+                                           keys().prefix() + "ordered:block.reverted.1"};
+  constexpr int kPerTopic = 40;
+  std::vector<OutgoingEvent> batch;
+  for (int n = 0; n < 2 * kPerTopic; ++n) {
+    OutgoingEvent e = TestEvent(n);
+    e.topic = topics[n % 2];
+    batch.push_back(std::move(e));
+  }
+  auto pub = OpenRedisPublisher(db().url(), {});
+  ASSERT_TRUE(pub.ok()) << pub.status().ToString();
+  ASSERT_TRUE((*pub)->Publish(batch).ok());
+  SubscribeOptions so;
+  so.group = "ordered";
+  so.topics = topics;
+  auto sub = OpenRedisSubscriber(db().url(), so);
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+
+  // How many attempts of event n fail: some once, some twice, and event 20 on every attempt
+  // (dead-lettered after its third retry).
+  auto failures = [](int n) { return n == 20 ? 100 : n % 7 == 3 ? 1 : n % 11 == 5 ? 2 : 0; };
+  class Handler : public InMemoryCompletions {
+   public:
+    explicit Handler(std::function<int(int)> failures) : failures_(std::move(failures)) {}
+    Status Process(const ConsumedEvent& e) override {
+      int n = std::stoi(e.envelope.payload_json.substr(5));  // {"n":N}
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (e.attempt < failures_(n)) return Internal("planned failure");
+      std::lock_guard<std::mutex> lock(mu_);
+      applied_[e.delivery.topic].push_back(n);
+      return Status::Ok();
+    }
+    std::map<std::string, std::vector<int>> applied() {
+      std::lock_guard<std::mutex> lock(mu_);
+      return applied_;
+    }
+    size_t count() {
+      std::lock_guard<std::mutex> lock(mu_);
+      size_t n = 0;
+      for (const auto& [topic, events] : applied_) n += events.size();
+      return n;
+    }
+
+   private:
+    std::function<int(int)> failures_;
+    std::mutex mu_;
+    std::map<std::string, std::vector<int>> applied_;
+  } handler(failures);
+
+  ConsumerOptions o = FastOptions("ordered");
+  o.ordered_topics = {"*"};
+  std::atomic<bool> stop{false};
+  Status result;
+  EventConsumer c(o, sub->get(), locks.get(), &handler);
+  std::thread t([&] { result = c.Run(stop); });
+  bool done = WaitFor(
+      [&] {
+        if (handler.count() < 2 * kPerTopic - 1) return false;
+        auto lag = RedisGroupLag(db().url(), so);
+        return lag.ok() && *lag == 0;
+      },
+      60'000);
+  stop = true;
+  t.join();
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  ASSERT_TRUE(done) << handler.count() << " applied";
+  auto applied = handler.applied();
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int> expected;
+    for (int n = k; n < 2 * kPerTopic; n += 2) {
+      if (n != 20) expected.push_back(n);
+    }
+    EXPECT_EQ(applied[topics[k]], expected) << topics[k];
+  }
+  auto dlq = conn().Command({"XLEN", topics[0] + ".dlq"});
+  ASSERT_TRUE(dlq.ok());
+  EXPECT_EQ(dlq->integer, 1);
+  EXPECT_EQ(c.LastStatus().dead_lettered, 1u);
+  EXPECT_EQ(KeysLeft(), 0);
+}
 }  // namespace
 }  // namespace gapless

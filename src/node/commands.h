@@ -31,6 +31,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "node/app.h"
@@ -258,6 +259,9 @@ struct ConsumeBalancesCommand {
   std::string group = "balances";
   size_t concurrency = 4;
   int64_t status_interval_ms = 30'000;
+  // Event types consumed in order per partition (ConsumerOptions::ordered_topics); "all" for
+  // every type, "none" (or empty) for none.
+  std::vector<std::string> ordered_types = {"block.new", "block.reverted"};
 };
 // Runs until a signal (kStopped) or a fatal error.
 Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command);
