@@ -22,6 +22,7 @@
 #include "rpc/curl_transport.h"
 #include "store/queries.h"
 #include "store/state.h"
+#include "testing/child_process.h"
 #include "testing/devnet_manifest.h"
 #include "testing/free_port.h"
 #include "testing/pg_test_db.h"
@@ -151,22 +152,10 @@ inline std::vector<std::string> FleetCommand(const std::string& role, const Devn
   return args;
 }
 
-// Runs a program (normally GaplessBinary()); returns its pid. With `log`, its stderr is appended to
-// that file (restarted processes add to one log); `env` entries ("NAME=value") are added to its
-// environment.
+// Runs a program (normally GaplessBinary()); returns its pid (testing/child_process.h).
 inline pid_t Spawn(const std::vector<std::string>& args, const std::string& log = "",
                    const std::vector<std::string>& env = {}) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (!log.empty() && freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
-    for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
+  return SpawnChild(args, log, env);
 }
 
 // Runs a program to completion and returns its exit code (-1 if killed by a signal) and stdout;
@@ -193,22 +182,6 @@ inline std::pair<int, std::string> RunForOutput(const std::vector<std::string>& 
   int status = 0;
   waitpid(pid, &status, 0);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-// Waits up to `seconds` for pid to exit and returns its exit code; -1 if it was killed by a
-// signal, or if it had to be SIGKILLed because it did not exit in time.
-inline int WaitForExit(pid_t pid, int seconds) {
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (waitpid(pid, &status, WNOHANG) != pid) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // The process state letter of /proc/PID/stat ('T' = stopped by a signal), or 0 if unreadable.

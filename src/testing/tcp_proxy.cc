@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 namespace gapless {
 namespace {
@@ -191,6 +192,7 @@ void TcpProxy::Serve(Conn* c) {
     return true;
   };
 
+  std::minstd_rand rng(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(c)));
   int upstream = ConnectTo(c->host, c->port);
   if (upstream >= 0) {
     NoDelay(upstream);
@@ -206,6 +208,11 @@ void TcpProxy::Serve(Conn* c) {
       if (rc < 0 && errno == EINTR) continue;
       if (rc < 0) break;
       if (rc == 0) continue;
+      if (const int64_t latency = latency_ms_.load(); latency > 0) {
+        const int64_t jitter = jitter_ms_.load();
+        const int64_t delay = latency + (jitter > 0 ? static_cast<int64_t>(rng() % (jitter + 1)) : 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+      }
       std::shared_lock<std::shared_mutex> forwarding(forwarding_);
       if (paused_.load()) continue;  // paused between poll and here: leave the bytes unread
       for (int i = 0; i < 2 && open; ++i) {
@@ -219,6 +226,11 @@ void TcpProxy::Serve(Conn* c) {
   }
   ::close(c->client_fd);
   c->finished = true;
+}
+
+void TcpProxy::SetLatency(int64_t ms, int64_t jitter_ms) {
+  jitter_ms_.store(std::max<int64_t>(0, jitter_ms));
+  latency_ms_.store(std::max<int64_t>(0, ms));
 }
 
 }  // namespace gapless

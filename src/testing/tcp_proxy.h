@@ -20,6 +20,10 @@
 //    retransmitting) and are delivered after Resume(). While paused, new connections are still
 //    accepted and connected to the target, but carry nothing. When Pause() returns, no further
 //    byte is forwarded (a chunk being forwarded at the time is finished first).
+//  - SetLatency(ms, jitter_ms) delays every chunk read from either side by ms plus a uniform
+//    [0, jitter_ms] before it is forwarded (0, 0: none), on open connections and later ones; a
+//    slow link rather than a packet-level model (a chunk is up to 16 KiB; one connection's two
+//    directions share its delay).
 //  - Stop() closes everything and joins every thread. Idempotent.
 //
 // Threads: one accept thread and one thread per connection, which connects to the target and then
@@ -59,6 +63,8 @@ class TcpProxy {
   // Stops / restarts forwarding on every connection (see the contract above).
   void Pause();
   void Resume();
+  // Added latency per forwarded chunk (see the contract above).
+  void SetLatency(int64_t ms, int64_t jitter_ms = 0);
 
   // Connections accepted since construction, and those still open.
   int64_t connections_accepted() const { return accepted_.load(); }
@@ -78,6 +84,8 @@ class TcpProxy {
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> paused_{false};
+  std::atomic<int64_t> latency_ms_{0};
+  std::atomic<int64_t> jitter_ms_{0};
   std::atomic<int64_t> accepted_{0};
   // Held shared by a connection thread while it forwards one chunk, exclusively by Pause(), so
   // that nothing is forwarded once Pause() has returned.

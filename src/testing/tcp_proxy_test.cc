@@ -156,6 +156,29 @@ TEST(TcpProxyTest, PauseBlackHolesAndResumeDeliversEverything) {
   EXPECT_EQ(during.Receive(2000, 3), "A:z");
 }
 
+// A lower bound only (a loaded machine makes a round trip slower, never faster): with 150 ms per
+// forwarded chunk, a request and its answer take at least 300 ms more than without.
+TEST(TcpProxyTest, LatencyDelaysEveryChunkAndCanBeLifted) {
+  TagServer a("A");
+  TcpProxy proxy("127.0.0.1", a.port());
+  Client client(proxy.port());
+  auto round_trip = [&](const std::string& what) {
+    auto start = std::chrono::steady_clock::now();
+    client.Send(what);
+    EXPECT_EQ(client.Receive(5000), "A:" + what);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start)
+        .count();
+  };
+  const int64_t baseline = round_trip("a");
+  proxy.SetLatency(150, 20);
+  const int64_t slow = round_trip("b");
+  EXPECT_GE(slow, 300) << "baseline " << baseline << " ms";
+  proxy.SetLatency(0, 0);
+  const int64_t lifted = round_trip("c");
+  EXPECT_LT(lifted, slow) << "baseline " << baseline << " ms";
+}
+
 TEST(TcpProxyTest, UnreachableTargetClosesTheClient) {
   int closed_port;
   {

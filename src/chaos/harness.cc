@@ -1,0 +1,902 @@
+#include "chaos/harness.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <simdjson.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "coord/keys.h"
+#include "coord/queue.h"
+#include "coord/redis.h"
+#include "events/balances.h"
+#include "events/event.h"
+#include "events/redis_bus.h"
+#include "node/head_tracker.h"
+#include "node/indexer.h"
+#include "rpc/curl_transport.h"
+#include "rpc/json_rpc.h"
+#include "store/migrate.h"
+#include "store/pg.h"
+#include "store/queries.h"
+#include "store/state.h"
+#include "testing/child_process.h"
+#include "testing/free_port.h"
+#include "testing/redis_server.h"
+#include "testing/tcp_proxy.h"
+
+namespace gapless::chaos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kChainId = 31337;  // anvil's
+
+int64_t MillisSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+std::unique_ptr<JsonRpcClient> Rpc(const std::string& url) {
+  CurlTransportOptions transport;
+  transport.request_timeout_ms = 5'000;
+  JsonRpcClientOptions options;
+  options.max_attempts = 3;
+  options.backoff_base_micros = 50'000;
+  return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, transport), options);
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A gapless process of the deployment: its command, its log, and its pid while it runs.
+struct Proc {
+  std::string name;
+  std::vector<std::string> args;
+  std::string log;
+  pid_t pid = -1;
+  bool stopped = false;  // SIGSTOPped by a fault
+  void Start() { pid = SpawnChild(args, log); }
+  void Kill() {
+    if (pid <= 0) return;
+    kill(pid, SIGCONT);
+    kill(pid, SIGKILL);
+    WaitForExit(pid, 10);
+    pid = -1;
+    stopped = false;
+  }
+};
+
+// One scenario (see harness.h). Members are torn down in reverse order: processes first.
+class Scenario {
+ public:
+  Scenario(uint64_t seed, HarnessOptions options) : seed_(seed), options_(std::move(options)) {
+    dir_ = fmt::format("{}/seed-{}", options_.work_dir, seed_);
+  }
+  ~Scenario() { Teardown(); }
+
+  Result<SeedReport> Run();
+
+ private:
+  Status Setup();
+  Status StartChain();
+  Status CreateDatabase(const std::string& name, std::string* url);
+  void StartTraffic();
+  void StopTraffic();
+  void Apply(const Fault& f);
+  void Heal(const Fault& f);
+  void Note(const std::string& what);
+  TcpProxy* Link(const std::string& name);
+  std::string Via(const std::string& process, const std::string& server, int port,
+                  const std::string& scheme);
+  uint64_t Tip();
+  // Empty when the database holds the node's chain 0..tip exactly.
+  std::string DifferenceFromChain(uint64_t tip);
+  Result<std::optional<uint64_t>> PersistedFrontier();
+  std::string FrontierAhead();  // empty when every block below the persisted frontier is stored
+  bool Recovered(uint64_t tip, std::string* why);
+  void Check(SeedReport* report, uint64_t tip);
+  void CheckEvents(SeedReport* report, uint64_t tip);
+  void Teardown();
+
+  uint64_t seed_;
+  HarnessOptions options_;
+  std::string dir_;
+  std::ofstream timeline_;
+  Clock::time_point start_;
+  std::mutex note_mu_;
+
+  std::unique_ptr<RedisServer> coord_, bus_;
+  std::vector<std::unique_ptr<RedisServer>> lock_nodes_;
+  pid_t anvil_pid_ = -1;
+  std::string anvil_url_;
+  std::unique_ptr<JsonRpcClient> rpc_;
+  std::mutex chain_mu_;  // traffic and re-orgs take turns on the node
+  std::string emitter_, account0_, account1_;
+  std::string db_name_, db_url_, clean_name_, clean_url_;
+  std::unique_ptr<PgPool> pool_;
+  std::map<std::string, std::unique_ptr<TcpProxy>> links_;
+  std::map<std::string, Proc> procs_;
+  std::atomic<bool> traffic_stop_{false};
+  std::thread traffic_;
+  std::map<std::string, std::pair<int, std::string>> exits_;  // process -> (times, last status)
+  std::string frontier_violation_;
+};
+
+void Scenario::Note(const std::string& what) {
+  std::lock_guard<std::mutex> lock(note_mu_);
+  timeline_ << fmt::format("{:>8} ms  {}\n", MillisSince(start_), what);
+  timeline_.flush();
+}
+
+TcpProxy* Scenario::Link(const std::string& name) {
+  auto it = links_.find(name);
+  return it == links_.end() ? nullptr : it->second.get();
+}
+
+std::string Scenario::Via(const std::string& process, const std::string& server, int port,
+                          const std::string& scheme) {
+  const std::string name = process + ">" + server;
+  auto& proxy = links_[name];
+  if (proxy == nullptr) proxy = std::make_unique<TcpProxy>("127.0.0.1", port);
+  return fmt::format("{}://127.0.0.1:{}", scheme, proxy->port());
+}
+
+Status Scenario::CreateDatabase(const std::string& name, std::string* url) {
+  GAPLESS_ASSIGN_OR_RETURN(auto admin, PgConn::Connect(options_.pg_admin_url));
+  GAPLESS_RETURN_IF_ERROR(admin->Exec("CREATE DATABASE " + PgQuoteIdent(name)));
+  GAPLESS_ASSIGN_OR_RETURN(*url, PgUrlWithDatabase(options_.pg_admin_url, name));
+  return Status::Ok();
+}
+
+Status Scenario::StartChain() {
+  const int port = FreePort();
+  anvil_url_ = fmt::format("http://127.0.0.1:{}", port);
+  anvil_pid_ = SpawnChild({options_.anvil_bin, "--port", std::to_string(port), "--silent"},
+                          dir_ + "/anvil.log");
+  rpc_ = Rpc(anvil_url_);
+  for (int i = 0; i < 300 && !rpc_->ChainId().ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  GAPLESS_RETURN_IF_ERROR(rpc_->ChainId().status().WithContext("anvil did not start"));
+  GAPLESS_ASSIGN_OR_RETURN(std::string accounts, rpc_->Call("eth_accounts", "[]"));
+  size_t a = accounts.find("0x");
+  size_t b = accounts.find("0x", a + 42);
+  if (a == std::string::npos || b == std::string::npos) return Internal("anvil: no accounts");
+  account0_ = accounts.substr(a, 42);
+  account1_ = accounts.substr(b, 42);
+  // The emitter: every call logs Transfer(caller, calldata[32..64], calldata[0..32]) (the same
+  // hand-assembled contract as tests/reorg_itest.cc).
+  const std::string runtime =
+      "6020600060003760203533"
+      "7fddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
+      "60206000a300";
+  GAPLESS_ASSIGN_OR_RETURN(
+      std::string sent,
+      rpc_->Call("eth_sendTransaction", R"([{"from":")" + account0_ +
+                                            R"(","data":"0x603280600b6000396000f3)" + runtime +
+                                            R"("}])"));
+  const std::string hash = sent.substr(1, sent.size() - 2);
+  for (int i = 0; i < 100; ++i) {
+    auto receipt = rpc_->Call("eth_getTransactionReceipt", "[\"" + hash + "\"]");
+    size_t at = receipt.ok() ? receipt->find("\"contractAddress\":\"") : std::string::npos;
+    if (at != std::string::npos) {
+      emitter_ = receipt->substr(at + 19, 42);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (emitter_.empty()) return Internal("anvil: the emitter contract was not mined");
+  return rpc_->Call("anvil_mine", R"(["0x14"])").status();
+}
+
+// A token transfer to the emitter, as eth_sendTransaction and anvil_reorg take it.
+std::string TokenCall(const std::string& from, const std::string& emitter, const std::string& to,
+                      uint64_t amount) {
+  return fmt::format(R"({{"from":"{}","to":"{}","data":"0x{:064x}{}{}"}})", from, emitter, amount,
+                     std::string(24, '0'), to.substr(2));
+}
+
+void Scenario::StartTraffic() {
+  traffic_ = std::thread([this] {
+    uint64_t n = 1;
+    auto rpc = Rpc(anvil_url_);
+    while (!traffic_stop_.load()) {
+      {
+        std::lock_guard<std::mutex> lock(chain_mu_);
+        (void)rpc->Call("eth_sendTransaction",
+                        "[" + TokenCall(account0_, emitter_, account1_, n) + "]");
+        if (n % 3 == 0) {
+          (void)rpc->Call("eth_sendTransaction",
+                          fmt::format(R"([{{"from":"{}","to":"{}","value":"0x{:x}"}}])", account0_,
+                                      account1_, n));
+        }
+      }
+      ++n;
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+}
+
+void Scenario::StopTraffic() {
+  traffic_stop_ = true;
+  if (traffic_.joinable()) traffic_.join();
+}
+
+Status Scenario::Setup() {
+  std::filesystem::create_directories(dir_);
+  timeline_.open(dir_ + "/timeline.txt", std::ios::trunc);
+  start_ = Clock::now();
+  GAPLESS_ASSIGN_OR_RETURN(coord_, RedisServer::Start());
+  GAPLESS_ASSIGN_OR_RETURN(bus_, RedisServer::Start());
+  for (int i = 0; i < 3; ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(auto node, RedisServer::Start());
+    lock_nodes_.push_back(std::move(node));
+  }
+  const std::string tag = fmt::format("chaos_{}_{}", seed_, getpid());
+  db_name_ = tag;
+  clean_name_ = tag + "_clean";
+  GAPLESS_RETURN_IF_ERROR(CreateDatabase(db_name_, &db_url_));
+  GAPLESS_RETURN_IF_ERROR(CreateDatabase(clean_name_, &clean_url_));
+  GAPLESS_ASSIGN_OR_RETURN(pool_, PgPool::Open(db_url_, 3));
+  GAPLESS_RETURN_IF_ERROR(StartChain());
+  // host:port of the database URL, to point a process at its proxy instead.
+  std::smatch hp;
+  const std::regex host_port(R"(@?(127\.0\.0\.1|localhost|[^/@:]+):(\d+)/)");
+  if (!std::regex_search(db_url_, hp, host_port)) {
+    return FailedPrecondition("chaos: the PostgreSQL URL has no host:port: " + db_url_);
+  }
+  const int pg_port = std::stoi(hp[2]);
+  const std::string pg_host_port = std::string(hp[1]) + ":" + std::string(hp[2]);
+  const int rpc_port = std::stoi(anvil_url_.substr(anvil_url_.rfind(':') + 1));
+
+  // The gapless processes, every link through a proxy of its own.
+  std::vector<std::string> names = {"leader-a", "leader-b"};
+  for (int i = 1; i <= options_.workers; ++i) names.push_back(fmt::format("worker-{}", i));
+  for (const std::string& name : names) {
+    const bool leader = name.rfind("leader", 0) == 0;
+    const std::string proxied = Via(name, "pg", pg_port, "postgresql");
+    std::string pg = db_url_;
+    pg.replace(pg.find(pg_host_port), pg_host_port.size(), proxied.substr(proxied.find("//") + 2));
+    std::string locks;
+    for (int i = 0; i < 3; ++i) {
+      if (i > 0) locks += ",";
+      locks += Via(name, fmt::format("lock-{}", i + 1), lock_nodes_[i]->port(), "redis");
+    }
+    Proc p;
+    p.name = name;
+    p.log = dir_ + "/" + name + ".log";
+    p.args = {options_.gapless_bin,
+              leader ? "leader" : "worker",
+              "--rpc",
+              Via(name, "rpc", rpc_port, "http"),
+              "--db",
+              pg,
+              "--redis",
+              Via(name, "coord", coord_->port(), "redis"),
+              "--lock-nodes",
+              locks,
+              "--from",
+              "0",
+              "--to",
+              "latest",
+              "--range-size",
+              "5",
+              "--workers",
+              leader ? "0" : "1",
+              "--lease-ttl",
+              std::to_string(options_.lease_ttl_ms),
+              "--rpc-timeout",
+              "2000",
+              "--progress",
+              "off",
+              "--log-level",
+              "info"};
+    if (leader) {
+      p.args.insert(p.args.end(),
+                    {"--follow", "--leader-ttl", "1500", "--max-reorg-depth",
+                     std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 16)),
+                     // One link for both: the relay names a bus by its URL (its cursor), so
+                     // both candidates must reach the bus at the same address.
+                     "--events", Via("leaders", "bus", bus_->port(), "redis")});
+    }
+    procs_[name] = std::move(p);
+  }
+  for (int i = 1; i <= 2; ++i) {
+    Proc c;
+    c.name = fmt::format("consumer-{}", i);
+    c.log = dir_ + "/" + c.name + ".log";
+    c.args = {options_.gapless_bin, "consume", "balances", "--bus", bus_->url(), "--redis",
+              bus_->url(), "--db", db_url_, "--chain-id", std::to_string(kChainId),
+              "--log-level", "info"};
+    procs_[c.name] = std::move(c);
+  }
+  // Leaders first (they migrate the schema and record the chain), then the rest.
+  procs_["leader-a"].Start();
+  procs_["leader-b"].Start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
+  for (auto& [name, p] : procs_) {
+    if (p.pid <= 0) p.Start();
+  }
+  Note("deployment started: " + std::to_string(procs_.size()) + " gapless processes, " +
+       std::to_string(links_.size()) + " proxied links");
+  return Status::Ok();
+}
+
+uint64_t Scenario::Tip() {
+  auto n = rpc_->BlockNumber();
+  return n.ok() ? *n : 0;
+}
+
+void Scenario::Apply(const Fault& f) {
+  Note("fault: " + f.Describe());
+  switch (f.kind) {
+    case FaultKind::kKill: {
+      Proc& p = procs_[f.target];
+      p.Kill();
+      break;
+    }
+    case FaultKind::kStop: {
+      Proc& p = procs_[f.target];
+      if (p.pid > 0 && kill(p.pid, SIGSTOP) == 0) p.stopped = true;
+      break;
+    }
+    case FaultKind::kLockNode:
+      lock_nodes_[std::stoi(f.target.substr(5)) - 1]->Kill();
+      break;
+    case FaultKind::kCoordRedis:
+      coord_->Kill();
+      break;
+    case FaultKind::kPartition:
+      if (TcpProxy* l = Link(f.target)) l->Pause();
+      break;
+    case FaultKind::kCut:
+      if (TcpProxy* l = Link(f.target)) l->CloseAll();
+      break;
+    case FaultKind::kLatency:
+      if (TcpProxy* l = Link(f.target)) l->SetLatency(f.latency_ms, f.latency_ms / 4);
+      break;
+    case FaultKind::kReorg: {
+      std::lock_guard<std::mutex> lock(chain_mu_);
+      const uint64_t tip = Tip();
+      const uint64_t depth = std::min<uint64_t>(f.depth, tip > 30 ? tip - 30 : 1);
+      // The new fork carries other transactions: a token transfer and a value transfer.
+      const std::string txs = fmt::format(
+          R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
+          TokenCall(account0_, emitter_, account0_, 1000 + seed_ % 1000), account0_, account1_,
+          7 + f.at_ms % 100, depth > 1 ? 1 : 0);
+      auto r = rpc_->Call("anvil_reorg", fmt::format("[{}, {}]", depth, txs));
+      if (!r.ok()) Note("  anvil_reorg failed: " + r.status().ToString());
+      break;
+    }
+    case FaultKind::kBusDown:
+      bus_->Pause();
+      break;
+    case FaultKind::kPgRestart:
+      break;  // not supported by this deployment (the server is shared): never drawn
+  }
+}
+
+void Scenario::Heal(const Fault& f) {
+  switch (f.kind) {
+    case FaultKind::kKill: {
+      Proc& p = procs_[f.target];
+      if (p.pid <= 0) p.Start();
+      break;
+    }
+    case FaultKind::kStop: {
+      Proc& p = procs_[f.target];
+      if (p.pid > 0 && p.stopped) kill(p.pid, SIGCONT);
+      p.stopped = false;
+      break;
+    }
+    case FaultKind::kLockNode: {
+      Status st = lock_nodes_[std::stoi(f.target.substr(5)) - 1]->Restart();
+      if (!st.ok()) Note("  restart failed: " + st.ToString());
+      break;
+    }
+    case FaultKind::kCoordRedis: {
+      Status st = coord_->Restart();
+      if (!st.ok()) Note("  restart failed: " + st.ToString());
+      break;
+    }
+    case FaultKind::kPartition:
+      if (TcpProxy* l = Link(f.target)) l->Resume();
+      break;
+    case FaultKind::kLatency:
+      if (TcpProxy* l = Link(f.target)) l->SetLatency(0, 0);
+      break;
+    case FaultKind::kBusDown:
+      bus_->Resume();
+      break;
+    default:
+      return;
+  }
+  Note("healed: " + f.Describe());
+}
+
+std::string Scenario::DifferenceFromChain(uint64_t tip) {
+  auto headers = FetchHeaders(*rpc_, 0, tip);
+  if (!headers.ok()) return headers.status().ToString();
+  auto conn = pool_->Acquire();
+  auto r = conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks ORDER BY number");
+  if (!r.ok()) return r.status().ToString();
+  std::map<uint64_t, std::string> stored;
+  for (int i = 0; i < r->rows(); ++i) {
+    uint64_t n = static_cast<uint64_t>(r->GetInt64(i, 0).value());
+    if (stored.count(n)) return fmt::format("block {} is stored twice", n);
+    stored[n] = std::string(r->Get(i, 1));
+  }
+  for (const HeadEntry& h : *headers) {
+    auto it = stored.find(h.height);
+    if (it == stored.end()) return fmt::format("block {} is not stored", h.height);
+    if (it->second != h.hash) {
+      return fmt::format("block {} is {}, the node has {}", h.height, it->second, h.hash);
+    }
+  }
+  if (!stored.empty() && stored.rbegin()->first > tip) {
+    return fmt::format("block {} is stored above the tip {}", stored.rbegin()->first, tip);
+  }
+  return "";
+}
+
+Result<std::optional<uint64_t>> Scenario::PersistedFrontier() {
+  auto conn = pool_->Acquire();
+  return LoadFrontier(*conn);
+}
+
+std::string Scenario::FrontierAhead() {
+  auto conn = pool_->Acquire();
+  // One snapshot: a rollback lowering the frontier and deleting rows commits wholly.
+  auto r = conn->Query(
+      "WITH f AS (SELECT value::bigint AS v FROM indexer_state WHERE key = 'frontier') "
+      "SELECT f.v, (SELECT count(*) FROM blocks WHERE number < f.v) FROM f");
+  if (!r.ok() || r->rows() == 0) return "";
+  const int64_t frontier = r->GetInt64(0, 0).value();
+  const int64_t stored = r->GetInt64(0, 1).value();
+  if (stored < frontier) {
+    return fmt::format("frontier {} but only {} blocks below it are stored", frontier, stored);
+  }
+  return "";
+}
+
+bool Scenario::Recovered(uint64_t tip, std::string* why) {
+  *why = DifferenceFromChain(tip);
+  if (!why->empty()) return false;
+  auto frontier = PersistedFrontier();
+  if (!frontier.ok() || !frontier->has_value() || **frontier != tip + 1) {
+    *why = fmt::format("persisted frontier {} (tip {})",
+                       frontier.ok() && frontier->has_value() ? std::to_string(**frontier) : "none",
+                       tip);
+    return false;
+  }
+  auto conn = pool_->Acquire();
+  auto cursor = conn->Query("SELECT min(next_block) FROM event_cursors");
+  if (!cursor.ok() || cursor->rows() == 0 || cursor->IsNull(0, 0) ||
+      static_cast<uint64_t>(cursor->GetInt64(0, 0).value()) != tip + 1) {
+    *why = "the relay has not published up to the tip";
+    return false;
+  }
+  auto pending = conn->Query(
+      "SELECT count(*) FROM event_retractions r WHERE r.seq > (SELECT coalesce(min("
+      "retracted_through), 0) FROM event_cursors)");
+  if (pending.ok() && pending->GetInt64(0, 0).value() > 0) {
+    *why = "retractions not published yet";
+    return false;
+  }
+  SubscribeOptions sub;
+  sub.group = "balances";
+  sub.topics = {EventTopic(kTokenTransfer, kChainId), EventTopic(kBlockReverted, kChainId)};
+  auto lag = RedisGroupLag(bus_->url(), sub);
+  if (!lag.ok() || *lag != 0) {
+    *why = "the balances consumers lag";
+    return false;
+  }
+  return true;
+}
+
+void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
+  auto redis = RedisConn::Connect(bus_->url());
+  auto headers = FetchHeaders(*rpc_, 0, tip);
+  if (!redis.ok() || !headers.ok()) {
+    report->invariants.push_back({"events-complete", false, "cannot read the bus or the chain"});
+    return;
+  }
+  auto read = [&](const std::string& type) {
+    std::vector<Envelope> out;
+    auto r = (*redis)->Command({"XRANGE", EventTopic(type, kChainId), "-", "+"});
+    if (!r.ok()) return out;
+    for (const RedisReply& entry : r->elements) {
+      if (entry.elements.size() < 2) continue;
+      const auto& fields = entry.elements[1].elements;
+      for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+        if (fields[i].str != "body") continue;
+        auto env = ParseEnvelope(fields[i + 1].str);
+        if (env.ok()) out.push_back(*env);
+      }
+    }
+    return out;
+  };
+  simdjson::dom::parser parser;
+  struct BlockNew {
+    uint64_t number;
+    std::string hash;
+  };
+  std::vector<BlockNew> blocks;
+  for (const Envelope& e : read(std::string(kBlockNew))) {
+    simdjson::dom::element doc;
+    uint64_t n = 0;
+    std::string_view hash;
+    if (parser.parse(e.payload_json).get(doc) || doc["block_number"].get_uint64().get(n) ||
+        doc["hash"].get_string().get(hash)) {
+      continue;
+    }
+    blocks.push_back({n, std::string(hash)});
+  }
+  // Order: never forward by more than one height.
+  std::string order;
+  for (size_t i = 0; i < blocks.size() && order.empty(); ++i) {
+    const uint64_t expected = i == 0 ? 0 : blocks[i - 1].number + 1;
+    if (blocks[i].number > expected) {
+      order = fmt::format("block.new of block {} came after block {} (hole)", blocks[i].number,
+                          i == 0 ? std::string("none") : std::to_string(blocks[i - 1].number));
+    }
+  }
+  report->invariants.push_back({"events-order", order.empty(), order});
+  std::set<std::string> published;
+  for (const BlockNew& b : blocks) published.insert(b.hash);
+  std::set<std::string> canonical;
+  std::string missing;
+  for (const HeadEntry& h : *headers) {
+    canonical.insert(h.hash);
+    if (missing.empty() && !published.count(h.hash)) {
+      missing = fmt::format("block {} ({}) has no block.new", h.height, h.hash);
+    }
+  }
+  report->invariants.push_back({"events-complete", missing.empty(), missing});
+  std::set<std::string> reverted;
+  for (const Envelope& e : read(std::string(kBlockReverted))) {
+    auto r = ParseBlockRevertedPayload(e.payload_json);
+    if (r.ok()) reverted.insert(r->block_hash);
+  }
+  std::string unretracted;
+  for (const BlockNew& b : blocks) {
+    if (!canonical.count(b.hash) && !reverted.count(b.hash)) {
+      unretracted = fmt::format("orphaned block {} ({}) has no block.reverted", b.number, b.hash);
+      break;
+    }
+  }
+  report->invariants.push_back({"events-retracted", unretracted.empty(), unretracted});
+  // token.transfer per canonical block = its rows.
+  std::map<std::string, std::set<std::string>> transfer_ids;
+  for (const Envelope& e : read(std::string(kTokenTransfer))) {
+    auto t = ParseTransferPayload(e.payload_json);
+    if (t.ok()) transfer_ids[t->block_hash].insert(e.event_id);
+  }
+  std::string transfers;
+  auto conn = pool_->Acquire();
+  auto rows = conn->Query(
+      "SELECT '0x' || encode(b.hash, 'hex'), b.number, (SELECT count(*) FROM token_transfers t "
+      "WHERE t.block_number = b.number) FROM blocks b ORDER BY b.number");
+  if (!rows.ok()) {
+    transfers = rows.status().ToString();
+  } else {
+    for (int i = 0; i < rows->rows() && transfers.empty(); ++i) {
+      const std::string hash(rows->Get(i, 0));
+      const int64_t want = rows->GetInt64(i, 2).value();
+      const int64_t got = static_cast<int64_t>(transfer_ids[hash].size());
+      if (want != got) {
+        transfers = fmt::format("block {}: {} token.transfer events, {} rows", rows->Get(i, 1),
+                                got, want);
+      }
+    }
+  }
+  report->invariants.push_back({"events-transfers", transfers.empty(), transfers});
+}
+
+void Scenario::Check(SeedReport* report, uint64_t tip) {
+  auto add = [&](const std::string& name, const std::string& problem) {
+    report->invariants.push_back({name, problem.empty(), problem});
+  };
+  std::string ahead = FrontierAhead();
+  add("frontier-not-ahead", frontier_violation_.empty() ? ahead : frontier_violation_);
+  add("canonical-chain", DifferenceFromChain(tip));
+  {
+    std::string orphans;
+    auto conn = pool_->Acquire();
+    for (const char* table : {"transactions", "logs"}) {
+      auto r = conn->Query(std::string("SELECT count(*) FROM ") + table +
+                           " t WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.number = "
+                           "t.block_number AND b.hash = t.block_hash)");
+      if (r.ok() && r->GetInt64(0, 0).value() > 0) {
+        orphans = fmt::format("{} rows of {} without their block", r->Get(0, 0), table);
+      }
+    }
+    for (const char* table : {"token_transfers", "withdrawals"}) {
+      auto r = conn->Query(std::string("SELECT count(*) FROM ") + table +
+                           " t WHERE NOT EXISTS (SELECT 1 FROM blocks b WHERE b.number = "
+                           "t.block_number)");
+      if (r.ok() && r->GetInt64(0, 0).value() > 0) {
+        orphans = fmt::format("{} rows of {} without their block", r->Get(0, 0), table);
+      }
+    }
+    add("no-orphan-rows", orphans);
+  }
+  {
+    // A clean single-process index of the final chain into another database.
+    std::string problem;
+    auto clean = PgPool::Open(clean_url_, 3);
+    if (!clean.ok()) {
+      problem = clean.status().ToString();
+    } else {
+      {
+        auto conn = (*clean)->Acquire();
+        Status st = Migrate(*conn);
+        if (st.ok()) st = EnsureChainId(*conn, kChainId);
+        if (!st.ok()) problem = st.ToString();
+      }
+      IndexerOptions o;
+      o.from = 0;
+      o.to = tip;
+      o.range_size = 20;
+      o.fetch_workers = 2;
+      o.chain_id = kChainId;
+      const std::string url = anvil_url_;
+      Indexer indexer(o, [url] { return Rpc(url); }, clean->get());
+      Status st = problem.empty() ? indexer.Plan().status() : Status::Ok();
+      if (st.ok() && problem.empty()) st = indexer.Run();
+      if (!st.ok()) problem = "clean run: " + st.ToString();
+      auto ours = pool_->Acquire();
+      auto theirs = (*clean)->Acquire();
+      for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers"}) {
+        if (!problem.empty()) break;
+        auto a = TableChecksum(*ours, table, 0, tip);
+        auto b = TableChecksum(*theirs, table, 0, tip);
+        if (!a.ok() || !b.ok() || *a != *b) problem = std::string(table) + " differs";
+      }
+    }
+    add("equals-clean-run", problem);
+  }
+  {
+    const std::string log = dir_ + "/verify.log";
+    pid_t pid = SpawnChild({options_.gapless_bin, "verify", "--db", db_url_, "--from", "0", "--to",
+                            std::to_string(tip), "--deep", "--anvil-blob-roots"},
+                           log);
+    int code = WaitForExit(pid, 600);
+    add("verify-deep", code == 0 ? "" : fmt::format("exit {} (see {})", code, log));
+  }
+  {
+    // Every term start in the leaders' logs: "leader <holder>: term <n> (epoch <e>) started".
+    std::map<uint64_t, std::set<std::string>> holders;
+    std::regex term(R"(leader (\S+): term \d+ \(epoch (\d+)\) started)");
+    for (const char* name : {"leader-a", "leader-b"}) {
+      std::string text = ReadText(dir_ + "/" + name + ".log");
+      for (std::sregex_iterator it(text.begin(), text.end(), term), end; it != end; ++it) {
+        holders[std::stoull((*it)[2])].insert((*it)[1]);
+      }
+    }
+    std::string two;
+    for (const auto& [epoch, who] : holders) {
+      if (who.size() > 1) two = fmt::format("epoch {} started a term in {} leaders", epoch, who.size());
+    }
+    add("one-leader-per-epoch", two);
+  }
+  CheckEvents(report, tip);
+  {
+    std::string problem;
+    auto conn = pool_->Acquire();
+    auto check = CheckBalancesAgainstTransfers(*conn);
+    if (!check.ok()) {
+      problem = check.status().ToString();
+    } else if (check->differing != 0) {
+      problem = fmt::format("{} balances differ from the transfers", check->differing);
+    }
+    add("balances", problem);
+  }
+  {
+    std::string problem;
+    auto redis = RedisConn::Connect(coord_->url());
+    auto conn = pool_->Acquire();
+    auto id = EnsureDatabaseId(*conn);
+    if (!redis.ok() || !id.ok()) {
+      problem = "cannot read the coordination Redis";
+      add("dlq-empty", problem);
+    } else {
+      Keys keys(static_cast<int64_t>(kChainId), *id);
+      Queue queue(redis->get(), keys);
+      auto depths = queue.Depths();
+      std::string dlq;
+      if (!depths.ok()) dlq = depths.status().ToString();
+      else if (depths->dlq > 0) dlq = fmt::format("{} tasks dead-lettered", depths->dlq);
+      add("dlq-empty", dlq);
+      const std::set<std::string> bounded = {
+          keys.pending(),         keys.processing(),       keys.queued(),
+          keys.leases(),          keys.attempts(),         keys.expiries(),
+          keys.dlq(),             keys.fence_counter(),    keys.completed(),
+          keys.frontier(),        keys.registry(),         keys.registry_expiries(),
+          keys.election_epoch(),  keys.election_meta(),    keys.head_log(),
+          keys.head_heights(),    keys.head_floor(),       keys.head_incarnation(),
+          keys.head_fork(),       keys.leader_epoch(),     keys.leader_term(),
+          keys.reorg_generation(), keys.key_count_samples()};
+      std::string cursor = "0";
+      do {
+        auto page = (*redis)->Command({"SCAN", cursor, "COUNT", "1000"});
+        if (!page.ok()) break;
+        cursor = page->elements[0].str;
+        for (const auto& key : page->elements[1].elements) {
+          auto ttl = (*redis)->Command({"PTTL", key.str});
+          if (ttl.ok() && ttl->integer >= 0) continue;
+          if (!bounded.count(key.str)) problem = "no TTL and no bound: " + key.str;
+        }
+      } while (cursor != "0" && problem.empty());
+    }
+    add("keys-bounded", problem);
+  }
+  {
+    std::string exits;
+    for (const auto& [name, e] : exits_) {
+      exits += fmt::format("{}{} exited by itself {} times (last: {})", exits.empty() ? "" : "; ",
+                           name, e.first, e.second);
+    }
+    add("processes-alive", exits);
+  }
+}
+
+void Scenario::Teardown() {
+  StopTraffic();
+  for (auto& [name, p] : procs_) p.Kill();
+  procs_.clear();
+  links_.clear();
+  if (anvil_pid_ > 0) {
+    kill(anvil_pid_, SIGKILL);
+    WaitForExit(anvil_pid_, 10);
+    anvil_pid_ = -1;
+  }
+  pool_.reset();
+  if (!db_name_.empty()) {
+    auto admin = PgConn::Connect(options_.pg_admin_url);
+    if (admin.ok()) {
+      (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + PgQuoteIdent(db_name_) + " WITH (FORCE)");
+      (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + PgQuoteIdent(clean_name_) +
+                           " WITH (FORCE)");
+    }
+    db_name_.clear();
+  }
+}
+
+Result<SeedReport> Scenario::Run() {
+  SeedReport report;
+  report.seed = seed_;
+  report.dir = dir_;
+  GAPLESS_RETURN_IF_ERROR(Setup());
+
+  ScheduleOptions schedule;
+  schedule.duration_ms = options_.fault_ms;
+  schedule.faults_per_minute = options_.faults_per_minute;
+  schedule.max_reorg_depth = options_.max_reorg_depth;
+  schedule.lease_ttl_ms = options_.lease_ttl_ms;
+  schedule.kinds.clear();
+  for (FaultKind k : options_.kinds.empty() ? AllFaultKinds() : options_.kinds) {
+    if (k != FaultKind::kPgRestart) schedule.kinds.push_back(k);
+  }
+  for (const auto& [name, p] : procs_) schedule.processes.push_back(name);
+  for (const auto& [name, link] : links_) schedule.links.push_back(name);
+  const std::vector<Fault> faults = MakeSchedule(seed_, schedule);
+  report.faults = faults.size();
+
+  StartTraffic();
+  // Let the fleet start before the first fault.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3'000));
+  const Clock::time_point faults_start = Clock::now();
+  std::multimap<int64_t, Fault> heals;  // due time (ms since faults_start) -> fault
+  size_t next = 0;
+  auto watch = [&] {
+    for (auto& [name, p] : procs_) {
+      int status = 0;
+      if (p.pid > 0 && waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        const std::string what = fmt::format(
+            "{} exited by itself ({} {})", name, WIFEXITED(status) ? "code" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        auto& [times, last] = exits_[name];
+        ++times;
+        last = what;
+        Note(what + "; restarted");
+        p.pid = -1;
+        p.Start();
+      }
+    }
+    if (frontier_violation_.empty()) {
+      frontier_violation_ = FrontierAhead();
+      if (!frontier_violation_.empty()) Note("VIOLATION frontier-not-ahead: " + frontier_violation_);
+    }
+  };
+  auto last_check = Clock::now();
+  while (true) {
+    const int64_t now = MillisSince(faults_start);
+    while (next < faults.size() && faults[next].at_ms <= now) {
+      Apply(faults[next]);
+      heals.emplace(now + faults[next].duration_ms, faults[next]);
+      ++next;
+    }
+    while (!heals.empty() && heals.begin()->first <= now) {
+      Heal(heals.begin()->second);
+      heals.erase(heals.begin());
+    }
+    if (Clock::now() - last_check > std::chrono::seconds(1)) {
+      watch();
+      last_check = Clock::now();
+    }
+    if (next >= faults.size() && heals.empty() && now >= options_.fault_ms) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  StopTraffic();
+  {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    (void)rpc_->Call("anvil_mine", R"(["0x1"])");
+  }
+  const uint64_t tip = Tip();
+  report.tip = tip;
+  Note(fmt::format("faults over; the chain stays at block {}: waiting for the fleet", tip));
+  const Clock::time_point settle_start = Clock::now();
+  std::string why;
+  bool recovered = false;
+  while (MillisSince(settle_start) < options_.settle_ms) {
+    watch();
+    if (Recovered(tip, &why)) {
+      recovered = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  if (recovered) report.recovery_ms = MillisSince(settle_start);
+  Note(recovered ? fmt::format("recovered in {} ms", report.recovery_ms)
+                 : "not recovered: " + why);
+  report.invariants.push_back(
+      {"recovered", recovered,
+       recovered ? fmt::format("{} ms", report.recovery_ms) : why});
+  Check(&report, tip);
+  {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM reorgs");
+    if (r.ok()) report.reorgs = static_cast<uint64_t>(r->GetInt64(0, 0).value());
+  }
+  for (const InvariantResult& inv : report.invariants) {
+    if (!inv.ok) Note("VIOLATION " + inv.name + ": " + inv.detail);
+  }
+  Teardown();
+  if (report.violations() == 0 && !options_.keep_passing_logs) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  return report;
+}
+
+}  // namespace
+
+size_t SeedReport::violations() const {
+  return static_cast<size_t>(
+      std::count_if(invariants.begin(), invariants.end(), [](const auto& i) { return !i.ok; }));
+}
+
+Result<SeedReport> RunSeed(uint64_t seed, const HarnessOptions& options) {
+  Scenario scenario(seed, options);
+  return scenario.Run();
+}
+
+}  // namespace gapless::chaos

@@ -1,0 +1,90 @@
+// harness: the chaos harness (issue 16, seed 001 §12, for the whole system). One scenario per
+// seed: a whole deployment of real processes, a seeded fault schedule (chaos/schedule.h) played
+// against it, and invariant checkers during and after, each named in the report when it fails.
+//
+// The deployment of one seed (everything private to it, torn down at its end):
+//   - a PostgreSQL database of its own on the server at pg_admin_url (and one for the clean run);
+//   - the coordination redis-server, three lock-node redis-servers and the events bus (a
+//     redis-server: Redis Streams), all without persistence (testing/redis_server.h);
+//   - an anvil chain (--anvil) with token traffic: an emitter contract whose every call logs an
+//     ERC-20 Transfer, value transfers, a block every ~300 ms;
+//   - two `gapless leader` candidates (following the tip, HA election over the lock nodes, the
+//     relay to the bus), `workers` `gapless worker` processes, and two `gapless consume balances`
+//     consumers of one group on the bus;
+//   - a TCP proxy (testing/tcp_proxy.h) on every link of every gapless process: to the
+//     coordination Redis, each lock node, PostgreSQL, the RPC node; the leaders share one link
+//     to the bus ("leaders>bus": the relay names a bus, and its cursor, by the URL). Link names
+//     are "<process>><server>", e.g. "worker-2>pg", "leader-a>lock-3".
+// Faults are applied at their times and healed after their durations; every fault and recovery
+// is written to the timeline (timeline.txt in the seed's directory, with milliseconds since the
+// start). After the fault window the chain stops moving and the harness waits (up to settle_ms)
+// for the fleet to be back: the database equal to the node's chain, the frontier at its tip + 1,
+// the bus published to it, the consumers caught up; that wait is the recovery time.
+//
+// Invariants (names as in the report):
+//   frontier-not-ahead   sampled every second during the run and checked at the end: every block
+//                        below the persisted frontier is stored
+//   canonical-chain      every block 0..tip stored exactly once, with the node's hash
+//   no-orphan-rows       no transaction, log, token transfer or withdrawal without its block
+//   equals-clean-run     per-table checksums equal a clean single-process index of the final chain
+//   verify-deep          `gapless verify --deep --anvil-blob-roots` over 0..tip passes
+//   one-leader-per-epoch no epoch started a term in two leaders (from the leaders' logs)
+//   events-order         the bus's block.new stream never skips a height (a re-org or a
+//                        republished batch may go back, never forward by more than one)
+//   events-complete      every canonical block has its block.new
+//   events-retracted     every block.new of an orphaned block has a block.reverted
+//   events-transfers     every canonical block's token.transfer events equal its rows
+//   balances             each consumer group's token_balances equals the SQL aggregate
+//   dlq-empty            nothing dead-lettered: every task ended committed
+//   keys-bounded         every coordination key has a TTL or is one of the bounded keys
+//   processes-alive      no gapless process exited by itself
+//   recovered            the fleet was back within settle_ms after the last fault
+//
+// Thread-safety: RunSeed runs one scenario at a time on the calling thread (plus its own threads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chaos/schedule.h"
+#include "core/status.h"
+
+namespace gapless::chaos {
+
+struct HarnessOptions {
+  std::string gapless_bin;   // the gapless binary
+  std::string anvil_bin;     // anvil
+  std::string pg_admin_url;  // a PostgreSQL server where the harness may create databases
+  std::string work_dir;      // each seed writes <work_dir>/seed-<n>/ (logs, timeline)
+  int64_t fault_ms = 120'000;
+  int64_t settle_ms = 180'000;
+  double faults_per_minute = 12;
+  std::vector<FaultKind> kinds;  // empty: every kind the deployment supports
+  int workers = 3;
+  uint64_t max_reorg_depth = 8;
+  int64_t lease_ttl_ms = 3'000;
+  bool keep_passing_logs = false;  // keep the directory of a seed without violations
+};
+
+struct InvariantResult {
+  std::string name;
+  bool ok = true;
+  std::string detail;  // what was wrong (or a figure)
+};
+
+struct SeedReport {
+  uint64_t seed = 0;
+  size_t faults = 0;
+  std::vector<InvariantResult> invariants;
+  int64_t recovery_ms = -1;  // -1: did not recover
+  uint64_t tip = 0;          // the chain's last block at the end
+  uint64_t reorgs = 0;       // re-orgs the database recorded
+  std::string dir;           // where its timeline and logs are (removed when it passed)
+  size_t violations() const;
+};
+
+// One scenario. A failure to set the deployment up is an error (not a violation).
+Result<SeedReport> RunSeed(uint64_t seed, const HarnessOptions& options);
+
+}  // namespace gapless::chaos

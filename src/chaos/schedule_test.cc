@@ -1,0 +1,95 @@
+// The fault schedule is a pure function of the seed: the same seed replays the same faults, other
+// seeds give other schedules, every kind is drawn across seeds, and the bounds hold (a stop lasts
+// past the lease TTL, a re-org is 1..max deep, one lock node down at a time).
+#include "chaos/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace gapless::chaos {
+namespace {
+
+ScheduleOptions Options() {
+  ScheduleOptions o;
+  o.duration_ms = 120'000;
+  o.faults_per_minute = 12;
+  o.processes = {"leader-a", "leader-b", "worker-1", "worker-2", "consumer-1"};
+  o.links = {"leader-a>coord", "worker-1>pg", "worker-2>lock-1", "leader-b>rpc"};
+  o.max_reorg_depth = 8;
+  o.lease_ttl_ms = 3'000;
+  return o;
+}
+
+std::string Render(const std::vector<Fault>& faults) {
+  std::string out;
+  for (const Fault& f : faults) out += std::to_string(f.at_ms) + " " + f.Describe() + "\n";
+  return out;
+}
+
+TEST(ScheduleTest, TheSameSeedReplaysTheSameScheduleAndOthersDiffer) {
+  const auto a = MakeSchedule(42, Options());
+  EXPECT_EQ(Render(a), Render(MakeSchedule(42, Options())));
+  EXPECT_NE(Render(a), Render(MakeSchedule(43, Options())));
+  ASSERT_FALSE(a.empty());
+  // About faults_per_minute over the window.
+  EXPECT_GE(a.size(), 12u);
+  EXPECT_LE(a.size(), 48u);
+  for (size_t i = 1; i < a.size(); ++i) EXPECT_GE(a[i].at_ms, a[i - 1].at_ms);
+  EXPECT_LT(a.back().at_ms, 120'000);
+}
+
+TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
+  std::set<FaultKind> seen;
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    int64_t lock_down_until = -1;
+    for (const Fault& f : MakeSchedule(seed, Options())) {
+      seen.insert(f.kind);
+      switch (f.kind) {
+        case FaultKind::kStop:
+          EXPECT_GT(f.duration_ms, 3'000) << "a stop must outlast the lease";
+          break;
+        case FaultKind::kReorg:
+          EXPECT_GE(f.depth, 1u);
+          EXPECT_LE(f.depth, 8u);
+          break;
+        case FaultKind::kLockNode:
+          EXPECT_GE(f.at_ms, lock_down_until) << "two lock nodes down at once (seed " << seed << ")";
+          lock_down_until = f.at_ms + f.duration_ms;
+          break;
+        case FaultKind::kKill:
+        case FaultKind::kPartition:
+        case FaultKind::kLatency:
+          EXPECT_FALSE(f.target.empty());
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), AllFaultKinds().size());
+}
+
+TEST(ScheduleTest, KindsWithoutTargetsAreNotDrawn) {
+  ScheduleOptions o = Options();
+  o.processes.clear();
+  o.links.clear();
+  o.kinds = {FaultKind::kKill, FaultKind::kPartition, FaultKind::kReorg};
+  for (const Fault& f : MakeSchedule(7, o)) EXPECT_EQ(f.kind, FaultKind::kReorg) << f.Describe();
+  o.kinds = {FaultKind::kKill};
+  EXPECT_TRUE(MakeSchedule(7, o).empty());
+}
+
+TEST(ScheduleTest, KindNamesRoundTrip) {
+  for (FaultKind k : AllFaultKinds()) {
+    FaultKind back;
+    ASSERT_TRUE(ParseFaultKind(FaultKindName(k), &back));
+    EXPECT_EQ(back, k);
+  }
+  FaultKind unused;
+  EXPECT_FALSE(ParseFaultKind("meteor", &unused));
+}
+
+}  // namespace
+}  // namespace gapless::chaos
