@@ -58,6 +58,14 @@ std::unique_ptr<JsonRpcClient> Rpc(const std::string& url) {
   return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, transport), options);
 }
 
+// The state letter of /proc/PID/stat ('T': stopped), 0 when unreadable.
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : 0;
+}
+
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -70,9 +78,14 @@ struct Proc {
   std::string name;
   std::vector<std::string> args;
   std::string log;
+  std::vector<std::string> env;
   pid_t pid = -1;
-  bool stopped = false;  // SIGSTOPped by a fault
-  void Start() { pid = SpawnChild(args, log); }
+  bool stopped = false;          // SIGSTOPped by a fault
+  int64_t self_stopped_ms = -1;  // when it stopped itself at the failpoint (-1: it did not)
+  void Start() {
+    pid = SpawnChild(args, log, env);
+    self_stopped_ms = -1;
+  }
   void Kill() {
     if (pid <= 0) return;
     kill(pid, SIGCONT);
@@ -203,7 +216,7 @@ Status Scenario::StartChain() {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   if (emitter_.empty()) return Internal("anvil: the emitter contract was not mined");
-  return rpc_->Call("anvil_mine", R"(["0x14"])").status();
+  return rpc_->Call("anvil_mine", R"(["0x28"])").status();
 }
 
 // A token transfer to the emitter, as eth_sendTransaction and anvil_reorg take it.
@@ -316,18 +329,57 @@ Status Scenario::Setup() {
                      // both candidates must reach the bus at the same address.
                      "--events", Via("leaders", "bus", bus_->port(), "redis")});
     }
+    if (!options_.mutation.empty()) p.env.push_back("GAPLESS_MUTATION=" + options_.mutation);
+    if (name == "worker-1") p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-write");
     procs_[name] = std::move(p);
   }
   for (int i = 1; i <= 2; ++i) {
     Proc c;
     c.name = fmt::format("consumer-{}", i);
     c.log = dir_ + "/" + c.name + ".log";
-    c.args = {options_.gapless_bin, "consume", "balances", "--bus", bus_->url(), "--redis",
-              bus_->url(), "--db", db_url_, "--chain-id", std::to_string(kChainId),
-              "--log-level", "info"};
+    c.args = {options_.gapless_bin,
+              "consume",
+              "balances",
+              "--bus",
+              bus_->url(),
+              "--redis",
+              bus_->url(),
+              "--db",
+              db_url_,
+              "--chain-id",
+              std::to_string(kChainId),
+              "--log-level",
+              "info"};
     procs_[c.name] = std::move(c);
   }
-  // Leaders first (they migrate the schema and record the chain), then the rest.
+  // Part of the chain indexed without events first: 0..9, then 20..29 (a hole at 10..19).
+  for (const auto& [from, to] : {std::pair<int, int>{0, 9}, {20, 29}}) {
+    pid_t pid = SpawnChild({options_.gapless_bin, "index", "--rpc", anvil_url_, "--db", db_url_,
+                            "--from", std::to_string(from), "--to", std::to_string(to),
+                            "--range-size", "5", "--progress", "off"},
+                           dir_ + "/index.log");
+    const int code = WaitForExit(pid, 300);
+    if (code != 0) {
+      return Internal(fmt::format("gapless index {}..{} exited with {} (see {}/index.log)", from,
+                                  to, code, dir_));
+    }
+  }
+  {
+    // The audit of stale writes (no-stale-write): a range's owner changing while its token did
+    // not grow is a write the fence should have refused.
+    auto conn = pool_->Acquire();
+    GAPLESS_RETURN_IF_ERROR(conn->Exec(
+        "CREATE TABLE chaos_stale_writes (from_block BIGINT, token BIGINT, old_owner TEXT, "
+        "new_owner TEXT, at TIMESTAMPTZ DEFAULT now());\n"
+        "CREATE FUNCTION chaos_audit_fence() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        "INSERT INTO chaos_stale_writes (from_block, token, old_owner, new_owner) VALUES "
+        "(NEW.from_block, NEW.fence_token, OLD.fence_owner, NEW.fence_owner); RETURN NEW; END $$;\n"
+        "CREATE TRIGGER chaos_audit_fence BEFORE UPDATE ON indexed_ranges FOR EACH ROW WHEN "
+        "(OLD.fence_owner IS NOT NULL AND NEW.fence_owner IS NOT NULL AND NEW.fence_owner IS "
+        "DISTINCT FROM OLD.fence_owner AND NEW.fence_token IS NOT DISTINCT FROM OLD.fence_token) "
+        "EXECUTE FUNCTION chaos_audit_fence();"));
+  }
+  // Leaders first (they record the chain and enable events), then the rest.
   procs_["leader-a"].Start();
   procs_["leader-b"].Start();
   std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
@@ -377,10 +429,10 @@ void Scenario::Apply(const Fault& f) {
       const uint64_t tip = Tip();
       const uint64_t depth = std::min<uint64_t>(f.depth, tip > 30 ? tip - 30 : 1);
       // The new fork carries other transactions: a token transfer and a value transfer.
-      const std::string txs = fmt::format(
-          R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
-          TokenCall(account0_, emitter_, account0_, 1000 + seed_ % 1000), account0_, account1_,
-          7 + f.at_ms % 100, depth > 1 ? 1 : 0);
+      const std::string txs =
+          fmt::format(R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
+                      TokenCall(account0_, emitter_, account0_, 1000 + seed_ % 1000), account0_,
+                      account1_, 7 + f.at_ms % 100, depth > 1 ? 1 : 0);
       auto r = rpc_->Call("anvil_reorg", fmt::format("[{}, {}]", depth, txs));
       if (!r.ok()) Note("  anvil_reorg failed: " + r.status().ToString());
       break;
@@ -549,10 +601,16 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
     }
     blocks.push_back({n, std::string(hash)});
   }
-  // Order: never forward by more than one height.
+  uint64_t events_from = 0;
+  {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT value::bigint FROM indexer_state WHERE key = 'events_from'");
+    if (r.ok() && r->rows() == 1) events_from = static_cast<uint64_t>(r->GetInt64(0, 0).value());
+  }
+  // Order: from events_from, never forward by more than one height.
   std::string order;
   for (size_t i = 0; i < blocks.size() && order.empty(); ++i) {
-    const uint64_t expected = i == 0 ? 0 : blocks[i - 1].number + 1;
+    const uint64_t expected = i == 0 ? events_from : blocks[i - 1].number + 1;
     if (blocks[i].number > expected) {
       order = fmt::format("block.new of block {} came after block {} (hole)", blocks[i].number,
                           i == 0 ? std::string("none") : std::to_string(blocks[i - 1].number));
@@ -565,7 +623,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
   std::string missing;
   for (const HeadEntry& h : *headers) {
     canonical.insert(h.hash);
-    if (missing.empty() && !published.count(h.hash)) {
+    if (missing.empty() && h.height >= events_from && !published.count(h.hash)) {
       missing = fmt::format("block {} ({}) has no block.new", h.height, h.hash);
     }
   }
@@ -593,7 +651,8 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
   auto conn = pool_->Acquire();
   auto rows = conn->Query(
       "SELECT '0x' || encode(b.hash, 'hex'), b.number, (SELECT count(*) FROM token_transfers t "
-      "WHERE t.block_number = b.number) FROM blocks b ORDER BY b.number");
+      "WHERE t.block_number = b.number) FROM blocks b WHERE b.number >= $1 ORDER BY b.number",
+      {std::to_string(events_from)});
   if (!rows.ok()) {
     transfers = rows.status().ToString();
   } else {
@@ -602,8 +661,8 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
       const int64_t want = rows->GetInt64(i, 2).value();
       const int64_t got = static_cast<int64_t>(transfer_ids[hash].size());
       if (want != got) {
-        transfers = fmt::format("block {}: {} token.transfer events, {} rows", rows->Get(i, 1),
-                                got, want);
+        transfers =
+            fmt::format("block {}: {} token.transfer events, {} rows", rows->Get(i, 1), got, want);
       }
     }
   }
@@ -658,13 +717,15 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
       o.fetch_workers = 2;
       o.chain_id = kChainId;
       const std::string url = anvil_url_;
-      Indexer indexer(o, [url] { return Rpc(url); }, clean->get());
+      Indexer indexer(
+          o, [url] { return Rpc(url); }, clean->get());
       Status st = problem.empty() ? indexer.Plan().status() : Status::Ok();
       if (st.ok() && problem.empty()) st = indexer.Run();
       if (!st.ok()) problem = "clean run: " + st.ToString();
       auto ours = pool_->Acquire();
       auto theirs = (*clean)->Acquire();
-      for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers"}) {
+      for (const char* table :
+           {"blocks", "withdrawals", "transactions", "logs", "token_transfers"}) {
         if (!problem.empty()) break;
         auto a = TableChecksum(*ours, table, 0, tip);
         auto b = TableChecksum(*theirs, table, 0, tip);
@@ -693,7 +754,8 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     }
     std::string two;
     for (const auto& [epoch, who] : holders) {
-      if (who.size() > 1) two = fmt::format("epoch {} started a term in {} leaders", epoch, who.size());
+      if (who.size() > 1)
+        two = fmt::format("epoch {} started a term in {} leaders", epoch, who.size());
     }
     add("one-leader-per-epoch", two);
   }
@@ -722,18 +784,34 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
       Queue queue(redis->get(), keys);
       auto depths = queue.Depths();
       std::string dlq;
-      if (!depths.ok()) dlq = depths.status().ToString();
-      else if (depths->dlq > 0) dlq = fmt::format("{} tasks dead-lettered", depths->dlq);
+      if (!depths.ok())
+        dlq = depths.status().ToString();
+      else if (depths->dlq > 0)
+        dlq = fmt::format("{} tasks dead-lettered", depths->dlq);
       add("dlq-empty", dlq);
-      const std::set<std::string> bounded = {
-          keys.pending(),         keys.processing(),       keys.queued(),
-          keys.leases(),          keys.attempts(),         keys.expiries(),
-          keys.dlq(),             keys.fence_counter(),    keys.completed(),
-          keys.frontier(),        keys.registry(),         keys.registry_expiries(),
-          keys.election_epoch(),  keys.election_meta(),    keys.head_log(),
-          keys.head_heights(),    keys.head_floor(),       keys.head_incarnation(),
-          keys.head_fork(),       keys.leader_epoch(),     keys.leader_term(),
-          keys.reorg_generation(), keys.key_count_samples()};
+      const std::set<std::string> bounded = {keys.pending(),
+                                             keys.processing(),
+                                             keys.queued(),
+                                             keys.leases(),
+                                             keys.attempts(),
+                                             keys.expiries(),
+                                             keys.dlq(),
+                                             keys.fence_counter(),
+                                             keys.completed(),
+                                             keys.frontier(),
+                                             keys.registry(),
+                                             keys.registry_expiries(),
+                                             keys.election_epoch(),
+                                             keys.election_meta(),
+                                             keys.head_log(),
+                                             keys.head_heights(),
+                                             keys.head_floor(),
+                                             keys.head_incarnation(),
+                                             keys.head_fork(),
+                                             keys.leader_epoch(),
+                                             keys.leader_term(),
+                                             keys.reorg_generation(),
+                                             keys.key_count_samples()};
       std::string cursor = "0";
       do {
         auto page = (*redis)->Command({"SCAN", cursor, "COUNT", "1000"});
@@ -747,6 +825,20 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
       } while (cursor != "0" && problem.empty());
     }
     add("keys-bounded", problem);
+  }
+  {
+    std::string stale;
+    auto conn = pool_->Acquire();
+    auto r = conn->Query(
+        "SELECT count(*), min(from_block), min(old_owner), min(new_owner) FROM chaos_stale_writes");
+    if (!r.ok()) {
+      stale = r.status().ToString();
+    } else if (r->GetInt64(0, 0).value() > 0) {
+      stale =
+          fmt::format("{} writes with a token that did not grow, e.g. blocks from {} by {} over {}",
+                      r->Get(0, 0), r->Get(0, 1), r->Get(0, 3), r->Get(0, 2));
+    }
+    add("no-stale-write", stale);
   }
   {
     std::string exits;
@@ -810,9 +902,9 @@ Result<SeedReport> Scenario::Run() {
     for (auto& [name, p] : procs_) {
       int status = 0;
       if (p.pid > 0 && waitpid(p.pid, &status, WNOHANG) == p.pid) {
-        const std::string what = fmt::format(
-            "{} exited by itself ({} {})", name, WIFEXITED(status) ? "code" : "signal",
-            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        const std::string what =
+            fmt::format("{} exited by itself ({} {})", name, WIFEXITED(status) ? "code" : "signal",
+                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         auto& [times, last] = exits_[name];
         ++times;
         last = what;
@@ -821,9 +913,24 @@ Result<SeedReport> Scenario::Run() {
         p.Start();
       }
     }
+    // A worker that stopped itself at the failpoint: resumed after twice the lease TTL, when
+    // its range has been re-leased (and most likely committed) by another.
+    for (auto& [name, p] : procs_) {
+      if (p.pid <= 0 || p.stopped) continue;
+      const int64_t now = MillisSince(start_);
+      if (p.self_stopped_ms < 0 && ProcessState(p.pid) == 'T') {
+        p.self_stopped_ms = now;
+        Note(name + " stopped itself before its write (failpoint)");
+      } else if (p.self_stopped_ms >= 0 && now - p.self_stopped_ms > 2 * options_.lease_ttl_ms &&
+                 ProcessState(p.pid) == 'T') {
+        kill(p.pid, SIGCONT);
+        Note(name + " resumed: its write must be refused by the fence");
+      }
+    }
     if (frontier_violation_.empty()) {
       frontier_violation_ = FrontierAhead();
-      if (!frontier_violation_.empty()) Note("VIOLATION frontier-not-ahead: " + frontier_violation_);
+      if (!frontier_violation_.empty())
+        Note("VIOLATION frontier-not-ahead: " + frontier_violation_);
     }
   };
   auto last_check = Clock::now();
@@ -865,11 +972,9 @@ Result<SeedReport> Scenario::Run() {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   if (recovered) report.recovery_ms = MillisSince(settle_start);
-  Note(recovered ? fmt::format("recovered in {} ms", report.recovery_ms)
-                 : "not recovered: " + why);
+  Note(recovered ? fmt::format("recovered in {} ms", report.recovery_ms) : "not recovered: " + why);
   report.invariants.push_back(
-      {"recovered", recovered,
-       recovered ? fmt::format("{} ms", report.recovery_ms) : why});
+      {"recovered", recovered, recovered ? fmt::format("{} ms", report.recovery_ms) : why});
   Check(&report, tip);
   {
     auto conn = pool_->Acquire();

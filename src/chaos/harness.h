@@ -15,6 +15,12 @@
 //     coordination Redis, each lock node, PostgreSQL, the RPC node; the leaders share one link
 //     to the bus ("leaders>bus": the relay names a bus, and its cursor, by the URL). Link names
 //     are "<process>><server>", e.g. "worker-2>pg", "leader-a>lock-3".
+// Before the fleet starts, blocks 0..9 and 20..29 are indexed by `gapless index` without events
+// (a user who indexed part of the chain before turning events on): the fleet's relay must
+// publish 10..29 without a hole (events_from is 10, the end of the committed prefix). One worker
+// (worker-1) runs with the failpoint worker-stop-before-write: it stops itself right before its
+// fenced write, once per process start; the harness resumes it after twice the lease TTL, so
+// every scenario has a stale writer that only the fence can refuse.
 // Faults are applied at their times and healed after their durations; every fault and recovery
 // is written to the timeline (timeline.txt in the seed's directory, with milliseconds since the
 // start). After the fault window the chain stops moving and the harness waits (up to settle_ms)
@@ -29,14 +35,17 @@
 //   equals-clean-run     per-table checksums equal a clean single-process index of the final chain
 //   verify-deep          `gapless verify --deep --anvil-blob-roots` over 0..tip passes
 //   one-leader-per-epoch no epoch started a term in two leaders (from the leaders' logs)
-//   events-order         the bus's block.new stream never skips a height (a re-org or a
-//                        republished batch may go back, never forward by more than one)
-//   events-complete      every canonical block has its block.new
+//   events-order         the bus's block.new stream starts at events_from and never skips a
+//                        height (a re-org or a republished batch may go back, never forward by
+//                        more than one)
+//   events-complete      every canonical block from events_from on has its block.new
 //   events-retracted     every block.new of an orphaned block has a block.reverted
 //   events-transfers     every canonical block's token.transfer events equal its rows
 //   balances             each consumer group's token_balances equals the SQL aggregate
 //   dlq-empty            nothing dead-lettered: every task ended committed
 //   keys-bounded         every coordination key has a TTL or is one of the bounded keys
+//   no-stale-write       no range was rewritten by another lease holder without a higher token
+//                        (a trigger the harness adds to indexed_ranges records such writes)
 //   processes-alive      no gapless process exited by itself
 //   recovered            the fleet was back within settle_ms after the last fault
 //
@@ -65,6 +74,9 @@ struct HarnessOptions {
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;
   bool keep_passing_logs = false;  // keep the directory of a seed without violations
+  // The safety check the gapless processes run without (GAPLESS_MUTATION, core/mutation.h; the
+  // gapless binary must be built with GAPLESS_MUTATIONS=ON). Empty: none.
+  std::string mutation;
 };
 
 struct InvariantResult {

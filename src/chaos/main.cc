@@ -7,11 +7,11 @@
 //   gapless-chaos --seeds 1..100 --minutes 2 [--scenario all|processes|network|redis|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
 //                 [--gapless PATH] [--anvil PATH] [--faults-per-minute 12] [--keep-logs]
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -30,8 +30,8 @@ bool ParseSeeds(const std::string& text, std::vector<uint64_t>* out) {
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
-    std::string part = text.substr(start, comma == std::string::npos ? std::string::npos
-                                                                      : comma - start);
+    std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     size_t dots = part.find("..");
     try {
       if (dots == std::string::npos) {
@@ -124,6 +124,11 @@ int main(int argc, char** argv) {
   app.add_option("--gapless", options.gapless_bin, "The gapless binary")->capture_default_str();
   app.add_option("--anvil", options.anvil_bin, "The anvil binary (default: $GAPLESS_ANVIL)");
   app.add_flag("--keep-logs", options.keep_passing_logs, "Keep the directories of passing seeds");
+  app.add_option("--mutation", options.mutation,
+                 "Run the gapless processes without one safety check (fence, reorg-floor, "
+                 "relay-contiguity); needs a gapless built with -DGAPLESS_MUTATIONS=ON. The run "
+                 "passes when the harness reports a violation")
+      ->check(CLI::IsMember({"fence", "reorg-floor", "relay-contiguity"}));
   CLI11_PARSE(app, argc, argv);
 
   std::vector<uint64_t> seeds;
@@ -136,7 +141,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.pg_admin_url.empty() || options.anvil_bin.empty()) {
-    fmt::print(stderr, "--pg-url and --anvil are required (or GAPLESS_TEST_PG_URL, GAPLESS_ANVIL)\n");
+    fmt::print(stderr,
+               "--pg-url and --anvil are required (or GAPLESS_TEST_PG_URL, GAPLESS_ANVIL)\n");
     return 2;
   }
   options.fault_ms = static_cast<int64_t>(minutes * 60'000);
@@ -163,7 +169,8 @@ int main(int argc, char** argv) {
                report->invariants.size(), report->violations(),
                report->recovery_ms < 0 ? std::string("-")
                                        : fmt::format("{:.1f}", report->recovery_ms / 1000.0),
-               report->tip, report->reorgs, failed.empty() ? "" : failed + " (" + report->dir + ")");
+               report->tip, report->reorgs,
+               failed.empty() ? "" : failed + " (" + report->dir + ")");
     std::fflush(stdout);
     total_violations += report->violations();
     if (report->violations() > 0) ++failed_seeds;

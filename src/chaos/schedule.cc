@@ -96,8 +96,8 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
   }
   std::vector<Fault> out;
   if (kinds.empty() || options.duration_ms <= 0 || options.faults_per_minute <= 0) return out;
-  const int64_t gap_ms = std::max<int64_t>(
-      100, static_cast<int64_t>(60'000.0 / options.faults_per_minute));
+  const int64_t gap_ms =
+      std::max<int64_t>(100, static_cast<int64_t>(60'000.0 / options.faults_per_minute));
   int64_t lock_node_down_until = 0;
   for (int64_t at = rng.Between(0, gap_ms); at < options.duration_ms;
        at += rng.Between(gap_ms / 2, gap_ms * 3 / 2)) {

@@ -51,7 +51,7 @@ const std::vector<FaultKind>& AllFaultKinds();
 bool ParseFaultKind(std::string_view name, FaultKind* out);
 
 struct Fault {
-  int64_t at_ms = 0;        // after the scenario's start
+  int64_t at_ms = 0;  // after the scenario's start
   FaultKind kind = FaultKind::kKill;
   std::string target;       // a process, a lock node ("lock-1"), a link ("worker-2>pg"), ""
   int64_t duration_ms = 0;  // how long it lasts before the harness heals it (0: instant)

@@ -55,7 +55,8 @@ TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
           EXPECT_LE(f.depth, 8u);
           break;
         case FaultKind::kLockNode:
-          EXPECT_GE(f.at_ms, lock_down_until) << "two lock nodes down at once (seed " << seed << ")";
+          EXPECT_GE(f.at_ms, lock_down_until)
+              << "two lock nodes down at once (seed " << seed << ")";
           lock_down_until = f.at_ms + f.duration_ms;
           break;
         case FaultKind::kKill:

@@ -210,7 +210,8 @@ void TcpProxy::Serve(Conn* c) {
       if (rc == 0) continue;
       if (const int64_t latency = latency_ms_.load(); latency > 0) {
         const int64_t jitter = jitter_ms_.load();
-        const int64_t delay = latency + (jitter > 0 ? static_cast<int64_t>(rng() % (jitter + 1)) : 0);
+        const int64_t delay =
+            latency + (jitter > 0 ? static_cast<int64_t>(rng() % (jitter + 1)) : 0);
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
       }
       std::shared_lock<std::shared_mutex> forwarding(forwarding_);
