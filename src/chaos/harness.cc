@@ -127,6 +127,11 @@ class Scenario {
   void Check(SeedReport* report, uint64_t tip);
   void CheckEvents(SeedReport* report, uint64_t tip);
   void Teardown();
+  // With re-orgs on: the chain re-orged at the first block of the range the stopped worker holds
+  // (the old fork in its hands), and the worker resumed as soon as PostgreSQL recorded the
+  // rollback, before the range is written again: only the writer's re-org fence can refuse its
+  // write then (the range's row, and its token, went with the rollback). True when done.
+  bool ReorgUnder(Proc& p);
 
   uint64_t seed_;
   HarnessOptions options_;
@@ -324,7 +329,7 @@ Status Scenario::Setup() {
     if (leader) {
       p.args.insert(p.args.end(),
                     {"--follow", "--leader-ttl", "1500", "--max-reorg-depth",
-                     std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 16)),
+                     std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 64)),
                      // One link for both: the relay names a bus by its URL (its cursor), so
                      // both candidates must reach the bus at the same address.
                      "--events", Via("leaders", "bus", bus_->port(), "redis")});
@@ -391,6 +396,66 @@ Status Scenario::Setup() {
   return Status::Ok();
 }
 
+bool Scenario::ReorgUnder(Proc& p) {
+  const auto& kinds = options_.kinds;
+  if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), FaultKind::kReorg) == kinds.end()) {
+    return false;
+  }
+  auto redis = RedisConn::Connect(coord_->url());
+  if (!redis.ok()) return false;
+  // The worker's lease: {"worker":"host:<pid>:0","token":...}.
+  std::string task;
+  std::string cursor = "0";
+  const std::string who = fmt::format(":{}:", p.pid);
+  do {
+    auto page = (*redis)->Command({"SCAN", cursor, "MATCH", "*queue:leases", "COUNT", "1000"});
+    if (!page.ok()) return false;
+    cursor = page->elements[0].str;
+    for (const auto& key : page->elements[1].elements) {
+      auto leases = (*redis)->Command({"HGETALL", key.str});
+      if (!leases.ok()) continue;
+      for (size_t i = 0; i + 1 < leases->elements.size(); i += 2) {
+        if (leases->elements[i + 1].str.find(who) != std::string::npos) {
+          task = leases->elements[i].str;
+        }
+      }
+    }
+  } while (cursor != "0" && task.empty());
+  if (task.empty()) return false;
+  const uint64_t from = std::stoull(task.substr(0, task.find('-')));
+  int64_t reorgs_before = 0;
+  {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM reorgs");
+    if (!r.ok()) return false;
+    reorgs_before = r->GetInt64(0, 0).value();
+  }
+  Fault f;
+  f.kind = FaultKind::kReorg;
+  {
+    std::lock_guard<std::mutex> lock(chain_mu_);
+    const uint64_t tip = Tip();
+    if (from == 0 || from > tip || tip - from + 1 > 60) return false;
+    f.depth = tip - from + 1;
+  }
+  Note(fmt::format("targeted: the chain re-orgs under {}'s range {} (depth {})", p.name, task,
+                   f.depth));
+  Apply(f);
+  for (int i = 0; i < 400; ++i) {
+    auto conn = pool_->Acquire();
+    auto r = conn->Query("SELECT count(*) FROM reorgs");
+    if (r.ok() && r->GetInt64(0, 0).value() > reorgs_before) {
+      kill(p.pid, SIGCONT);
+      Note(p.name + " resumed right after the rollback: its old-fork write must be refused");
+      p.self_stopped_ms = INT64_MAX / 2;  // resumed
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Note("the rollback was not recorded within 20 s; resuming later");
+  return false;
+}
+
 uint64_t Scenario::Tip() {
   auto n = rpc_->BlockNumber();
   return n.ok() ? *n : 0;
@@ -427,7 +492,8 @@ void Scenario::Apply(const Fault& f) {
     case FaultKind::kReorg: {
       std::lock_guard<std::mutex> lock(chain_mu_);
       const uint64_t tip = Tip();
-      const uint64_t depth = std::min<uint64_t>(f.depth, tip > 30 ? tip - 30 : 1);
+      // Never below block 2: the emitter contract (block 1) stays.
+      const uint64_t depth = std::min<uint64_t>(f.depth, tip > 2 ? tip - 2 : 1);
       // The new fork carries other transactions: a token transfer and a value transfer.
       const std::string txs =
           fmt::format(R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
@@ -921,6 +987,7 @@ Result<SeedReport> Scenario::Run() {
       if (p.self_stopped_ms < 0 && ProcessState(p.pid) == 'T') {
         p.self_stopped_ms = now;
         Note(name + " stopped itself before its write (failpoint)");
+        if (ReorgUnder(p)) continue;
       } else if (p.self_stopped_ms >= 0 && now - p.self_stopped_ms > 2 * options_.lease_ttl_ms &&
                  ProcessState(p.pid) == 'T') {
         kill(p.pid, SIGCONT);
