@@ -36,6 +36,7 @@
 #include "store/state.h"
 #include "testing/child_process.h"
 #include "testing/free_port.h"
+#include "testing/http_test_server.h"
 #include "testing/redis_server.h"
 #include "testing/tcp_proxy.h"
 
@@ -96,6 +97,67 @@ struct Proc {
   }
 };
 
+// The RPC node as one process sees it: an HTTP server forwarding every request to anvil, which a
+// fault makes answer badly (every other request while the fault lasts, so work still moves).
+class RpcFront {
+ public:
+  explicit RpcFront(std::string upstream) : upstream_(std::move(upstream)) {
+    server_ = std::make_unique<HttpTestServer>(
+        [this](const HttpTestServer::Request& req) { return Handle(req); });
+  }
+  int port() const { return server_->port(); }
+  // mode: "" (healthy), or a fault mode of schedule.h; other-hash replaces `real` by `fake`.
+  void Set(std::string mode, std::string real = {}, std::string fake = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    mode_ = std::move(mode);
+    real_ = std::move(real);
+    fake_ = std::move(fake);
+  }
+
+ private:
+  HttpTestServer::Response Handle(const HttpTestServer::Request& req) {
+    std::string mode, real, fake;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      mode = mode_;
+      real = real_;
+      fake = fake_;
+    }
+    const bool hit = !mode.empty() && (requests_++ % 2 == 0);
+    if (hit && mode == "429") {
+      auto r = HttpTestServer::Response::Json(R"({"error":"rate limited"})", 429);
+      r.headers.push_back({"Retry-After", "1"});
+      return r;
+    }
+    if (hit && mode == "5xx") return HttpTestServer::Response::Json("upstream error", 503);
+    thread_local std::map<std::string, std::unique_ptr<CurlTransport>> transports;
+    auto& transport = transports[upstream_];
+    if (transport == nullptr) transport = std::make_unique<CurlTransport>(upstream_);
+    auto res = transport->Post(req.body);
+    if (!res.ok()) return HttpTestServer::Response::Reset();
+    std::string body = res->body;
+    if (hit && mode == "truncated" && body.size() > 2) {
+      return HttpTestServer::Response::Truncated(body, body.size() / 2);
+    }
+    if (hit && mode == "malformed" && body.size() > 2) {
+      body.resize(body.size() - 2);  // the closing brackets gone
+      return HttpTestServer::Response::Json(body, static_cast<int>(res->status));
+    }
+    if (mode == "other-hash" && !real.empty()) {
+      for (size_t at = 0; (at = body.find(real, at)) != std::string::npos; at += fake.size()) {
+        body.replace(at, real.size(), fake);
+      }
+    }
+    return HttpTestServer::Response::Json(body, static_cast<int>(res->status));
+  }
+
+  std::string upstream_;
+  std::unique_ptr<HttpTestServer> server_;
+  std::mutex mu_;
+  std::string mode_, real_, fake_;
+  std::atomic<uint64_t> requests_{0};
+};
+
 // One scenario (see harness.h). Members are torn down in reverse order: processes first.
 class Scenario {
  public:
@@ -149,6 +211,7 @@ class Scenario {
   std::string emitter_, account0_, account1_;
   std::string db_name_, db_url_, clean_name_, clean_url_;
   std::unique_ptr<PgPool> pool_;
+  std::map<std::string, std::unique_ptr<RpcFront>> rpc_fronts_;  // by process
   std::map<std::string, std::unique_ptr<TcpProxy>> links_;
   std::map<std::string, Proc> procs_;
   std::atomic<bool> traffic_stop_{false};
@@ -282,7 +345,12 @@ Status Scenario::Setup() {
   }
   const int pg_port = std::stoi(hp[2]);
   const std::string pg_host_port = std::string(hp[1]) + ":" + std::string(hp[2]);
-  const int rpc_port = std::stoi(anvil_url_.substr(anvil_url_.rfind(':') + 1));
+  // A process's RPC link: its proxy, then its RPC front (the HTTP-level faults), then anvil.
+  auto RpcVia = [&](const std::string& process) {
+    auto& front = rpc_fronts_[process];
+    front = std::make_unique<RpcFront>(anvil_url_);
+    return Via(process, "rpc", front->port(), "http");
+  };
 
   // The gapless processes, every link through a proxy of its own.
   std::vector<std::string> names = {"leader-a", "leader-b"};
@@ -303,7 +371,7 @@ Status Scenario::Setup() {
     p.args = {options_.gapless_bin,
               leader ? "leader" : "worker",
               "--rpc",
-              Via(name, "rpc", rpc_port, "http"),
+              RpcVia(name),
               "--db",
               pg,
               "--redis",
@@ -506,6 +574,21 @@ void Scenario::Apply(const Fault& f) {
     case FaultKind::kBusDown:
       bus_->Pause();
       break;
+    case FaultKind::kRpc: {
+      auto it = rpc_fronts_.find(f.target);
+      if (it == rpc_fronts_.end()) break;
+      if (f.mode != "other-hash") {
+        it->second->Set(f.mode);
+        break;
+      }
+      // The worker's backend serves block tip - 1 under another hash (consistently: the block's
+      // hash, its receipts' blockHash and the next block's parentHash).
+      auto headers = FetchHeaders(*rpc_, Tip() > 1 ? Tip() - 1 : 0, Tip() > 1 ? Tip() - 1 : 0);
+      if (!headers.ok() || headers->empty()) break;
+      it->second->Set(f.mode, headers->front().hash, "0x" + std::string(64, 'e'));
+      Note(fmt::format("  other-hash at block {}", headers->front().height));
+      break;
+    }
     case FaultKind::kPgRestart:
       break;  // not supported by this deployment (the server is shared): never drawn
   }
@@ -542,6 +625,9 @@ void Scenario::Heal(const Fault& f) {
       break;
     case FaultKind::kBusDown:
       bus_->Resume();
+      break;
+    case FaultKind::kRpc:
+      if (auto it = rpc_fronts_.find(f.target); it != rpc_fronts_.end()) it->second->Set("");
       break;
     default:
       return;
@@ -921,6 +1007,7 @@ void Scenario::Teardown() {
   for (auto& [name, p] : procs_) p.Kill();
   procs_.clear();
   links_.clear();
+  rpc_fronts_.clear();
   if (anvil_pid_ > 0) {
     kill(anvil_pid_, SIGKILL);
     WaitForExit(anvil_pid_, 10);
@@ -955,6 +1042,7 @@ Result<SeedReport> Scenario::Run() {
   }
   for (const auto& [name, p] : procs_) schedule.processes.push_back(name);
   for (const auto& [name, link] : links_) schedule.links.push_back(name);
+  for (const auto& [name, front] : rpc_fronts_) schedule.rpc_clients.push_back(name);
   const std::vector<Fault> faults = MakeSchedule(seed_, schedule);
   report.faults = faults.size();
 

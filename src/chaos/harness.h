@@ -49,7 +49,9 @@
 //   processes-alive      no gapless process exited by itself
 //   recovered            the fleet was back within settle_ms after the last fault
 //
-// Thread-safety: RunSeed runs one scenario at a time on the calling thread (plus its own threads).
+// Thread-safety: RunSeed may run for different seeds at once (every deployment is private: free
+// ports, databases named after the seed and the process); each runs on its calling thread plus
+// threads of its own.
 #pragma once
 
 #include <cstdint>

@@ -7,15 +7,19 @@
 //   gapless-chaos --seeds 1..100 --minutes 2 [--scenario all|processes|network|redis|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
 //                 [--gapless PATH] [--anvil PATH] [--faults-per-minute 12] [--keep-logs]
+//                 [--parallel N] [--mutation fence|reorg-floor|relay-contiguity]
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chaos/harness.h"
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
   if (const char* pg = std::getenv("GAPLESS_TEST_PG_URL")) options.pg_admin_url = pg;
   options.work_dir = "chaos-runs";
   int64_t settle_s = 180;
+  int parallel = 1;
   app.add_option("--seeds", seeds_text, "Seeds: N, A..B, or a comma-separated list")
       ->capture_default_str();
   app.add_option("--minutes", minutes, "Minutes of faults per seed")->capture_default_str();
@@ -124,6 +129,10 @@ int main(int argc, char** argv) {
   app.add_option("--gapless", options.gapless_bin, "The gapless binary")->capture_default_str();
   app.add_option("--anvil", options.anvil_bin, "The anvil binary (default: $GAPLESS_ANVIL)");
   app.add_flag("--keep-logs", options.keep_passing_logs, "Keep the directories of passing seeds");
+  app.add_option("--parallel", parallel,
+                 "Seeds run at once (each is a whole deployment: about 2 cores apiece)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   app.add_option("--mutation", options.mutation,
                  "Run the gapless processes without one safety check (fence, reorg-floor, "
                  "relay-contiguity); needs a gapless built with -DGAPLESS_MUTATIONS=ON. The run "
@@ -154,27 +163,36 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   size_t failed_seeds = 0, total_violations = 0;
   bool setup_error = false;
-  for (uint64_t seed : seeds) {
-    auto report = gapless::chaos::RunSeed(seed, options);
-    if (!report.ok()) {
-      fmt::print("{:>6} setup failed: {}\n", seed, report.status().ToString());
-      setup_error = true;
-      continue;
+  std::mutex mu;  // the table and the totals
+  std::atomic<size_t> next{0};
+  auto run = [&] {
+    for (size_t i = next++; i < seeds.size(); i = next++) {
+      const uint64_t seed = seeds[i];
+      auto report = gapless::chaos::RunSeed(seed, options);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!report.ok()) {
+        fmt::print("{:>6} setup failed: {}\n", seed, report.status().ToString());
+        setup_error = true;
+        continue;
+      }
+      std::string failed;
+      for (const auto& inv : report->invariants) {
+        if (!inv.ok) failed += (failed.empty() ? "" : ",") + inv.name;
+      }
+      fmt::print("{:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", seed, report->faults,
+                 report->invariants.size(), report->violations(),
+                 report->recovery_ms < 0 ? std::string("-")
+                                         : fmt::format("{:.1f}", report->recovery_ms / 1000.0),
+                 report->tip, report->reorgs,
+                 failed.empty() ? "" : failed + " (" + report->dir + ")");
+      std::fflush(stdout);
+      total_violations += report->violations();
+      if (report->violations() > 0) ++failed_seeds;
     }
-    std::string failed;
-    for (const auto& inv : report->invariants) {
-      if (!inv.ok) failed += (failed.empty() ? "" : ",") + inv.name;
-    }
-    fmt::print("{:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", seed, report->faults,
-               report->invariants.size(), report->violations(),
-               report->recovery_ms < 0 ? std::string("-")
-                                       : fmt::format("{:.1f}", report->recovery_ms / 1000.0),
-               report->tip, report->reorgs,
-               failed.empty() ? "" : failed + " (" + report->dir + ")");
-    std::fflush(stdout);
-    total_violations += report->violations();
-    if (report->violations() > 0) ++failed_seeds;
-  }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < parallel; ++i) threads.emplace_back(run);
+  for (auto& t : threads) t.join();
   fmt::print("{} seeds, {} with violations, {} violations in all\n", seeds.size(), failed_seeds,
              total_violations);
   if (setup_error) return 2;

@@ -32,7 +32,7 @@ class Stream {
   uint64_t state_;
 };
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 10> kNames = {{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 11> kNames = {{
     {FaultKind::kKill, "kill"},
     {FaultKind::kStop, "stop"},
     {FaultKind::kLockNode, "lock-node"},
@@ -42,6 +42,7 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 10> kNames = {{
     {FaultKind::kLatency, "latency"},
     {FaultKind::kReorg, "reorg"},
     {FaultKind::kBusDown, "bus-down"},
+    {FaultKind::kRpc, "rpc"},
     {FaultKind::kPgRestart, "pg-restart"},
 }};
 
@@ -78,6 +79,7 @@ std::string Fault::Describe() const {
   if (!target.empty()) what += " " + target;
   if (kind == FaultKind::kReorg) what += fmt::format(" depth {}", depth);
   if (kind == FaultKind::kLatency) what += fmt::format(" +{} ms", latency_ms);
+  if (kind == FaultKind::kRpc) what += " " + mode;
   if (duration_ms > 0) what += fmt::format(" for {} ms", duration_ms);
   return what;
 }
@@ -91,6 +93,7 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
         k == FaultKind::kPartition || k == FaultKind::kCut || k == FaultKind::kLatency;
     if (needs_process && options.processes.empty()) continue;
     if (needs_link && options.links.empty()) continue;
+    if (k == FaultKind::kRpc && options.rpc_clients.empty()) continue;
     if (k == FaultKind::kLockNode && options.lock_nodes < 3) continue;
     kinds.push_back(k);
   }
@@ -146,6 +149,16 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
       case FaultKind::kBusDown:
         f.duration_ms = rng.Between(500, 5'000);
         break;
+      case FaultKind::kRpc: {
+        f.target = rng.Pick(options.rpc_clients);
+        static const std::vector<std::string> modes = {"429", "5xx", "truncated", "malformed",
+                                                       "other-hash"};
+        f.mode = rng.Pick(modes);
+        // Another hash is what a worker's backend serves; the head log's reader is the truth.
+        if (f.mode == "other-hash" && f.target.rfind("worker", 0) != 0) f.mode = "5xx";
+        f.duration_ms = rng.Between(1'000, 6'000);
+        break;
+      }
       case FaultKind::kPgRestart:
         break;
     }

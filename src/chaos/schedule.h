@@ -18,6 +18,10 @@
 //   reorg        re-org the chain `depth` blocks deep (1..max_reorg_depth), new transactions in
 //                the new fork
 //   bus-down     stop the events bus for duration (the relay keeps the backlog)
+//   rpc          the RPC node, as one leader or worker sees it, answers badly for duration: `mode`
+//                is 429 (with Retry-After), 5xx, truncated (a body cut short), malformed (JSON
+//                that does not parse) or other-hash (a worker's backend that serves another hash
+//                at a height near the tip: a lagging or forked backend; workers only)
 //   pg-restart   restart PostgreSQL (every connection cut; fast shutdown) — only when the harness
 //                owns the server
 //
@@ -41,6 +45,7 @@ enum class FaultKind {
   kLatency,
   kReorg,
   kBusDown,
+  kRpc,
   kPgRestart,
 };
 
@@ -57,6 +62,7 @@ struct Fault {
   int64_t duration_ms = 0;  // how long it lasts before the harness heals it (0: instant)
   int64_t latency_ms = 0;   // latency faults
   uint64_t depth = 0;       // re-orgs
+  std::string mode;         // rpc faults: "429", "5xx", "truncated", "malformed", "other-hash"
   std::string Describe() const;
 };
 
@@ -64,8 +70,9 @@ struct ScheduleOptions {
   int64_t duration_ms = 120'000;  // faults start within [0, duration_ms)
   double faults_per_minute = 12;
   std::vector<FaultKind> kinds = AllFaultKinds();
-  std::vector<std::string> processes;  // kill / stop targets
-  std::vector<std::string> links;      // partition / cut / latency targets
+  std::vector<std::string> processes;    // kill / stop targets
+  std::vector<std::string> links;        // partition / cut / latency targets
+  std::vector<std::string> rpc_clients;  // rpc targets (leaders and workers)
   int lock_nodes = 3;
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;  // stops last longer than this

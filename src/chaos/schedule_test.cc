@@ -17,6 +17,7 @@ ScheduleOptions Options() {
   o.faults_per_minute = 12;
   o.processes = {"leader-a", "leader-b", "worker-1", "worker-2", "consumer-1"};
   o.links = {"leader-a>coord", "worker-1>pg", "worker-2>lock-1", "leader-b>rpc"};
+  o.rpc_clients = {"leader-a", "worker-1", "worker-2"};
   o.max_reorg_depth = 8;
   o.lease_ttl_ms = 3'000;
   return o;
@@ -59,6 +60,12 @@ TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
               << "two lock nodes down at once (seed " << seed << ")";
           lock_down_until = f.at_ms + f.duration_ms;
           break;
+        case FaultKind::kRpc:
+          EXPECT_FALSE(f.mode.empty());
+          if (f.mode == "other-hash") {
+            EXPECT_EQ(f.target.rfind("worker", 0), 0u) << f.Describe();
+          }
+          break;
         case FaultKind::kKill:
         case FaultKind::kPartition:
         case FaultKind::kLatency:
@@ -76,7 +83,8 @@ TEST(ScheduleTest, KindsWithoutTargetsAreNotDrawn) {
   ScheduleOptions o = Options();
   o.processes.clear();
   o.links.clear();
-  o.kinds = {FaultKind::kKill, FaultKind::kPartition, FaultKind::kReorg};
+  o.rpc_clients.clear();
+  o.kinds = {FaultKind::kKill, FaultKind::kPartition, FaultKind::kRpc, FaultKind::kReorg};
   for (const Fault& f : MakeSchedule(7, o)) EXPECT_EQ(f.kind, FaultKind::kReorg) << f.Describe();
   o.kinds = {FaultKind::kKill};
   EXPECT_TRUE(MakeSchedule(7, o).empty());
