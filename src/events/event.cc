@@ -337,57 +337,71 @@ OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
                    IsoTime(verified_at), payload);
 }
 
-std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash) {
-  return EventId(chain_id, kBlockNew, block_hash);
+namespace {
+
+// The block hash as identities hold it: "hash", or "hash#n" for incarnation n > 0 (event.h).
+std::string Incarnated(std::string_view block_hash, uint64_t incarnation) {
+  if (incarnation == 0) return std::string(block_hash);
+  return fmt::format("{}#{}", block_hash, incarnation);
+}
+
+}  // namespace
+
+std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash, uint64_t incarnation) {
+  return EventId(chain_id, kBlockNew, Incarnated(block_hash, incarnation));
 }
 
 std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
-                               std::string_view transaction_hash) {
+                               std::string_view transaction_hash, uint64_t incarnation) {
   return EventId(chain_id, kTransactionConfirmed,
-                 fmt::format("{}/{}", block_hash, transaction_hash));
+                 fmt::format("{}/{}", Incarnated(block_hash, incarnation), transaction_hash));
 }
 
 std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,
-                            uint64_t batch_index) {
-  return EventId(chain_id, kTokenTransfer,
-                 fmt::format("{}/{}/{}", block_hash, log_index, batch_index));
+                            uint64_t batch_index, uint64_t incarnation) {
+  return EventId(
+      chain_id, kTokenTransfer,
+      fmt::format("{}/{}/{}", Incarnated(block_hash, incarnation), log_index, batch_index));
 }
 
-std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data) {
+std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
+                                       uint64_t incarnation) {
   const Block& b = data.block;
   std::vector<OutgoingEvent> out;
   out.reserve(1 + data.transactions.size() + data.token_transfers.size());
   const std::string time = IsoTime(b.timestamp);
-  out.push_back(MakeEvent(chain_id, kBlockNew, BlockNewEventId(chain_id, b.hash), time,
+  out.push_back(MakeEvent(chain_id, kBlockNew, BlockNewEventId(chain_id, b.hash, incarnation), time,
                           BlockPayload(chain_id, b)));
   for (const Transaction& t : data.transactions) {
     out.push_back(MakeEvent(chain_id, kTransactionConfirmed,
-                            TransactionEventId(chain_id, b.hash, t.hash), time,
+                            TransactionEventId(chain_id, b.hash, t.hash, incarnation), time,
                             TransactionPayload(chain_id, t)));
   }
   for (const TokenTransfer& t : data.token_transfers) {
-    out.push_back(MakeEvent(chain_id, kTokenTransfer,
-                            TransferEventId(chain_id, b.hash, t.log_index, t.batch_index), time,
-                            TransferPayload(chain_id, b, t)));
+    out.push_back(
+        MakeEvent(chain_id, kTokenTransfer,
+                  TransferEventId(chain_id, b.hash, t.log_index, t.batch_index, incarnation), time,
+                  TransferPayload(chain_id, b, t)));
   }
   return out;
 }
 
 OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
-                                 uint64_t reverted_at) {
+                                 uint64_t reverted_at, uint64_t incarnation) {
   const Block& b = orphaned.block;
   std::string ids = "[";
   auto add_id = [&ids](const std::string& id) {
     if (ids.size() > 1) ids += ',';
     AppendJsonString(ids, id);
   };
-  add_id(BlockNewEventId(chain_id, b.hash));
+  add_id(BlockNewEventId(chain_id, b.hash, incarnation));
   for (const Transaction& t : orphaned.transactions) {
-    add_id(TransactionEventId(chain_id, b.hash, t.hash));
+    add_id(TransactionEventId(chain_id, b.hash, t.hash, incarnation));
   }
   std::string transfers = "[";
   for (const TokenTransfer& t : orphaned.token_transfers) {
-    const std::string id = TransferEventId(chain_id, b.hash, t.log_index, t.batch_index);
+    const std::string id =
+        TransferEventId(chain_id, b.hash, t.log_index, t.batch_index, incarnation);
     add_id(id);
     // {"event_id":"...", then the token.transfer payload's members.
     if (transfers.size() > 1) transfers += ',';

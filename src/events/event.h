@@ -13,7 +13,11 @@
 //   token.transfer         identity = block hash "/" log index "/" batch index
 //   block.reverted         identity = block hash "/" reorg generation
 // The block hash is in every identity so that the same transaction in another fork's block (a
-// re-org) is another event. For block-derived events the envelope's timestamp is the block's
+// re-org) is another event. A block whose hash was orphaned before and came back (a flip-flop
+// re-org, A -> B -> A) is published under its incarnation n (how often it was orphaned,
+// store/retractions.h): its block hash in every identity above becomes "hash#n", so the
+// comeback's events are new events, which consumers apply again; n = 0, the common case, adds
+// nothing (ids are as before). For block-derived events the envelope's timestamp is the block's
 // time, so a re-published envelope is byte for byte the one sent before.
 //
 // Payloads carry what a consumer needs without a query: hashes and addresses as lower-case
@@ -96,21 +100,25 @@ OutgoingEvent ContractVerifiedEvent(uint64_t chain_id, std::string_view address,
 
 // The ids of a block's events (the identities above); BlockEvents and BlockRevertedEvent use
 // these, so a retraction names exactly the ids that were published.
-std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash);
+// `incarnation` as above (0: the block's first publication).
+std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash,
+                            uint64_t incarnation = 0);
 std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
-                               std::string_view transaction_hash);
+                               std::string_view transaction_hash, uint64_t incarnation = 0);
 std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,
-                            uint64_t batch_index);
+                            uint64_t batch_index, uint64_t incarnation = 0);
 
 // The events of one committed block, in order: block.new, then transaction.confirmed by
-// transaction index, then token.transfer by (log index, batch index).
-std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data);
+// transaction index, then token.transfer by (log index, batch index); ids of `incarnation`.
+std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
+                                       uint64_t incarnation = 0);
 
 // The block.reverted event of an orphaned block: `orphaned` needs block.number, block.hash, each
 // transaction's hash and the complete token transfers (store/retractions.h gives that);
-// `generation` is the rollback's reorg generation, `reverted_at` its time (unix seconds).
+// `generation` is the rollback's reorg generation, `reverted_at` its time (unix seconds),
+// `incarnation` the one the retracted events were published with (their ids).
 OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
-                                 uint64_t reverted_at);
+                                 uint64_t reverted_at, uint64_t incarnation = 0);
 
 // A received envelope, parsed. payload_json is the payload object's JSON text.
 struct Envelope {

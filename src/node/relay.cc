@@ -112,6 +112,10 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks,
                              ReadBlocks(conn, rows.front().block_number, rows.back().block_number,
                                         {.logs = false, .withdrawals = false}));
+    // Blocks orphaned before and back again are published under their incarnation (event.h).
+    std::vector<std::string> hashes;
+    for (const OutboxRow& row : rows) hashes.push_back(row.block_hash);
+    GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(conn, hashes));
     size_t b = 0;
     batch.reserve(events);
     for (const OutboxRow& row : rows) {
@@ -123,7 +127,10 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
                         ") has an outbox row but its committed data is missing or has another "
                         "hash");
       }
-      for (OutgoingEvent& e : BlockEvents(options_.chain_id, blocks[b])) {
+      auto incarnation = incarnations.find(row.block_hash);
+      for (OutgoingEvent& e :
+           BlockEvents(options_.chain_id, blocks[b],
+                       incarnation == incarnations.end() ? 0 : incarnation->second)) {
         batch.push_back(std::move(e));
       }
     }
@@ -178,7 +185,8 @@ Status RelayDuty::PublishRetractions(PgConn& conn, uint64_t epoch, uint64_t next
   std::vector<OutgoingEvent> batch;
   batch.reserve(retractions.size());
   for (const Retraction& r : retractions) {
-    batch.push_back(BlockRevertedEvent(options_.chain_id, r.block, r.generation, r.reverted_at));
+    batch.push_back(
+        BlockRevertedEvent(options_.chain_id, r.block, r.generation, r.reverted_at, r.incarnation));
   }
   Status published = publisher_->Publish(batch);
   if (!published.ok()) {

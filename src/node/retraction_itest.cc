@@ -341,6 +341,79 @@ TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalan
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox"), 0);
 }
 
+// Issue 16: a flip-flop re-org, A -> B -> A with A's exact blocks back (a node that switches
+// forks and back). A's events come back under new ids (the block's incarnation in their
+// identity), so a consumer that deduplicates by id, and the balances consumer that tombstoned
+// the ids A's retraction named, apply them again; each retraction names the ids its publication
+// had.
+TEST_F(RetractionTest, ABlockThatComesBackInAFlipFlopReorgTakesEffectAgain) {
+  Write(SyntheticRange(0, 19, Small(1)));
+  std::unique_ptr<RelayDuty> relay = Relay(8);
+  PublishUpTo(*relay, 20);
+  const size_t first_end = publisher_->sent.size();
+  std::map<std::string, std::set<std::string>> first = IdsByBlockHash(0, first_end);
+  // A -> B.
+  ASSERT_TRUE(RollBack(conn(), {.fork_point = 14, .new_hashes = {}, .leader_epoch = kEpoch}).ok());
+  PublishUpTo(*relay, 15);
+  Write(NewFork(15, 19));
+  PublishUpTo(*relay, 20);
+  // B -> A: A's very blocks again.
+  ASSERT_TRUE(RollBack(conn(), {.fork_point = 14, .new_hashes = {}, .leader_epoch = kEpoch}).ok());
+  PublishUpTo(*relay, 15);
+  const size_t back_start = publisher_->sent.size();
+  Write(SyntheticRange(15, 19, Small(1)));
+  PublishUpTo(*relay, 20);
+  if (HasFatalFailure()) return;
+
+  std::map<std::string, std::set<std::string>> back =
+      IdsByBlockHash(back_start, publisher_->sent.size());
+  ASSERT_EQ(back.size(), 5u);
+  for (const auto& [hash, ids] : back) {
+    ASSERT_TRUE(first.count(hash)) << "block " << hash << " is not A's";
+    for (const std::string& id : ids) {
+      EXPECT_EQ(first[hash].count(id), 0u) << "A's comeback reuses the id " << id;
+    }
+  }
+  // The first retraction of A named A's first ids.
+  for (const auto& [pos, number] : Positions(kBlockReverted)) {
+    RevertedBlock r = RevertedOf(publisher_->sent[pos]);
+    if (r.block_hash != SyntheticBlockHash(number, 1)) continue;  // B's
+    std::set<std::string> named(r.reverted_event_ids.begin(), r.reverted_event_ids.end());
+    EXPECT_EQ(named, first[r.block_hash]) << "block " << number;
+  }
+
+  // The balances consumer over the whole stream ends equal to A's transfers.
+  ASSERT_TRUE(EnsureBalancesSchema(conn()).ok());
+  SubscribeOptions sub;
+  sub.group = "balances";
+  sub.topics = {EventTopic(kTokenTransfer, kChain), EventTopic(kBlockReverted, kChain)};
+  auto subscriber = OpenSubscriber(redis_->url(), sub);
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
+  BalancesOptions o;
+  o.pg_url = db().url();
+  o.redis_url = redis_->url();
+  o.consumer.poll_timeout_ms = 20;
+  o.consumer.status_interval_ms = 60'000;
+  std::atomic<bool> stop{false};
+  Status consumed;
+  std::thread consumer([&] { consumed = RunBalancesConsumer(o, subscriber->get(), stop); });
+  const int64_t transfers = static_cast<int64_t>(Positions(kTokenTransfer).size());
+  const bool done = WaitFor(
+      [&] {
+        auto lag = GroupLag(redis_->url(), sub);
+        return lag.ok() && *lag == 0 && Count("SELECT count(*) FROM applied_events") >= transfers;
+      },
+      60'000);
+  stop = true;
+  consumer.join();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(consumed.ok()) << consumed.ToString();
+  auto check = CheckBalancesAgainstTransfers(conn());
+  ASSERT_TRUE(check.ok()) << check.status().ToString();
+  EXPECT_EQ(check->differing, 0) << "token_balances differs from A's transfers";
+  EXPECT_GT(check->expected, 20);
+}
+
 // A batch of blocks 15..19 is confirmed by the broker while a rollback commits: its
 // AdvanceCursor must be refused, and the next steps must retract every orphaned block (those of
 // the batch too) before the new fork.

@@ -28,13 +28,19 @@ Status RetractOrphanedEvents(PgConn& conn, uint64_t fork_point, uint64_t generat
 WITH base AS (
   SELECT COALESCE((SELECT value::bigint FROM indexer_state WHERE key = 'retraction_seq'), 0) AS b
 ), orphaned AS (
-  INSERT INTO event_retractions (seq, generation, block_number, block_hash, transaction_hashes)
+  INSERT INTO event_retractions (seq, generation, block_number, block_hash, transaction_hashes,
+                                 incarnation)
   SELECT base.b + row_number() OVER (ORDER BY bl.number DESC), $3::bigint, bl.number, bl.hash,
          ARRAY(SELECT t.hash FROM transactions t WHERE t.block_number = bl.number
-               ORDER BY t.transaction_index)
+               ORDER BY t.transaction_index),
+         COALESCE((SELECT i.incarnation FROM block_incarnations i WHERE i.block_hash = bl.hash), 0)
     FROM blocks bl, base
    WHERE bl.number > $1::bigint AND bl.number >= $2::bigint
-  RETURNING seq, block_number
+  RETURNING seq, block_number, block_hash
+), incarnations AS (
+  INSERT INTO block_incarnations (block_hash, incarnation)
+  SELECT block_hash, 1 FROM orphaned
+  ON CONFLICT (block_hash) DO UPDATE SET incarnation = block_incarnations.incarnation + 1
 ), transfers AS (
   INSERT INTO event_retraction_transfers (seq, log_index, batch_index, transaction_hash,
       token_address, from_address, to_address, operator_address, token_id, value, token_standard)
@@ -54,7 +60,8 @@ Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, si
   std::vector<Retraction> out;
   GAPLESS_ASSIGN_OR_RETURN(
       PgResult r,
-      conn.Query("SELECT seq, generation, extract(epoch FROM reverted_at)::bigint, block_number, " +
+      conn.Query("SELECT seq, generation, extract(epoch FROM reverted_at)::bigint, incarnation, "
+                 "block_number, " +
                      H("block_hash") +
                      ", (SELECT string_agg('0x' || encode(h, 'hex'), ',' ORDER BY i)"
                      "   FROM unnest(transaction_hashes) WITH ORDINALITY AS u(h, i))"
@@ -66,6 +73,7 @@ Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, si
     x.seq = row.U64();
     x.generation = row.U64();
     x.reverted_at = row.U64();
+    x.incarnation = row.U64();
     Block& b = x.block.block;
     b.number = row.U64();
     b.hash = row.Str();
@@ -101,6 +109,27 @@ Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, si
     out[at].block.token_transfers.push_back(
         store_detail::ReadTransfer(row, out[at].block.block.number));
     GAPLESS_RETURN_IF_ERROR(row.status());
+  }
+  return out;
+}
+
+Result<std::map<std::string, uint64_t>> BlockIncarnations(PgConn& conn,
+                                                          const std::vector<std::string>& hashes) {
+  std::map<std::string, uint64_t> out;
+  if (hashes.empty()) return out;
+  std::string list = "{";
+  for (const std::string& h : hashes) {
+    if (list.size() > 1) list += ',';
+    list += "\"\\\\x" + (h.size() > 2 ? h.substr(2) : h) + "\"";
+  }
+  list += "}";
+  GAPLESS_ASSIGN_OR_RETURN(PgResult r,
+                           conn.Query("SELECT '0x' || encode(block_hash, 'hex'), incarnation FROM "
+                                      "block_incarnations WHERE block_hash = ANY($1::bytea[])",
+                                      {list}));
+  for (int i = 0; i < r.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(int64_t n, r.GetInt64(i, 1));
+    out[std::string(r.Get(i, 0))] = static_cast<uint64_t>(n);
   }
   return out;
 }

@@ -13,6 +13,10 @@
 //     had not committed, so every orphaned block is retracted and consumers ignore retractions of
 //     events they never saw. Within one rollback, seq descends with the block number (the highest
 //     orphaned block is retracted first); a later rollback's retractions come after.
+// Each orphaned block's incarnation (block_incarnations, migration 007: how often its hash was
+// orphaned) is recorded with its retraction and then incremented, so a block that comes back (a
+// flip-flop re-org) is published under new event ids (events/event.h) and its retraction names
+// the ids of the publication it retracts.
 // A retraction keeps what undoing needs once the rows are gone: the block's number and hash, its
 // transactions' hashes and a copy of its token transfers; the event ids are derived from these
 // by the code that gave the original events their ids (events/event.h), in node/relay.
@@ -21,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "core/model.h"
@@ -38,6 +43,9 @@ struct Retraction {
   uint64_t seq = 0;
   uint64_t generation = 0;
   uint64_t reverted_at = 0;  // unix seconds: when the rollback committed
+  // The block's incarnation when its events were published (block_incarnations before this
+  // rollback): the ids it retracts carry it (events/event.h).
+  uint64_t incarnation = 0;
   // The orphaned block as its retraction needs it: block.number and block.hash; each
   // transaction's hash, block_number, block_hash and transaction_index (by index); every token
   // transfer, complete (by log index, batch index). Nothing else is filled in.
@@ -46,5 +54,10 @@ struct Retraction {
 
 // The retractions with seq above `after`, ascending, at most `limit`.
 Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, size_t limit);
+
+// How often each of `hashes` (0x-hex block hashes) was orphaned (migration 007,
+// block_incarnations): the incarnation its events are published with now. Absent: 0.
+Result<std::map<std::string, uint64_t>> BlockIncarnations(PgConn& conn,
+                                                          const std::vector<std::string>& hashes);
 
 }  // namespace gapless
