@@ -106,11 +106,13 @@ class RpcFront {
         [this](const HttpTestServer::Request& req) { return Handle(req); });
   }
   int port() const { return server_->port(); }
-  // mode: "" (healthy), or a fault mode of schedule.h; other-hash replaces `real` by `fake`.
-  void Set(std::string mode, std::string real = {}, std::string fake = {}) {
+  // mode: "" (healthy), or a fault mode of schedule.h; other-hash serves block `height` (mined
+  // later, when it is: the process is about to fetch it) under `fake` instead of its real hash.
+  void Set(std::string mode, uint64_t height = 0, std::string fake = {}) {
     std::lock_guard<std::mutex> lock(mu_);
     mode_ = std::move(mode);
-    real_ = std::move(real);
+    height_ = height;
+    real_.clear();
     fake_ = std::move(fake);
   }
 
@@ -133,6 +135,17 @@ class RpcFront {
     thread_local std::map<std::string, std::unique_ptr<CurlTransport>> transports;
     auto& transport = transports[upstream_];
     if (transport == nullptr) transport = std::make_unique<CurlTransport>(upstream_);
+    if (mode == "other-hash" && real.empty()) {
+      // The real hash of the target height, once it is mined.
+      auto header = transport->Post(fmt::format(
+          R"({{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x{:x}",false]}})",
+          height_.load()));
+      size_t at = header.ok() ? header->body.find("\"hash\":\"") : std::string::npos;
+      if (at != std::string::npos) {
+        std::lock_guard<std::mutex> lock(mu_);
+        real_ = real = header->body.substr(at + 8, 66);
+      }
+    }
     auto res = transport->Post(req.body);
     if (!res.ok()) return HttpTestServer::Response::Reset();
     std::string body = res->body;
@@ -155,6 +168,7 @@ class RpcFront {
   std::unique_ptr<HttpTestServer> server_;
   std::mutex mu_;
   std::string mode_, real_, fake_;
+  std::atomic<uint64_t> height_{0};
   std::atomic<uint64_t> requests_{0};
 };
 
@@ -581,12 +595,16 @@ void Scenario::Apply(const Fault& f) {
         it->second->Set(f.mode);
         break;
       }
-      // The worker's backend serves block tip - 1 under another hash (consistently: the block's
-      // hash, its receipts' blockHash and the next block's parentHash).
-      auto headers = FetchHeaders(*rpc_, Tip() > 1 ? Tip() - 1 : 0, Tip() > 1 ? Tip() - 1 : 0);
-      if (!headers.ok() || headers->empty()) break;
-      it->second->Set(f.mode, headers->front().hash, "0x" + std::string(64, 'e'));
-      Note(fmt::format("  other-hash at block {}", headers->front().height));
+      // The worker's backend serves a block it is about to fetch (two above the tip) under
+      // another hash, consistently: the block's hash, its receipts' blockHash and the next
+      // block's parentHash. Only the head log can tell.
+      // Every worker's backend does (a load-balanced backend that lags), so whoever fetches the
+      // block gets it; healed with the target's.
+      const uint64_t height = Tip() + 2;
+      for (auto& [name, front] : rpc_fronts_) {
+        if (name.rfind("worker", 0) == 0) front->Set(f.mode, height, "0x" + std::string(64, 'e'));
+      }
+      Note(fmt::format("  other-hash at block {}, for every worker", height));
       break;
     }
     case FaultKind::kPgRestart:
@@ -627,7 +645,11 @@ void Scenario::Heal(const Fault& f) {
       bus_->Resume();
       break;
     case FaultKind::kRpc:
-      if (auto it = rpc_fronts_.find(f.target); it != rpc_fronts_.end()) it->second->Set("");
+      for (auto& [name, front] : rpc_fronts_) {
+        if (name == f.target || (f.mode == "other-hash" && name.rfind("worker", 0) == 0)) {
+          front->Set("");
+        }
+      }
       break;
     default:
       return;
