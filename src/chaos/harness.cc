@@ -1001,6 +1001,52 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     add("keys-bounded", problem);
   }
   {
+    // The head log on the lock nodes: within the newest fork generation, no node holds two hashes
+    // at one height and no two hashes are on a quorum at one height.
+    std::string problem;
+    auto conn = pool_->Acquire();
+    auto id = EnsureDatabaseId(*conn);
+    const Keys keys(static_cast<int64_t>(kChainId), id.ok() ? *id : "");
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> nodes;  // (generation, members)
+    uint64_t newest = 0;
+    for (const auto& node : lock_nodes_) {
+      auto redis = RedisConn::Connect(node->url());
+      if (!redis.ok()) continue;
+      auto fork = (*redis)->Command({"GET", keys.head_fork()});
+      auto members = (*redis)->Command({"ZRANGE", keys.head_heights(), "0", "-1"});
+      if (!fork.ok() || !members.ok()) continue;
+      const uint64_t generation = fork->str.empty() ? 0 : std::stoull(fork->str);
+      newest = std::max(newest, generation);
+      std::vector<std::string> list;
+      for (const auto& m : members->elements) list.push_back(m.str);
+      nodes.emplace_back(generation, std::move(list));
+    }
+    std::map<uint64_t, std::map<std::string, int>> quorum;  // height -> hash -> nodes
+    for (size_t n = 0; n < nodes.size() && problem.empty(); ++n) {
+      if (nodes[n].first != newest) continue;
+      std::map<uint64_t, std::string> at;
+      for (const std::string& m : nodes[n].second) {
+        const size_t a = m.find(':'), b = m.find(':', a + 1);
+        if (a == std::string::npos || b == std::string::npos) continue;
+        const uint64_t height = std::stoull(m.substr(0, a));
+        const std::string hash = m.substr(a + 1, b - a - 1);
+        auto [it, fresh] = at.emplace(height, hash);
+        if (!fresh && it->second != hash) {
+          problem = fmt::format("a lock node holds two hashes at height {}", height);
+        }
+        if (fresh) ++quorum[height][hash];
+      }
+    }
+    for (const auto& [height, hashes] : quorum) {
+      int on_quorum = 0;
+      for (const auto& [hash, count] : hashes) on_quorum += count >= 2 ? 1 : 0;
+      if (on_quorum > 1 && problem.empty()) {
+        problem = fmt::format("two hashes on a quorum at height {}", height);
+      }
+    }
+    add("head-log-unique", problem);
+  }
+  {
     std::string stale;
     auto conn = pool_->Acquire();
     auto r = conn->Query(

@@ -35,6 +35,8 @@
 //   equals-clean-run     per-table checksums equal a clean single-process index of the final chain
 //   verify-deep          `gapless verify --deep --anvil-blob-roots` over 0..tip passes
 //   one-leader-per-epoch no epoch started a term in two leaders (from the leaders' logs)
+//   head-log-unique      within the newest fork generation, no lock node holds two hashes at a
+//                        height and no two hashes are on a quorum at a height
 //   events-order         the bus's block.new stream starts at events_from and never skips a
 //                        height (a re-org or a republished batch may go back, never forward by
 //                        more than one)
