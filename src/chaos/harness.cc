@@ -1157,7 +1157,12 @@ Result<SeedReport> Scenario::Run() {
     }
   };
   auto last_check = Clock::now();
+  auto interrupted = [&] { return options_.stop != nullptr && options_.stop->load(); };
   while (true) {
+    if (interrupted()) {
+      Note("interrupted");
+      return Aborted("interrupted");
+    }
     const int64_t now = MillisSince(faults_start);
     while (next < faults.size() && faults[next].at_ms <= now) {
       Apply(faults[next]);
@@ -1187,6 +1192,10 @@ Result<SeedReport> Scenario::Run() {
   std::string why;
   bool recovered = false;
   while (MillisSince(settle_start) < options_.settle_ms) {
+    if (interrupted()) {
+      Note("interrupted");
+      return Aborted("interrupted");
+    }
     watch();
     if (Recovered(tip, &why)) {
       recovered = true;

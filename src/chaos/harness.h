@@ -56,6 +56,7 @@
 // threads of its own.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,6 +82,9 @@ struct HarnessOptions {
   // The safety check the gapless processes run without (GAPLESS_MUTATION, core/mutation.h; the
   // gapless binary must be built with GAPLESS_MUTATIONS=ON). Empty: none.
   std::string mutation;
+  // Set (e.g. by a signal handler): the scenario stops at once, tears its deployment down and
+  // returns Aborted "interrupted". Borrowed; nullable.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct InvariantResult {

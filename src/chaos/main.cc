@@ -1,8 +1,8 @@
 // gapless-chaos: runs the chaos harness (chaos/harness.h) over a range of seeds and prints a
 // table: seed, faults, invariants checked, violations, recovery time. A failing seed keeps its
 // directory (timeline.txt, every process's log); a passing one is removed unless --keep-logs.
-// Exit status: 0 when every seed passed, 1 when an invariant was violated, 2 on a setup error or
-// bad flags.
+// Exit status: 0 when every seed passed, 1 when an invariant was violated, 2 on a setup error, bad
+// flags, or an interruption (SIGINT/SIGTERM: running seeds tear their deployments down first).
 //
 //   gapless-chaos --seeds 1..100 --minutes 2 [--scenario all|processes|network|redis|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -28,6 +29,9 @@
 namespace {
 
 using gapless::chaos::FaultKind;
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
 
 // "1..100", "7", "1,5,9" -> seeds; false when malformed.
 bool ParseSeeds(const std::string& text, std::vector<uint64_t>* out) {
@@ -163,13 +167,19 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   size_t failed_seeds = 0, total_violations = 0;
   bool setup_error = false;
+  size_t interrupted = 0;
   std::mutex mu;  // the table and the totals
   std::atomic<size_t> next{0};
   auto run = [&] {
-    for (size_t i = next++; i < seeds.size(); i = next++) {
+    for (size_t i = next++; i < seeds.size() && !g_stop.load(); i = next++) {
       const uint64_t seed = seeds[i];
       auto report = gapless::chaos::RunSeed(seed, options);
       std::lock_guard<std::mutex> lock(mu);
+      if (!report.ok() && g_stop.load()) {
+        fmt::print("{:>6} interrupted\n", seed);
+        ++interrupted;
+        continue;
+      }
       if (!report.ok()) {
         fmt::print("{:>6} setup failed: {}\n", seed, report.status().ToString());
         setup_error = true;
@@ -190,11 +200,15 @@ int main(int argc, char** argv) {
       if (report->violations() > 0) ++failed_seeds;
     }
   };
+  // Ctrl-C / SIGTERM: every running seed tears its deployment down; no new seed starts.
+  options.stop = &g_stop;
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
   std::vector<std::thread> threads;
   for (int i = 0; i < parallel; ++i) threads.emplace_back(run);
   for (auto& t : threads) t.join();
   fmt::print("{} seeds, {} with violations, {} violations in all\n", seeds.size(), failed_seeds,
              total_violations);
-  if (setup_error) return 2;
+  if (setup_error || interrupted > 0) return 2;
   return failed_seeds > 0 ? 1 : 0;
 }
