@@ -167,6 +167,45 @@ class RetractionTest : public PgTest {
     return r.ok() ? *r->GetInt64(0, 0) : -1;
   }
 
+  // The balances consumer group (one consumer) over the bus's transfers and retractions, on a
+  // thread until Stop (or destruction). nullptr (with a test failure) when it cannot start.
+  struct BalancesRun {
+    SubscribeOptions sub;
+    std::unique_ptr<Subscriber> subscriber;
+    std::atomic<bool> stop{false};
+    Status consumed;
+    std::thread thread;
+    void Stop() {
+      stop = true;
+      if (thread.joinable()) thread.join();
+    }
+    ~BalancesRun() { Stop(); }
+  };
+  std::unique_ptr<BalancesRun> StartBalances() {
+    if (!EnsureBalancesSchema(conn()).ok()) {
+      ADD_FAILURE() << "balances schema";
+      return nullptr;
+    }
+    auto run = std::make_unique<BalancesRun>();
+    run->sub.group = "balances";
+    run->sub.topics = {EventTopic(kTokenTransfer, kChain), EventTopic(kBlockReverted, kChain)};
+    auto subscriber = OpenSubscriber(redis_->url(), run->sub);
+    if (!subscriber.ok()) {
+      ADD_FAILURE() << subscriber.status().ToString();
+      return nullptr;
+    }
+    run->subscriber = std::move(subscriber).value();
+    BalancesOptions o;
+    o.pg_url = db().url();
+    o.redis_url = redis_->url();
+    o.consumer.poll_timeout_ms = 20;
+    o.consumer.status_interval_ms = 60'000;
+    BalancesRun* r = run.get();
+    r->thread =
+        std::thread([r, o] { r->consumed = RunBalancesConsumer(o, r->subscriber.get(), r->stop); });
+    return run;
+  }
+
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<PgPool> pool_;
   std::unique_ptr<RecordingPublisher> publisher_;
@@ -283,20 +322,9 @@ TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalan
 
   // The balances consumer over the whole stream (transfers and retractions, two streams read in
   // no particular order between them).
-  ASSERT_TRUE(EnsureBalancesSchema(conn()).ok());
-  SubscribeOptions sub;
-  sub.group = "balances";
-  sub.topics = {EventTopic(kTokenTransfer, kChain), EventTopic(kBlockReverted, kChain)};
-  auto subscriber = OpenSubscriber(redis_->url(), sub);
-  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
-  BalancesOptions o;
-  o.pg_url = db().url();
-  o.redis_url = redis_->url();
-  o.consumer.poll_timeout_ms = 20;
-  o.consumer.status_interval_ms = 60'000;
-  std::atomic<bool> stop{false};
-  Status consumed;
-  std::thread consumer([&] { consumed = RunBalancesConsumer(o, subscriber->get(), stop); });
+  std::unique_ptr<BalancesRun> run = StartBalances();
+  ASSERT_NE(run, nullptr);
+  const SubscribeOptions& sub = run->sub;
   const int64_t transfers = static_cast<int64_t>(Positions(kTokenTransfer).size());
   auto caught_up = [&] {
     auto lag = GroupLag(redis_->url(), sub);
@@ -328,9 +356,8 @@ TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalan
         return lag.ok() && *lag == 0;
       },
       30'000));
-  stop = true;
-  consumer.join();
-  EXPECT_TRUE(consumed.ok()) << consumed.ToString();
+  run->Stop();
+  EXPECT_TRUE(run->consumed.ok()) << run->consumed.ToString();
   check = CheckBalancesAgainstTransfers(conn());
   ASSERT_TRUE(check.ok());
   EXPECT_EQ(check->differing, 0);
@@ -383,20 +410,9 @@ TEST_F(RetractionTest, ABlockThatComesBackInAFlipFlopReorgTakesEffectAgain) {
   }
 
   // The balances consumer over the whole stream ends equal to A's transfers.
-  ASSERT_TRUE(EnsureBalancesSchema(conn()).ok());
-  SubscribeOptions sub;
-  sub.group = "balances";
-  sub.topics = {EventTopic(kTokenTransfer, kChain), EventTopic(kBlockReverted, kChain)};
-  auto subscriber = OpenSubscriber(redis_->url(), sub);
-  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
-  BalancesOptions o;
-  o.pg_url = db().url();
-  o.redis_url = redis_->url();
-  o.consumer.poll_timeout_ms = 20;
-  o.consumer.status_interval_ms = 60'000;
-  std::atomic<bool> stop{false};
-  Status consumed;
-  std::thread consumer([&] { consumed = RunBalancesConsumer(o, subscriber->get(), stop); });
+  std::unique_ptr<BalancesRun> run = StartBalances();
+  ASSERT_NE(run, nullptr);
+  const SubscribeOptions& sub = run->sub;
   const int64_t transfers = static_cast<int64_t>(Positions(kTokenTransfer).size());
   const bool done = WaitFor(
       [&] {
@@ -404,10 +420,9 @@ TEST_F(RetractionTest, ABlockThatComesBackInAFlipFlopReorgTakesEffectAgain) {
         return lag.ok() && *lag == 0 && Count("SELECT count(*) FROM applied_events") >= transfers;
       },
       60'000);
-  stop = true;
-  consumer.join();
+  run->Stop();
   EXPECT_TRUE(done);
-  EXPECT_TRUE(consumed.ok()) << consumed.ToString();
+  EXPECT_TRUE(run->consumed.ok()) << run->consumed.ToString();
   auto check = CheckBalancesAgainstTransfers(conn());
   ASSERT_TRUE(check.ok()) << check.status().ToString();
   EXPECT_EQ(check->differing, 0) << "token_balances differs from A's transfers";
