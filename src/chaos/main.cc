@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--minutes", minutes, "Minutes of faults per seed")->capture_default_str();
   app.add_option("--scenario", scenario,
-                 "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, "
+                 "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, rpc, "
                  "lock-node, coord-redis, partition, cut, latency, reorg, bus-down")
       ->capture_default_str();
   app.add_option("--faults-per-minute", options.faults_per_minute, "Fault rate")
