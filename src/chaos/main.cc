@@ -112,9 +112,10 @@ int main(int argc, char** argv) {
   app.add_option("--seeds", seeds_text, "Seeds: N, A..B, or a comma-separated list")
       ->capture_default_str();
   app.add_option("--minutes", minutes, "Minutes of faults per seed")->capture_default_str();
-  app.add_option("--scenario", scenario,
-                 "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, rpc, "
-                 "lock-node, coord-redis, partition, cut, latency, reorg, bus-down")
+  app.add_option(
+         "--scenario", scenario,
+         "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, rpc, "
+         "lock-node, coord-redis, partition, cut, latency, reorg, bus-down")
       ->capture_default_str();
   app.add_option("--faults-per-minute", options.faults_per_minute, "Fault rate")
       ->capture_default_str();
