@@ -18,6 +18,7 @@
 #include <deque>
 #include <mutex>
 
+#include "core/mutation.h"
 #include "lua_scripts.h"
 
 namespace gapless {
@@ -232,14 +233,65 @@ std::string Compose(std::string_view source) {
   return libs + std::string(source);
 }
 
+// The checks in lua/*.lua that a mutation switch (core/mutation.h) can drop. Each is a block of
+// lines from "-- mutation: NAME" to "-- end mutation: NAME", both markers on lines of their own.
+constexpr std::string_view kLuaMutations[] = {"lease-owner", "head-log-height"};
+
+// `text` with every `name` block blanked: its lines, markers included, become empty lines (so a
+// Lua runtime error's line numbers stay those of the unmutated script). Adds the number of blocks
+// to *dropped. Aborts on a begin marker without its end marker (a build bug).
+std::string WithoutCheck(std::string_view script, std::string_view text, std::string_view name,
+                         int* dropped) {
+  const std::string begin = "-- mutation: " + std::string(name);
+  const std::string end = "-- end mutation: " + std::string(name);
+  std::string out;
+  bool inside = false;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    std::string_view trimmed = line.substr(std::min(line.find_first_not_of(" \t\r"), line.size()));
+    trimmed = trimmed.substr(0, trimmed.find_last_not_of(" \t\r") + 1);
+    if (!inside && trimmed == begin) {
+      inside = true;
+      ++*dropped;
+    }
+    if (!inside) out += line;
+    if (inside && trimmed == end) inside = false;
+    if (eol < text.size()) out += '\n';
+    pos = eol + 1;
+  }
+  if (inside) {
+    std::fprintf(stderr, "gapless: %.*s: \"%s\" without \"%s\" (build bug)\n",
+                 static_cast<int>(script.size()), script.data(), begin.c_str(), end.c_str());
+    std::abort();
+  }
+  return out;
+}
+
 }  // namespace
 
 const RedisScript& LoadScript(std::string_view file_name) {
   // Built once; std::deque keeps references stable.
   static const std::deque<RedisScript>* scripts = [] {
     auto* all = new std::deque<RedisScript>();
-    for (const auto& [name, source] : lua::kFiles)
-      all->emplace_back(std::string(name), Compose(source));
+    int dropped = 0;
+    for (const auto& [name, source] : lua::kFiles) {
+      std::string text = Compose(source);
+      // A mutation build only: elsewhere Mutated is a constant false and the text stays as is.
+      for (std::string_view check : kLuaMutations) {
+        if (Mutated(check)) text = WithoutCheck(name, text, check, &dropped);
+      }
+      all->emplace_back(std::string(name), std::move(text));
+    }
+    for (std::string_view check : kLuaMutations) {
+      if (Mutated(check) && dropped == 0) {
+        std::fprintf(stderr, "gapless: mutation %.*s: no Lua script marks that check (build bug)\n",
+                     static_cast<int>(check.size()), check.data());
+        std::abort();
+      }
+    }
     return all;
   }();
   for (const RedisScript& s : *scripts) {

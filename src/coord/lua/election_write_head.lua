@@ -5,9 +5,10 @@
 -- a leader promoted on a bare quorum (or a node back from a restart) gets all its nodes back.
 --
 -- Safety (DESIGN "Leader election and the fenced head log"): an entry is committed when a quorum
--- of nodes holds it. Two quorums share a node, so the height check below keeps two different
--- hashes at one height from both reaching a quorum; the owner and epoch checks keep a paused
--- leader's writes out once another has been promoted. Every check runs before the first write.
+-- of nodes holds it. Two quorums share a node, so the height check below (step 4; the one the
+-- head-log-height mutation drops) keeps two different hashes at one height from both reaching a
+-- quorum; the owner and epoch checks keep a paused leader's writes out once another has been
+-- promoted. Every check runs before the first write.
 --
 -- Height uniqueness is O(log n) through a sorted set indexed by height (never a scan of the
 -- stream), and heights trimmed out of the window are remembered by a floor: a write at or below
@@ -111,9 +112,13 @@ for i = 7, #ARGV, 3 do
     if not (truncate and h > fork_point) then
       found = redis.call('ZRANGEBYSCORE', heights, h, h, 'LIMIT', 0, 1)
     end
-    if #found > 0 then
-      local stored_hash = string.match(found[1], '^%d+:([^:]*):')
-      if stored_hash ~= hash then return {'CONFLICT', h_text, found[1]} end
+    local stored_hash = found[1] and string.match(found[1], '^%d+:([^:]*):')
+    -- mutation: head-log-height
+    -- (core/mutation.h: GAPLESS_MUTATION=head-log-height drops the lines up to the end marker,
+    -- so a second hash at a stored height is appended beside the first.)
+    if found[1] and stored_hash ~= hash then return {'CONFLICT', h_text, found[1]} end
+    -- end mutation: head-log-height
+    if stored_hash == hash then
       existing = existing + 1
     else
       new_entries[#new_entries + 1] = {h_text, hash, parent}

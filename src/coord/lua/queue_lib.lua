@@ -69,10 +69,14 @@ local function check_owner(script, leases, task, worker, token)
   if not ok or type(lease) ~= 'table' then
     return redis.error_reply(script .. ': corrupt lease for ' .. task .. ': ' .. raw)
   end
+  -- mutation: lease-owner
+  -- (core/mutation.h: GAPLESS_MUTATION=lease-owner drops the lines up to the end marker, so
+  -- anyone may complete a task whose lease exists; queue_renew.lua and queue_fail.lua too.)
   if lease.worker ~= worker or lease.token ~= token then
     return {0, task .. ' is leased to ' .. tostring(lease.worker) .. ' with token ' ..
                tostring(lease.token)}
   end
+  -- end mutation: lease-owner
   return nil
 end
 

@@ -23,10 +23,14 @@ local ok, lease = pcall(cjson.decode, raw)
 if not ok or type(lease) ~= 'table' then
   return redis.error_reply('queue_renew: corrupt lease for ' .. task .. ': ' .. raw)
 end
+-- mutation: lease-owner
+-- (core/mutation.h: GAPLESS_MUTATION=lease-owner drops the lines up to the end marker, so anyone
+-- may renew a task whose lease exists; check_owner in queue_lib.lua too.)
 if lease.worker ~= worker or lease.token ~= token then
   return {0, task .. ' is leased to ' .. tostring(lease.worker) .. ' with token ' ..
              tostring(lease.token)}
 end
+-- end mutation: lease-owner
 
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
