@@ -84,7 +84,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   if (st.ok() && duties_status.ok() && relays->size() > 0 && !relays->done()) {
     spdlog::info("waiting for the event buses to confirm the range's events");
     SignalStop drain;
-    while (!relays->done() && !drain.flag().load()) {
+    while (!relays->done() && !drain.flag().load() && relays->FirstError().ok()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }

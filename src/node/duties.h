@@ -98,6 +98,7 @@ class DutyHost {
  public:
   // `lease` and the duties are borrowed and must outlive the host.
   DutyHost(LeaderLease* lease, int64_t tick_ms, std::string name, Env* env = Env::Default());
+  const std::string& name() const { return name_; }
   void Add(Duty* duty) { duties_.push_back(duty); }
   // Between ticks, wait with `waker` (store/notify.h: a NOTIFY ends the wait early, so the next
   // tick comes at once) instead of sleeping. Borrowed; nullptr: sleep.

@@ -432,8 +432,11 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     roles.Start([l = leader.get()](const std::atomic<bool>& stop) { return l->Run(stop); });
     if (relays->size() > 0) {
       // The relays: a thread per bus; they return once the fixed range is published.
+      // A relay stopped by an error stops the process (every role), rather than leave its bus
+      // without events while the others go on.
       roles.Start([r = relays.get()](const std::atomic<bool>& stop) {
         r->Start(stop);
+        GAPLESS_RETURN_IF_ERROR(r->Wait());
         return r->Join();
       });
     }

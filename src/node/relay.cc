@@ -164,8 +164,13 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
 
 Status RelayDuty::BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end, uint64_t frontier,
                                bool* idle) {
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t added, BackfillOutbox(conn, next, window_end));
-  if (added == 0) {
+  GAPLESS_ASSIGN_OR_RETURN(OutboxBackfill backfill, BackfillOutbox(conn, next, window_end));
+  if (backfill.added == 0 && backfill.has_from) {
+    // Another bus's relay backfilled this hole first: read again.
+    *idle = false;
+    return Status::Ok();
+  }
+  if (!backfill.has_from) {
     return DataLoss(fmt::format(
         "event outbox: block {} is below the frontier {} but its data is not committed; the "
         "relay will not publish past it (run `gapless verify` and `gapless reconcile`)",
@@ -174,7 +179,7 @@ Status RelayDuty::BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end,
   spdlog::info(
       "{}: blocks from {} were committed without events (before events were enabled, or by a "
       "run without --events): added {} outbox rows below block {}",
-      name_, next, added, window_end);
+      name_, next, backfill.added, window_end);
   *idle = false;
   return Status::Ok();
 }
@@ -282,10 +287,39 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
 EventRelays::~EventRelays() { static_cast<void>(Join()); }
 
 void EventRelays::Start(const std::atomic<bool>& stop) {
-  results_.assign(hosts_.size(), Status::Ok());
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    threads_.emplace_back([this, i, &stop] { results_[i] = hosts_[i]->Run(stop); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    results_.assign(hosts_.size(), Status::Ok());
+    finished_ = 0;
   }
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    threads_.emplace_back([this, i, &stop] {
+      Status st = hosts_[i]->Run(stop);
+      if (!st.ok()) spdlog::error("{}: stopped: {}", hosts_[i]->name(), st.ToString());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        results_[i] = std::move(st);
+        ++finished_;
+      }
+      finished_cv_.notify_all();
+    });
+  }
+}
+
+Status EventRelays::FirstError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Status& st : results_) GAPLESS_RETURN_IF_ERROR(st);
+  return Status::Ok();
+}
+
+Status EventRelays::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  finished_cv_.wait(lock, [this] {
+    return finished_ == results_.size() ||
+           std::any_of(results_.begin(), results_.end(), [](const Status& s) { return !s.ok(); });
+  });
+  for (const Status& st : results_) GAPLESS_RETURN_IF_ERROR(st);
+  return Status::Ok();
 }
 
 Status EventRelays::Join() {
@@ -293,8 +327,7 @@ Status EventRelays::Join() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
-  for (const Status& st : results_) GAPLESS_RETURN_IF_ERROR(st);
-  return Status::Ok();
+  return FirstError();
 }
 
 bool EventRelays::done() const {

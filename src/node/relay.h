@@ -41,8 +41,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -136,7 +138,14 @@ class EventRelays {
   // Starts one thread per bus; each runs until `stop` or until its relay is done (a fixed range
   // published to its end).
   void Start(const std::atomic<bool>& stop);
-  // Joins the threads; the first error that stopped a relay (FailedPrecondition, DataLoss).
+  // Returns as soon as one relay has stopped with an error (FailedPrecondition, DataLoss), with
+  // that error, while the others may still run (the caller stops them: every role of the process
+  // stops on it, so no bus goes quiet while the process lives); Ok once every relay returned
+  // without one (done, or `stop`).
+  Status Wait();
+  // The error that stopped a relay, if one has (Ok otherwise); does not wait.
+  Status FirstError() const;
+  // Joins the threads; the first error that stopped a relay.
   Status Join();
   bool done() const;
   uint64_t events_published() const;
@@ -152,7 +161,10 @@ class EventRelays {
   std::vector<std::unique_ptr<DutyHost>> hosts_;
   std::vector<std::unique_ptr<PgWaker>> wakers_;  // one LISTEN connection per relay
   std::vector<std::thread> threads_;
+  mutable std::mutex mu_;  // guards results_, finished_
+  std::condition_variable finished_cv_;
   std::vector<Status> results_;
+  size_t finished_ = 0;
 };
 
 }  // namespace gapless

@@ -128,8 +128,8 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
   return out;
 }
 
-Result<uint64_t> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) {
-  if (from >= to) return uint64_t{0};
+Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) {
+  if (from >= to) return OutboxBackfill{};
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
   // As a range write does: a rollback (EXCLUSIVE) commits wholly before the insert's snapshot or
@@ -146,9 +146,17 @@ Result<uint64_t> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) {
                  " ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
                  " SELECT count(*) FROM added",
                  {std::to_string(from), std::to_string(to)}));
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t added, GetU64(r, 0, 0));
+  OutboxBackfill out;
+  GAPLESS_ASSIGN_OR_RETURN(out.added, GetU64(r, 0, 0));
+  // A new statement: it sees the rows of another relay's backfill that committed while the
+  // insert waited on them.
+  GAPLESS_ASSIGN_OR_RETURN(PgResult present,
+                           conn.Query("SELECT count(*) FROM event_outbox WHERE block_number = $1",
+                                      {std::to_string(from)}));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t rows_at_from, GetU64(present, 0, 0));
+  out.has_from = rows_at_from > 0;
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
-  return added;
+  return out;
 }
 
 Result<std::optional<EventCursor>> LoadCursor(PgConn& conn, std::string_view bus) {
