@@ -272,6 +272,17 @@ std::string WithoutCheck(std::string_view script, std::string_view text, std::st
 
 }  // namespace
 
+std::string InfoField(RedisConn& conn, const std::string& section, const std::string& field) {
+  auto r = conn.Command({"INFO", section});
+  if (!r.ok()) return "";
+  const std::string needle = "\n" + field + ":";
+  size_t at = ("\n" + r->str).find(needle);
+  if (at == std::string::npos) return "";
+  at += needle.size() - 1;  // in r->str, which lacks the leading "\n"
+  size_t end = r->str.find_first_of("\r\n", at);
+  return r->str.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 const RedisScript& LoadScript(std::string_view file_name) {
   // Built once; std::deque keeps references stable.
   static const std::deque<RedisScript>* scripts = [] {

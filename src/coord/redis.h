@@ -132,6 +132,19 @@ std::string RedisErrorReason(std::string_view error_code);
 // before any write. RedisConn maps it to DataLoss with reason RedisErrorReason("CORRUPT").
 inline constexpr std::string_view kCorruptStateError = "CORRUPT";
 
+class RedisConn;
+
+// One field of `INFO <section>` ("" when absent or when INFO is refused), e.g.
+// InfoField(c, "replication", "role").
+std::string InfoField(RedisConn& conn, const std::string& section, const std::string& field);
+
+// The server's replication id (INFO replication master_replid): another one means another data set
+// (a failover promoted a replica, or the server restarted). "" when INFO is refused (a proxy or a
+// managed service that hides it).
+inline std::string ReplicationId(RedisConn& conn) {
+  return InfoField(conn, "replication", "master_replid");
+}
+
 // One connection. Not thread-safe: one per thread.
 class RedisConn {
  public:

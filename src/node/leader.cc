@@ -435,11 +435,21 @@ Status Leader::Step(uint64_t epoch) {
   GAPLESS_RETURN_IF_ERROR(Connect());
   holding_ = true;
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> bound, Bound());
-  // The term marker is ours while Redis keeps its data. Gone (FLUSHALL, a restart without
-  // persistence, a failover to an empty replica) or another's: start the term again, restoring
-  // the floors and re-seeding from the frontier before anything else.
+  // Redis's data set is the term's while it is the same server's, and it holds the term marker.
+  // Another replication id (a failover, even to a replica that lagged and so kept the marker but
+  // lost the latest writes: the fence counter below tokens PostgreSQL holds; a restart), or the
+  // marker gone (FLUSHALL, a restart without persistence, a failover to an empty replica) or
+  // another's: start the term again, restoring the floors from PostgreSQL and re-seeding from the
+  // frontier before anything else. The id is read first: a failover after it is seen next step.
+  const std::string replid = ReplicationId(*redis_);
   GAPLESS_ASSIGN_OR_RETURN(RedisReply marker, redis_->Command({"GET", keys_.leader_term()}));
-  if (term_epoch_ != 0 && marker.str != std::to_string(term_epoch_)) {
+  if (term_epoch_ != 0 && !replid.empty() && !term_replid_.empty() && replid != term_replid_) {
+    spdlog::warn(
+        "leader {}: the coordination Redis is another data set now (replication id {} -> {}: a "
+        "failover or a restart), which may lack the latest writes: restoring the state",
+        options_.holder_id, term_replid_, replid);
+    term_epoch_ = 0;
+  } else if (term_epoch_ != 0 && marker.str != std::to_string(term_epoch_)) {
     spdlog::warn("leader {}: the term marker in Redis is {} (ours: {}): restoring the state",
                  options_.holder_id, marker.is_nil() ? "gone" : marker.str, term_epoch_);
     term_epoch_ = 0;
@@ -449,6 +459,7 @@ Status Leader::Step(uint64_t epoch) {
     GAPLESS_RETURN_IF_ERROR(
         StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
     term_epoch_ = epoch;
+    term_replid_ = replid;
   }
   GAPLESS_RETURN_IF_ERROR(LevelReorgs(epoch, /*term_start=*/false));
   if (bound.has_value() && !options_.blocks_from_stream) {

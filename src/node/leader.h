@@ -177,6 +177,10 @@ class Leader : public Duty {
   std::unique_ptr<RedisConn> redis_;
   std::atomic<bool> holding_{false};
   uint64_t term_epoch_ = 0;  // the epoch whose term has started (0: none)
+  // The coordination Redis's replication id (INFO replication master_replid) when the term
+  // started: a failover or a restart gives the server another one, and the data set may then
+  // lack writes the term made (a lagging replica keeps the term marker). "" when unknown.
+  std::string term_replid_;
   uint64_t terms_ = 0;
   uint64_t cursor_ = 0;
   std::atomic<uint64_t> frontier_{0};

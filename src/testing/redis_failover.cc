@@ -7,17 +7,6 @@
 
 namespace gapless {
 
-std::string InfoField(RedisConn& conn, const std::string& section, const std::string& field) {
-  auto r = conn.Command({"INFO", section});
-  if (!r.ok()) return "";
-  const std::string needle = "\n" + field + ":";
-  size_t at = ("\n" + r->str).find(needle);
-  if (at == std::string::npos) return "";
-  at += needle.size() - 1;  // in r->str, which lacks the leading "\n"
-  size_t end = r->str.find_first_of("\r\n", at);
-  return r->str.substr(at, end == std::string::npos ? std::string::npos : end - at);
-}
-
 int64_t CommandStat(RedisConn& conn, const std::string& command, const std::string& counter) {
   std::string line = InfoField(conn, "commandstats", "cmdstat_" + command);
   size_t at = line.find(counter + "=");

@@ -19,8 +19,7 @@
 
 namespace gapless {
 
-// One field of `INFO <section>` ("" if absent), e.g. InfoField(c, "replication", "role").
-std::string InfoField(RedisConn& conn, const std::string& section, const std::string& field);
+// InfoField (coord/redis.h) reads one field of INFO.
 
 // One counter of INFO commandstats' line for `command` (lower case), e.g. CommandStat(c, "get",
 // "calls"); 0 when the command has not run since the last CONFIG RESETSTAT.
