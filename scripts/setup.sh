@@ -23,7 +23,7 @@ packages=(
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
   libcrypto++-dev libsecp256k1-dev
-  spin
+  spin faketime
 )
 # shellcheck disable=SC2206
 packages+=(${GAPLESS_APT_EXTRA:-})

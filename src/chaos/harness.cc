@@ -25,6 +25,7 @@
 #include "coord/redis.h"
 #include "events/balances.h"
 #include "events/event.h"
+#include "events/open_bus.h"
 #include "events/redis_bus.h"
 #include "node/head_tracker.h"
 #include "node/indexer.h"
@@ -37,6 +38,9 @@
 #include "testing/child_process.h"
 #include "testing/free_port.h"
 #include "testing/http_test_server.h"
+#include "testing/kafka_mock.h"
+#include "testing/pg_server.h"
+#include "testing/rabbitmq_server.h"
 #include "testing/redis_server.h"
 #include "testing/tcp_proxy.h"
 
@@ -183,6 +187,13 @@ class Scenario {
   Result<SeedReport> Run();
 
  private:
+  // An events bus of the deployment (options_.buses).
+  struct Bus {
+    std::string name;       // "redis", "amqp", "kafka"
+    std::string url;        // direct, for the consumers and the checks
+    std::string relay_url;  // what the leaders publish to (through a proxy where one fits)
+  };
+
   Status Setup();
   Status StartChain();
   Status CreateDatabase(const std::string& name, std::string* url);
@@ -201,7 +212,18 @@ class Scenario {
   std::string FrontierAhead();  // empty when every block below the persisted frontier is stored
   bool Recovered(uint64_t tip, std::string* why);
   void Check(SeedReport* report, uint64_t tip);
-  void CheckEvents(SeedReport* report, uint64_t tip);
+  void CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus);
+  Status StartBuses();
+  Status StartCoordReplica();
+  void FailOverCoord(const Fault& f);
+  // The file libfaketime reads a process's clock offset from (clock-skew faults).
+  std::string ClockFile(const std::string& process) const { return dir_ + "/clock-" + process; }
+  void SetClock(const std::string& process, int64_t offset_ms);
+  void AddClock(Proc* p);
+  // Every event of the given types on a bus, in the bus's order (per topic).
+  Result<std::map<std::string, std::vector<Envelope>>> ReadBus(
+      const Bus& bus, const std::vector<std::string>& types);
+  std::string BalancesUrl(const std::string& bus) const;
   void Teardown();
   // With re-orgs on: the chain re-orged at the first block of the range the stopped worker holds
   // (the old fork in its hands), and the worker resumed as soon as PostgreSQL recorded the
@@ -216,7 +238,36 @@ class Scenario {
   Clock::time_point start_;
   std::mutex note_mu_;
 
-  std::unique_ptr<RedisServer> coord_, bus_;
+  std::unique_ptr<PgServer> pg_;  // when the harness runs its own server (pg-restart faults)
+  std::string admin_url_;         // where the databases are created
+  std::unique_ptr<RedisServer> coord_;
+  // The coordination Redis's replica, following the primary through a link of the harness's own
+  // (paused to make it lag); promoted by a coord-failover fault. Null between a failover and the
+  // next replica's start.
+  std::unique_ptr<RedisServer> coord_replica_;
+  std::unique_ptr<TcpProxy> replication_;
+  // The events buses: Redis Streams, RabbitMQ, the Kafka mock cluster; and the Redis of the
+  // consumers' processing keys.
+  std::vector<Bus> buses_;
+  std::unique_ptr<RedisServer> bus_, consumer_keys_;
+  std::unique_ptr<RabbitMqServer> amqp_;
+  std::unique_ptr<KafkaMockCluster> kafka_;
+  // The Kafka source: the block topic the harness produces to (a node-side producer that
+  // follows the chain, re-producing from the fork point after a re-org).
+  bool kafka_source_ = false;
+  static constexpr const char* kBlockTopic = "blocks";
+  std::mutex produce_mu_;
+  uint64_t produce_from_ = 0;        // guarded by produce_mu_
+  uint64_t produce_generation_ = 0;  // guarded by produce_mu_: bumped by every re-org
+  std::atomic<bool> producer_stop_{false};
+  std::atomic<pid_t> producer_pid_{-1};
+  std::thread producer_;
+  void StartProducer();
+  void StopProducer();
+  // A re-org down to `fork_point`: the producer sends the new fork's blocks from there.
+  void ProduceAgainFrom(uint64_t fork_point);
+  std::mutex amqp_mu_;                // RabbitMQ stops and starts take turns, off the fault loop
+  std::vector<std::thread> bus_ops_;  // those stops and starts (joined at the teardown)
   std::vector<std::unique_ptr<RedisServer>> lock_nodes_;
   pid_t anvil_pid_ = -1;
   std::string anvil_url_;
@@ -254,9 +305,9 @@ std::string Scenario::Via(const std::string& process, const std::string& server,
 }
 
 Status Scenario::CreateDatabase(const std::string& name, std::string* url) {
-  GAPLESS_ASSIGN_OR_RETURN(auto admin, PgConn::Connect(options_.pg_admin_url));
+  GAPLESS_ASSIGN_OR_RETURN(auto admin, PgConn::Connect(admin_url_));
   GAPLESS_RETURN_IF_ERROR(admin->Exec("CREATE DATABASE " + PgQuoteIdent(name)));
-  GAPLESS_ASSIGN_OR_RETURN(*url, PgUrlWithDatabase(options_.pg_admin_url, name));
+  GAPLESS_ASSIGN_OR_RETURN(*url, PgUrlWithDatabase(admin_url_, name));
   return Status::Ok();
 }
 
@@ -329,17 +380,180 @@ void Scenario::StartTraffic() {
   });
 }
 
+void Scenario::StartProducer() {
+  producer_ = std::thread([this] {
+    auto rpc = Rpc(anvil_url_);
+    while (!producer_stop_.load()) {
+      uint64_t from = 0, generation = 0;
+      {
+        std::lock_guard<std::mutex> lock(produce_mu_);
+        from = produce_from_;
+        generation = produce_generation_;
+      }
+      auto tip = rpc->BlockNumber();
+      if (tip.ok() && *tip >= from) {
+        pid_t pid = SpawnChild(
+            {options_.gapless_bin, "produce", "--rpc", anvil_url_, "--brokers", kafka_->bootstrap(),
+             "--topic", kBlockTopic, "--from", std::to_string(from), "--to", std::to_string(*tip),
+             "--window", "5", "--batch", "20", "--log-level", "warn"},
+            dir_ + "/producer.log");
+        producer_pid_ = pid;
+        const int code = WaitForExit(pid, 120);
+        producer_pid_ = -1;
+        std::lock_guard<std::mutex> lock(produce_mu_);
+        // A re-org while it ran: its fork point is where the next round starts.
+        if (code == 0 && produce_generation_ == generation) produce_from_ = *tip + 1;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+  });
+}
+
+void Scenario::StopProducer() {
+  producer_stop_ = true;
+  if (pid_t pid = producer_pid_.load(); pid > 0) kill(pid, SIGKILL);
+  if (producer_.joinable()) producer_.join();
+}
+
+void Scenario::ProduceAgainFrom(uint64_t fork_point) {
+  std::lock_guard<std::mutex> lock(produce_mu_);
+  produce_from_ = std::min(produce_from_, fork_point);
+  ++produce_generation_;
+}
+
 void Scenario::StopTraffic() {
   traffic_stop_ = true;
   if (traffic_.joinable()) traffic_.join();
+}
+
+// The events topics the checks read (and the balances consumers subscribe to part of).
+std::vector<std::string> CheckedTypes() {
+  return {std::string(kBlockNew), std::string(kBlockReverted), std::string(kTokenTransfer)};
+}
+
+std::string Scenario::BalancesUrl(const std::string& bus) const {
+  // token_balances in a schema of the group's own, token_transfers read from public.
+  return db_url_ + (db_url_.find('?') == std::string::npos ? "?" : "&") +
+         "options=-csearch_path%3Dbalances_" + bus + "%2Cpublic";
+}
+
+Status Scenario::StartBuses() {
+  for (const std::string& name : options_.buses) {
+    Bus bus;
+    bus.name = name;
+    if (name == "redis") {
+      GAPLESS_ASSIGN_OR_RETURN(bus_, RedisServer::Start());
+      bus.url = bus_->url();
+      // One link for both leaders: the relay names a bus by its URL (its cursor), so both
+      // candidates must reach the bus at the same address.
+      bus.relay_url = Via("leaders", "redis-bus", bus_->port(), "redis");
+    } else if (name == "amqp") {
+      GAPLESS_ASSIGN_OR_RETURN(amqp_, RabbitMqServer::Start());
+      bus.url = amqp_->url();
+      const std::string proxied = Via("leaders", "amqp", amqp_->port(), "amqp");
+      bus.relay_url = "amqp://guest:guest@" + proxied.substr(proxied.find("//") + 2);
+      // The harness's own queue, bound before anything is published: every event, for the
+      // checks (a RabbitMQ queue holds only what was published after it was declared).
+      SubscribeOptions tap;
+      tap.group = "chaos-tap";
+      tap.topics.clear();
+      for (const std::string& type : CheckedTypes())
+        tap.topics.push_back(EventTopic(type, kChainId));
+      GAPLESS_ASSIGN_OR_RETURN(auto sub, OpenSubscriber(bus.url, tap));
+      GAPLESS_RETURN_IF_ERROR(sub->Poll(1, 100).status().WithContext("chaos: the AMQP tap"));
+    } else if (name == "kafka") {
+      GAPLESS_ASSIGN_OR_RETURN(kafka_, KafkaMockCluster::Start(3));
+      // Not proxied: the brokers advertise their own addresses.
+      bus.url = bus.relay_url = kafka_->url();
+      // Consumers do not create topics: the ones they subscribe to exist from the start.
+      for (const std::string& type : CheckedTypes()) {
+        GAPLESS_RETURN_IF_ERROR(kafka_->CreateTopic(EventTopic(type, kChainId), 1));
+      }
+    } else {
+      return FailedPrecondition("chaos: unknown bus \"" + name + "\" (redis, amqp, kafka)");
+    }
+    auto conn = pool_->Acquire();
+    GAPLESS_RETURN_IF_ERROR(conn->Exec("CREATE SCHEMA balances_" + name));
+    buses_.push_back(std::move(bus));
+  }
+  return Status::Ok();
+}
+
+// Every gapless process runs under libfaketime, with an offset of 0 until a clock-skew fault
+// writes another into its file (read again every second). The monotonic clock is left alone.
+constexpr const char* kFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+bool HaveFaketime() { return access(kFaketime, R_OK) == 0; }
+
+void Scenario::SetClock(const std::string& process, int64_t offset_ms) {
+  std::ofstream out(ClockFile(process), std::ios::trunc);
+  // libfaketime's relative form: "+1.5s", "-30s".
+  out << fmt::format("{}{}s\n", offset_ms < 0 ? "-" : "+", std::abs(offset_ms) / 1000);
+}
+
+void Scenario::AddClock(Proc* p) {
+  if (!HaveFaketime()) return;
+  SetClock(p->name, 0);
+  std::string asan = "verify_asan_link_order=0";  // libfaketime is preloaded before ASan's runtime
+  if (const char* given = std::getenv("ASAN_OPTIONS")) asan = std::string(given) + ":" + asan;
+  p->env.insert(
+      p->env.end(),
+      {std::string("LD_PRELOAD=") + kFaketime, "FAKETIME_TIMESTAMP_FILE=" + ClockFile(p->name),
+       "FAKETIME_CACHE_DURATION=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", "ASAN_OPTIONS=" + asan});
+}
+
+Status Scenario::StartCoordReplica() {
+  GAPLESS_ASSIGN_OR_RETURN(coord_replica_, RedisServer::Start());
+  RedisOptions any_role;
+  any_role.require_primary = false;
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, RedisConn::Connect(coord_replica_->url(), any_role));
+  // Through the harness's link, so that a fault can make it lag; a restart of this server
+  // (a coord-redis fault after a failover) brings it back as a primary, empty.
+  return conn->Command({"REPLICAOF", "127.0.0.1", std::to_string(replication_->port())}).status();
+}
+
+void Scenario::FailOverCoord(const Fault& f) {
+  if (coord_replica_ == nullptr) {
+    Note("  no replica yet (the last failover's replacement has not joined): skipped");
+    return;
+  }
+  // The replica stops receiving the primary's writes, and misses those of the next moments.
+  replication_->Pause();
+  std::this_thread::sleep_for(std::chrono::milliseconds(f.latency_ms));
+  coord_->Kill();
+  RedisOptions any_role;
+  any_role.require_primary = false;
+  auto conn = RedisConn::Connect(coord_replica_->url(), any_role);
+  Status st = conn.ok() ? (*conn)->Command({"REPLICAOF", "NO", "ONE"}).status() : conn.status();
+  if (!st.ok()) Note("  promotion failed: " + st.ToString());
+  // Every process's coordination link now leads to the promoted replica.
+  for (auto& [name, link] : links_) {
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ">coord") == 0) {
+      link->SetTarget("127.0.0.1", coord_replica_->port());
+      link->CloseAll();
+    }
+  }
+  coord_ = std::move(coord_replica_);
+  replication_->CloseAll();  // the bytes it held back are lost with the old primary
+  replication_->SetTarget("127.0.0.1", coord_->port());
+  replication_->Resume();
+  Note(fmt::format("  the replica on port {} is the coordination Redis now", coord_->port()));
 }
 
 Status Scenario::Setup() {
   std::filesystem::create_directories(dir_);
   timeline_.open(dir_ + "/timeline.txt", std::ios::trunc);
   start_ = Clock::now();
+  if (options_.pg_admin_url.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(pg_, PgServer::Start());
+    admin_url_ = pg_->url();
+  } else {
+    admin_url_ = options_.pg_admin_url;
+  }
   GAPLESS_ASSIGN_OR_RETURN(coord_, RedisServer::Start());
-  GAPLESS_ASSIGN_OR_RETURN(bus_, RedisServer::Start());
+  replication_ = std::make_unique<TcpProxy>("127.0.0.1", coord_->port());
+  GAPLESS_RETURN_IF_ERROR(StartCoordReplica());
+  GAPLESS_ASSIGN_OR_RETURN(consumer_keys_, RedisServer::Start());
   for (int i = 0; i < 3; ++i) {
     GAPLESS_ASSIGN_OR_RETURN(auto node, RedisServer::Start());
     lock_nodes_.push_back(std::move(node));
@@ -350,6 +564,14 @@ Status Scenario::Setup() {
   GAPLESS_RETURN_IF_ERROR(CreateDatabase(db_name_, &db_url_));
   GAPLESS_RETURN_IF_ERROR(CreateDatabase(clean_name_, &clean_url_));
   GAPLESS_ASSIGN_OR_RETURN(pool_, PgPool::Open(db_url_, 3));
+  kafka_source_ = options_.source == "kafka" || (options_.source == "mixed" && seed_ % 2 == 1);
+  GAPLESS_RETURN_IF_ERROR(StartBuses());
+  if (kafka_source_) {
+    if (kafka_ == nullptr) {
+      GAPLESS_ASSIGN_OR_RETURN(kafka_, KafkaMockCluster::Start(3));
+    }
+    GAPLESS_RETURN_IF_ERROR(kafka_->CreateTopic(kBlockTopic, 4));
+  }
   GAPLESS_RETURN_IF_ERROR(StartChain());
   // host:port of the database URL, to point a process at its proxy instead.
   std::smatch hp;
@@ -369,8 +591,11 @@ Status Scenario::Setup() {
   // The gapless processes, every link through a proxy of its own.
   std::vector<std::string> names = {"leader-a", "leader-b"};
   for (int i = 1; i <= options_.workers; ++i) names.push_back(fmt::format("worker-{}", i));
+  // With the Kafka source: two Kafka workers besides (each also runs an RPC worker for gaps).
+  if (kafka_source_) names.insert(names.end(), {"kworker-1", "kworker-2"});
   for (const std::string& name : names) {
     const bool leader = name.rfind("leader", 0) == 0;
+    const bool kworker = name.rfind("kworker", 0) == 0;
     const std::string proxied = Via(name, "pg", pg_port, "postgresql");
     std::string pg = db_url_;
     pg.replace(pg.find(pg_host_port), pg_host_port.size(), proxied.substr(proxied.find("//") + 2));
@@ -411,33 +636,51 @@ Status Scenario::Setup() {
     if (leader) {
       p.args.insert(p.args.end(),
                     {"--follow", "--leader-ttl", "1500", "--max-reorg-depth",
-                     std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 64)),
-                     // One link for both: the relay names a bus by its URL (its cursor), so
-                     // both candidates must reach the bus at the same address.
-                     "--events", Via("leaders", "bus", bus_->port(), "redis")});
+                     std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 64))});
+      std::string events;
+      for (const Bus& bus : buses_) events += (events.empty() ? "" : ",") + bus.relay_url;
+      if (!events.empty()) p.args.insert(p.args.end(), {"--events", events});
+    }
+    if (kafka_source_ && leader) {
+      // Ranges missing from the stream this long are queued for the RPC workers.
+      p.args.insert(p.args.end(), {"--source", "kafka", "--heal-gaps-after", "3000"});
+    }
+    if (kworker) {
+      // Not proxied: the brokers advertise their own addresses.
+      p.args.insert(p.args.end(),
+                    {"--source", "kafka", "--brokers", kafka_->bootstrap(), "--topic", kBlockTopic,
+                     "--group", "gapless-blocks", "--kafka-flush", "1000"});
     }
     if (!options_.mutation.empty()) p.env.push_back("GAPLESS_MUTATION=" + options_.mutation);
+    AddClock(&p);
     if (name == "worker-1") p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-write");
     procs_[name] = std::move(p);
   }
-  for (int i = 1; i <= 2; ++i) {
-    Proc c;
-    c.name = fmt::format("consumer-{}", i);
-    c.log = dir_ + "/" + c.name + ".log";
-    c.args = {options_.gapless_bin,
-              "consume",
-              "balances",
-              "--bus",
-              bus_->url(),
-              "--redis",
-              bus_->url(),
-              "--db",
-              db_url_,
-              "--chain-id",
-              std::to_string(kChainId),
-              "--log-level",
-              "info"};
-    procs_[c.name] = std::move(c);
+  // Two balances consumers per bus, one group per bus, each group's token_balances in a schema
+  // of its own.
+  for (const Bus& bus : buses_) {
+    for (int i = 1; i <= 2; ++i) {
+      Proc c;
+      c.name = fmt::format("consumer-{}-{}", bus.name, i);
+      c.log = dir_ + "/" + c.name + ".log";
+      c.args = {options_.gapless_bin,
+                "consume",
+                "balances",
+                "--bus",
+                bus.url,
+                "--group",
+                "balances-" + bus.name,
+                "--redis",
+                consumer_keys_->url(),
+                "--db",
+                BalancesUrl(bus.name),
+                "--chain-id",
+                std::to_string(kChainId),
+                "--log-level",
+                "info"};
+      AddClock(&c);
+      procs_[c.name] = std::move(c);
+    }
   }
   // Part of the chain indexed without events first: 0..9, then 20..29 (a hole at 10..19).
   for (const auto& [from, to] : {std::pair<int, int>{0, 9}, {20, 29}}) {
@@ -473,8 +716,8 @@ Status Scenario::Setup() {
   for (auto& [name, p] : procs_) {
     if (p.pid <= 0) p.Start();
   }
-  Note("deployment started: " + std::to_string(procs_.size()) + " gapless processes, " +
-       std::to_string(links_.size()) + " proxied links");
+  Note(fmt::format("deployment started: {} gapless processes, {} proxied links, blocks from {}",
+                   procs_.size(), links_.size(), kafka_source_ ? "a Kafka stream" : "RPC"));
   return Status::Ok();
 }
 
@@ -563,13 +806,33 @@ void Scenario::Apply(const Fault& f) {
       coord_->Kill();
       break;
     case FaultKind::kPartition:
-      if (TcpProxy* l = Link(f.target)) l->Pause();
+      if (TcpProxy* l = Link(f.target)) {
+        if (f.mode == "to-server") {
+          l->Pause(TcpProxy::Direction::kToServer);
+        } else if (f.mode == "to-client") {
+          l->Pause(TcpProxy::Direction::kToClient);
+        } else {
+          l->Pause();
+        }
+      }
       break;
     case FaultKind::kCut:
-      if (TcpProxy* l = Link(f.target)) l->CloseAll();
+      if (TcpProxy* l = Link(f.target)) {
+        if (f.mode == "after-bytes") {
+          l->CloseAfterBytes(f.bytes);
+        } else {
+          l->CloseAll();
+        }
+      }
       break;
     case FaultKind::kLatency:
-      if (TcpProxy* l = Link(f.target)) l->SetLatency(f.latency_ms, f.latency_ms / 4);
+      if (TcpProxy* l = Link(f.target)) {
+        if (f.mode == "bandwidth") {
+          l->SetBandwidth(f.bytes);
+        } else {
+          l->SetLatency(f.latency_ms, f.latency_ms / 4);
+        }
+      }
       break;
     case FaultKind::kReorg: {
       std::lock_guard<std::mutex> lock(chain_mu_);
@@ -583,10 +846,23 @@ void Scenario::Apply(const Fault& f) {
                       account1_, 7 + f.at_ms % 100, depth > 1 ? 1 : 0);
       auto r = rpc_->Call("anvil_reorg", fmt::format("[{}, {}]", depth, txs));
       if (!r.ok()) Note("  anvil_reorg failed: " + r.status().ToString());
+      if (r.ok() && kafka_source_) ProduceAgainFrom(tip - depth + 1);
       break;
     }
     case FaultKind::kBusDown:
-      bus_->Pause();
+      if (f.target == "redis" && bus_ != nullptr) {
+        bus_->Pause();
+      } else if (f.target == "amqp" && amqp_ != nullptr) {
+        // A graceful stop takes a few seconds: off the fault loop (the start waits for it).
+        bus_ops_.emplace_back([this] {
+          std::lock_guard<std::mutex> lock(amqp_mu_);
+          amqp_->Stop();
+          Note("  RabbitMQ stopped");
+        });
+      } else if (f.target.rfind("kafka-", 0) == 0 && kafka_ != nullptr) {
+        Status st = kafka_->SetBrokerDown(std::stoi(f.target.substr(6)));
+        if (!st.ok()) Note("  " + st.ToString());
+      }
       break;
     case FaultKind::kRpc: {
       auto it = rpc_fronts_.find(f.target);
@@ -607,8 +883,18 @@ void Scenario::Apply(const Fault& f) {
       Note(fmt::format("  other-hash at block {}, for every worker", height));
       break;
     }
-    case FaultKind::kPgRestart:
-      break;  // not supported by this deployment (the server is shared): never drawn
+    case FaultKind::kPgRestart: {
+      if (pg_ == nullptr) break;  // the server is not the harness's: never drawn
+      Status st = pg_->Restart();
+      Note(st.ok() ? "  PostgreSQL is back" : "  PostgreSQL restart failed: " + st.ToString());
+      break;
+    }
+    case FaultKind::kCoordFailover:
+      FailOverCoord(f);
+      break;
+    case FaultKind::kClockSkew:
+      SetClock(f.target, f.skew_ms);
+      break;
   }
 }
 
@@ -638,11 +924,44 @@ void Scenario::Heal(const Fault& f) {
     case FaultKind::kPartition:
       if (TcpProxy* l = Link(f.target)) l->Resume();
       break;
+    case FaultKind::kCut:
+      if (f.mode != "after-bytes") return;
+      if (TcpProxy* l = Link(f.target)) l->CloseAfterBytes(0);
+      break;
     case FaultKind::kLatency:
-      if (TcpProxy* l = Link(f.target)) l->SetLatency(0, 0);
+      if (TcpProxy* l = Link(f.target)) {
+        if (f.mode == "bandwidth") {
+          l->SetBandwidth(0);
+        } else {
+          l->SetLatency(0, 0);
+        }
+      }
+      break;
+    case FaultKind::kCoordFailover: {
+      if (coord_replica_ != nullptr) return;
+      Status st = StartCoordReplica();
+      Note(st.ok() ? fmt::format("  a new replica on port {} follows the coordination Redis",
+                                 coord_replica_->port())
+                   : "  the new replica did not start: " + st.ToString());
+      break;
+    }
+    case FaultKind::kClockSkew:
+      SetClock(f.target, 0);
       break;
     case FaultKind::kBusDown:
-      bus_->Resume();
+      if (f.target == "redis" && bus_ != nullptr) {
+        bus_->Resume();
+      } else if (f.target == "amqp" && amqp_ != nullptr) {
+        bus_ops_.emplace_back([this] {
+          std::lock_guard<std::mutex> lock(amqp_mu_);
+          Status st = amqp_->Restart();
+          Note(st.ok() ? "  RabbitMQ started again"
+                       : "  RabbitMQ restart failed: " + st.ToString());
+        });
+      } else if (f.target.rfind("kafka-", 0) == 0 && kafka_ != nullptr) {
+        Status st = kafka_->SetBrokerUp(std::stoi(f.target.substr(6)));
+        if (!st.ok()) Note("  " + st.ToString());
+      }
       break;
     case FaultKind::kRpc:
       for (auto& [name, front] : rpc_fronts_) {
@@ -726,39 +1045,83 @@ bool Scenario::Recovered(uint64_t tip, std::string* why) {
     *why = "retractions not published yet";
     return false;
   }
-  SubscribeOptions sub;
-  sub.group = "balances";
-  sub.topics = {EventTopic(kTokenTransfer, kChainId), EventTopic(kBlockReverted, kChainId)};
-  auto lag = RedisGroupLag(bus_->url(), sub);
-  if (!lag.ok() || *lag != 0) {
-    *why = "the balances consumers lag";
-    return false;
+  for (const Bus& bus : buses_) {
+    SubscribeOptions sub;
+    sub.group = "balances-" + bus.name;
+    sub.topics = {EventTopic(kTokenTransfer, kChainId), EventTopic(kBlockReverted, kChainId)};
+    auto lag = GroupLag(bus.url, sub);
+    if (!lag.ok() || *lag != 0) {
+      *why = fmt::format("the balances consumers on {} lag ({})", bus.name,
+                         lag.ok() ? std::to_string(*lag) : lag.status().ToString());
+      return false;
+    }
   }
   return true;
 }
 
-void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
-  auto redis = RedisConn::Connect(bus_->url());
-  auto headers = FetchHeaders(*rpc_, 0, tip);
-  if (!redis.ok() || !headers.ok()) {
-    report->invariants.push_back({"events-complete", false, "cannot read the bus or the chain"});
-    return;
-  }
-  auto read = [&](const std::string& type) {
-    std::vector<Envelope> out;
-    auto r = (*redis)->Command({"XRANGE", EventTopic(type, kChainId), "-", "+"});
-    if (!r.ok()) return out;
-    for (const RedisReply& entry : r->elements) {
-      if (entry.elements.size() < 2) continue;
-      const auto& fields = entry.elements[1].elements;
-      for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-        if (fields[i].str != "body") continue;
-        auto env = ParseEnvelope(fields[i + 1].str);
-        if (env.ok()) out.push_back(*env);
+Result<std::map<std::string, std::vector<Envelope>>> Scenario::ReadBus(
+    const Bus& bus, const std::vector<std::string>& types) {
+  std::map<std::string, std::vector<Envelope>> out;
+  if (bus.name == "redis") {
+    // The streams themselves, whole.
+    GAPLESS_ASSIGN_OR_RETURN(auto redis, RedisConn::Connect(bus.url));
+    for (const std::string& type : types) {
+      GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                               redis->Command({"XRANGE", EventTopic(type, kChainId), "-", "+"}));
+      for (const RedisReply& entry : r.elements) {
+        if (entry.elements.size() < 2) continue;
+        const auto& fields = entry.elements[1].elements;
+        for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+          if (fields[i].str != "body") continue;
+          auto env = ParseEnvelope(fields[i + 1].str);
+          if (env.ok()) out[type].push_back(*env);
+        }
       }
     }
     return out;
-  };
+  }
+  // RabbitMQ: the tap queue bound at the start; Kafka: every partition from its beginning
+  // (a throw-away group). Read until nothing more comes for a while.
+  SubscribeOptions sub;
+  sub.group = bus.name == "amqp" ? "chaos-tap" : fmt::format("chaos-tap-{}", getpid());
+  sub.transient = bus.name == "kafka";
+  sub.from_beginning = true;
+  for (const std::string& type : types) sub.topics.push_back(EventTopic(type, kChainId));
+  GAPLESS_ASSIGN_OR_RETURN(auto subscriber, OpenSubscriber(bus.url, sub));
+  const Clock::time_point begin = Clock::now();
+  auto last = Clock::now();
+  size_t total = 0;
+  while (Clock::now() - begin < std::chrono::seconds(120)) {
+    GAPLESS_ASSIGN_OR_RETURN(auto batch, subscriber->Poll(1000, 500));
+    for (const Delivery& d : batch) {
+      auto env = ParseEnvelope(d.body);
+      if (!env.ok()) continue;
+      out[std::string(env->event_type)].push_back(*env);
+    }
+    if (!batch.empty()) {
+      total += batch.size();
+      last = Clock::now();
+      if (bus.name == "amqp") GAPLESS_RETURN_IF_ERROR(subscriber->AckAll(batch));
+    }
+    // Kafka's group join takes a few seconds before the first delivery.
+    const auto quiet = total == 0 ? std::chrono::seconds(20) : std::chrono::seconds(3);
+    if (Clock::now() - last > quiet) break;
+  }
+  return out;
+}
+
+void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
+  const std::string suffix = " (" + bus.name + ")";
+  auto headers = FetchHeaders(*rpc_, 0, tip);
+  auto events = ReadBus(bus, CheckedTypes());
+  if (!events.ok() || !headers.ok()) {
+    report->invariants.push_back(
+        {"events-complete" + suffix, false,
+         "cannot read the bus or the chain: " +
+             (events.ok() ? headers.status().ToString() : events.status().ToString())});
+    return;
+  }
+  auto read = [&](const std::string& type) { return (*events)[type]; };
   simdjson::dom::parser parser;
   struct BlockNew {
     uint64_t number;
@@ -790,7 +1153,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
                           i == 0 ? std::string("none") : std::to_string(blocks[i - 1].number));
     }
   }
-  report->invariants.push_back({"events-order", order.empty(), order});
+  report->invariants.push_back({"events-order" + suffix, order.empty(), order});
   std::set<std::string> published;
   for (const BlockNew& b : blocks) published.insert(b.hash);
   std::set<std::string> canonical;
@@ -801,7 +1164,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
       missing = fmt::format("block {} ({}) has no block.new", h.height, h.hash);
     }
   }
-  report->invariants.push_back({"events-complete", missing.empty(), missing});
+  report->invariants.push_back({"events-complete" + suffix, missing.empty(), missing});
   std::set<std::string> reverted;
   for (const Envelope& e : read(std::string(kBlockReverted))) {
     auto r = ParseBlockRevertedPayload(e.payload_json);
@@ -814,7 +1177,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
       break;
     }
   }
-  report->invariants.push_back({"events-retracted", unretracted.empty(), unretracted});
+  report->invariants.push_back({"events-retracted" + suffix, unretracted.empty(), unretracted});
   // token.transfer per canonical block = its rows.
   std::map<std::string, std::set<std::string>> transfer_ids;
   for (const Envelope& e : read(std::string(kTokenTransfer))) {
@@ -840,7 +1203,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip) {
       }
     }
   }
-  report->invariants.push_back({"events-transfers", transfers.empty(), transfers});
+  report->invariants.push_back({"events-transfers" + suffix, transfers.empty(), transfers});
 }
 
 void Scenario::Check(SeedReport* report, uint64_t tip) {
@@ -933,17 +1296,18 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     }
     add("one-leader-per-epoch", two);
   }
-  CheckEvents(report, tip);
-  {
+  for (const Bus& bus : buses_) {
+    CheckEvents(report, tip, bus);
     std::string problem;
-    auto conn = pool_->Acquire();
-    auto check = CheckBalancesAgainstTransfers(*conn);
+    auto conn = PgConn::Connect(BalancesUrl(bus.name));
+    auto check =
+        conn.ok() ? CheckBalancesAgainstTransfers(**conn) : Result<BalancesCheck>(conn.status());
     if (!check.ok()) {
       problem = check.status().ToString();
     } else if (check->differing != 0) {
       problem = fmt::format("{} balances differ from the transfers", check->differing);
     }
-    add("balances", problem);
+    add("balances (" + bus.name + ")", problem);
   }
   {
     std::string problem;
@@ -1072,8 +1436,13 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
 
 void Scenario::Teardown() {
   StopTraffic();
+  StopProducer();
   for (auto& [name, p] : procs_) p.Kill();
   procs_.clear();
+  for (std::thread& t : bus_ops_) t.join();
+  bus_ops_.clear();
+  kafka_.reset();
+  amqp_.reset();
   links_.clear();
   rpc_fronts_.clear();
   if (anvil_pid_ > 0) {
@@ -1082,8 +1451,12 @@ void Scenario::Teardown() {
     anvil_pid_ = -1;
   }
   pool_.reset();
+  if (pg_ != nullptr) {
+    pg_.reset();  // the whole server, its databases with it
+    db_name_.clear();
+  }
   if (!db_name_.empty()) {
-    auto admin = PgConn::Connect(options_.pg_admin_url);
+    auto admin = PgConn::Connect(admin_url_);
     if (admin.ok()) {
       (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + PgQuoteIdent(db_name_) + " WITH (FORCE)");
       (void)(*admin)->Exec("DROP DATABASE IF EXISTS " + PgQuoteIdent(clean_name_) +
@@ -1106,15 +1479,26 @@ Result<SeedReport> Scenario::Run() {
   schedule.lease_ttl_ms = options_.lease_ttl_ms;
   schedule.kinds.clear();
   for (FaultKind k : options_.kinds.empty() ? AllFaultKinds() : options_.kinds) {
-    if (k != FaultKind::kPgRestart) schedule.kinds.push_back(k);
+    // What this deployment cannot do is not drawn.
+    if (k == FaultKind::kPgRestart && pg_ == nullptr) continue;
+    if (k == FaultKind::kClockSkew && !HaveFaketime()) continue;
+    schedule.kinds.push_back(k);
   }
   for (const auto& [name, p] : procs_) schedule.processes.push_back(name);
   for (const auto& [name, link] : links_) schedule.links.push_back(name);
   for (const auto& [name, front] : rpc_fronts_) schedule.rpc_clients.push_back(name);
+  for (const Bus& bus : buses_) {
+    if (bus.name != "kafka") schedule.buses.push_back(bus.name);
+  }
+  // A broker of the mock cluster (the events bus, the block stream, or both; which broker leads
+  // which partition varies).
+  if (kafka_ != nullptr) schedule.buses.insert(schedule.buses.end(), {"kafka-1", "kafka-2"});
   const std::vector<Fault> faults = MakeSchedule(seed_, schedule);
   report.faults = faults.size();
+  report.source = kafka_source_ ? "kafka" : "rpc";
 
   StartTraffic();
+  if (kafka_source_) StartProducer();
   // Let the fleet start before the first fault.
   std::this_thread::sleep_for(std::chrono::milliseconds(3'000));
   const Clock::time_point faults_start = Clock::now();

@@ -75,6 +75,13 @@ struct HarnessOptions {
   int64_t settle_ms = 180'000;
   double faults_per_minute = 12;
   std::vector<FaultKind> kinds;  // empty: every kind the deployment supports
+  // The events buses the leaders publish to, each with two balances consumers: any of "redis"
+  // (Redis Streams), "amqp" (RabbitMQ), "kafka" (the librdkafka mock cluster, 3 brokers).
+  std::vector<std::string> buses = {"redis", "amqp", "kafka"};
+  // Where the fleet's blocks come from: "rpc" (the work queue), "kafka" (a block stream the
+  // harness produces to the Kafka mock cluster, read by Kafka workers, with the RPC workers
+  // healing gaps) or "mixed" (kafka for odd seeds, rpc for even ones).
+  std::string source = "mixed";
   int workers = 3;
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;
@@ -100,6 +107,7 @@ struct SeedReport {
   int64_t recovery_ms = -1;  // -1: did not recover
   uint64_t tip = 0;          // the chain's last block at the end
   uint64_t reorgs = 0;       // re-orgs the database recorded
+  std::string source;        // where the fleet's blocks came from: "rpc" or "kafka"
   std::string dir;           // where its timeline and logs are (removed when it passed)
   size_t violations() const;
 };

@@ -7,7 +7,8 @@
 //   gapless-chaos --seeds 1..100 --minutes 2 [--scenario all|processes|network|redis|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
 //                 [--gapless PATH] [--anvil PATH] [--faults-per-minute 12] [--keep-logs]
-//                 [--parallel N] [--mutation fence|reorg-floor|relay-contiguity]
+//                 [--parallel N] [--buses redis,amqp,kafka]
+//                 [--mutation fence|reorg-floor|relay-contiguity|lease-owner|head-log-height]
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -62,11 +63,11 @@ bool ParseScenario(const std::string& text, std::vector<FaultKind>* out) {
   using K = FaultKind;
   if (text == "all") return true;  // empty: every kind
   if (text == "processes") {
-    *out = {K::kKill, K::kStop};
+    *out = {K::kKill, K::kStop, K::kClockSkew};
   } else if (text == "network") {
     *out = {K::kPartition, K::kCut, K::kLatency};
   } else if (text == "redis") {
-    *out = {K::kLockNode, K::kCoordRedis, K::kBusDown};
+    *out = {K::kLockNode, K::kCoordRedis, K::kCoordFailover, K::kBusDown, K::kPgRestart};
   } else if (text == "reorgs") {
     *out = {K::kReorg, K::kKill};
   } else {
@@ -95,17 +96,17 @@ std::string SiblingGapless() {
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "gapless-chaos: a whole gapless deployment of real processes (PostgreSQL database, "
-      "coordination Redis, 3 lock nodes, an anvil chain with token traffic, 2 leader candidates, "
-      "workers, a Redis Streams bus with 2 balances consumers, a TCP proxy on every link) under "
-      "a fault schedule drawn from each seed; invariants checked during and after (docs/chaos.md)"};
+      "gapless-chaos: a whole gapless deployment of real processes (a PostgreSQL server, the "
+      "coordination Redis and its replica, 3 lock nodes, an anvil chain with token traffic, 2 "
+      "leader candidates, workers, events on Redis Streams, RabbitMQ and a Kafka mock cluster "
+      "with 2 balances consumers each, a TCP proxy on every link) under a fault schedule drawn "
+      "from each seed; invariants checked during and after (docs/chaos.md)"};
   std::string seeds_text = "1..3";
   double minutes = 2;
   std::string scenario = "all";
   gapless::chaos::HarnessOptions options;
   options.gapless_bin = SiblingGapless();
   if (const char* anvil = std::getenv("GAPLESS_ANVIL")) options.anvil_bin = anvil;
-  if (const char* pg = std::getenv("GAPLESS_TEST_PG_URL")) options.pg_admin_url = pg;
   options.work_dir = "chaos-runs";
   int64_t settle_s = 180;
   int parallel = 1;
@@ -114,8 +115,9 @@ int main(int argc, char** argv) {
   app.add_option("--minutes", minutes, "Minutes of faults per seed")->capture_default_str();
   app.add_option(
          "--scenario", scenario,
-         "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, rpc, "
-         "lock-node, coord-redis, partition, cut, latency, reorg, bus-down")
+         "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, "
+         "clock-skew, rpc, lock-node, coord-redis, coord-failover, pg-restart, partition, cut, "
+         "latency, reorg, bus-down")
       ->capture_default_str();
   app.add_option("--faults-per-minute", options.faults_per_minute, "Fault rate")
       ->capture_default_str();
@@ -129,8 +131,17 @@ int main(int argc, char** argv) {
   app.add_option("--work-dir", options.work_dir, "Where each seed's timeline and logs go")
       ->capture_default_str();
   app.add_option("--pg-url", options.pg_admin_url,
-                 "A PostgreSQL server where the harness creates its databases (default: "
-                 "$GAPLESS_TEST_PG_URL)");
+                 "A PostgreSQL server where the harness creates its databases, instead of a "
+                 "server of each seed's own (then no pg-restart faults)");
+  std::string buses = "redis,amqp,kafka";
+  app.add_option("--buses", buses,
+                 "Events buses, each with 2 balances consumers: redis, amqp, kafka")
+      ->capture_default_str();
+  app.add_option("--source", options.source,
+                 "Where the fleet's blocks come from: rpc, kafka (a block stream the harness "
+                 "produces, Kafka workers, RPC workers for gaps), or mixed (kafka for odd seeds)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rpc", "kafka", "mixed"}));
   app.add_option("--gapless", options.gapless_bin, "The gapless binary")->capture_default_str();
   app.add_option("--anvil", options.anvil_bin, "The anvil binary (default: $GAPLESS_ANVIL)");
   app.add_flag("--keep-logs", options.keep_passing_logs, "Keep the directories of passing seeds");
@@ -140,9 +151,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--mutation", options.mutation,
                  "Run the gapless processes without one safety check (fence, reorg-floor, "
-                 "relay-contiguity); needs a gapless built with -DGAPLESS_MUTATIONS=ON. The run "
-                 "passes when the harness reports a violation")
-      ->check(CLI::IsMember({"fence", "reorg-floor", "relay-contiguity"}));
+                 "relay-contiguity, lease-owner, head-log-height); needs a gapless built with "
+                 "-DGAPLESS_MUTATIONS=ON. The run passes when the harness reports a violation")
+      ->check(CLI::IsMember(
+          {"fence", "reorg-floor", "relay-contiguity", "lease-owner", "head-log-height"}));
   CLI11_PARSE(app, argc, argv);
 
   std::vector<uint64_t> seeds;
@@ -154,17 +166,27 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "--scenario: unknown \"{}\"\n", scenario);
     return 2;
   }
-  if (options.pg_admin_url.empty() || options.anvil_bin.empty()) {
-    fmt::print(stderr,
-               "--pg-url and --anvil are required (or GAPLESS_TEST_PG_URL, GAPLESS_ANVIL)\n");
+  if (options.anvil_bin.empty()) {
+    fmt::print(stderr, "--anvil is required (or GAPLESS_ANVIL)\n");
     return 2;
+  }
+  options.buses.clear();
+  for (size_t start = 0; start <= buses.size();) {
+    size_t comma = std::min(buses.find(',', start), buses.size());
+    const std::string bus = buses.substr(start, comma - start);
+    if (bus != "redis" && bus != "amqp" && bus != "kafka") {
+      fmt::print(stderr, "--buses: unknown \"{}\" (redis, amqp, kafka)\n", bus);
+      return 2;
+    }
+    options.buses.push_back(bus);
+    start = comma + 1;
   }
   options.fault_ms = static_cast<int64_t>(minutes * 60'000);
   options.settle_ms = settle_s * 1000;
-  spdlog::set_level(spdlog::level::warn);
+  spdlog::set_level(spdlog::level::err);  // the table stays readable
 
-  fmt::print("{:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", "seed", "faults", "invariants",
-             "violations", "recovery_s", "tip", "reorgs", "failed");
+  fmt::print("{:>6} {:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", "seed", "source", "faults",
+             "invariants", "violations", "recovery_s", "tip", "reorgs", "failed");
   std::fflush(stdout);
   size_t failed_seeds = 0, total_violations = 0;
   bool setup_error = false;
@@ -190,8 +212,8 @@ int main(int argc, char** argv) {
       for (const auto& inv : report->invariants) {
         if (!inv.ok) failed += (failed.empty() ? "" : ",") + inv.name;
       }
-      fmt::print("{:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", seed, report->faults,
-                 report->invariants.size(), report->violations(),
+      fmt::print("{:>6} {:>6} {:>7} {:>11} {:>11} {:>11} {:>6} {:>7}  {}\n", seed, report->source,
+                 report->faults, report->invariants.size(), report->violations(),
                  report->recovery_ms < 0 ? std::string("-")
                                          : fmt::format("{:.1f}", report->recovery_ms / 1000.0),
                  report->tip, report->reorgs,

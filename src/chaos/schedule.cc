@@ -32,7 +32,7 @@ class Stream {
   uint64_t state_;
 };
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 11> kNames = {{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 13> kNames = {{
     {FaultKind::kKill, "kill"},
     {FaultKind::kStop, "stop"},
     {FaultKind::kLockNode, "lock-node"},
@@ -44,6 +44,8 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 11> kNames = {{
     {FaultKind::kBusDown, "bus-down"},
     {FaultKind::kRpc, "rpc"},
     {FaultKind::kPgRestart, "pg-restart"},
+    {FaultKind::kCoordFailover, "coord-failover"},
+    {FaultKind::kClockSkew, "clock-skew"},
 }};
 
 }  // namespace
@@ -78,8 +80,15 @@ std::string Fault::Describe() const {
   std::string what(FaultKindName(kind));
   if (!target.empty()) what += " " + target;
   if (kind == FaultKind::kReorg) what += fmt::format(" depth {}", depth);
-  if (kind == FaultKind::kLatency) what += fmt::format(" +{} ms", latency_ms);
+  if (kind == FaultKind::kPartition && mode != "both") what += " " + mode;
+  if (kind == FaultKind::kCut && mode == "after-bytes")
+    what += fmt::format(" after {} bytes", bytes);
+  if (kind == FaultKind::kLatency && mode == "bandwidth") what += fmt::format(" {} B/s", bytes);
+  if (kind == FaultKind::kLatency && mode != "bandwidth")
+    what += fmt::format(" +{} ms", latency_ms);
   if (kind == FaultKind::kRpc) what += " " + mode;
+  if (kind == FaultKind::kCoordFailover) what += fmt::format(" (replica {} ms behind)", latency_ms);
+  if (kind == FaultKind::kClockSkew) what += fmt::format(" {:+} ms", skew_ms);
   if (duration_ms > 0) what += fmt::format(" for {} ms", duration_ms);
   return what;
 }
@@ -88,12 +97,14 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
   Stream rng(seed * 0x2545f4914f6cdd1dULL + 1);
   std::vector<FaultKind> kinds;
   for (FaultKind k : options.kinds) {
-    const bool needs_process = k == FaultKind::kKill || k == FaultKind::kStop;
+    const bool needs_process =
+        k == FaultKind::kKill || k == FaultKind::kStop || k == FaultKind::kClockSkew;
     const bool needs_link =
         k == FaultKind::kPartition || k == FaultKind::kCut || k == FaultKind::kLatency;
     if (needs_process && options.processes.empty()) continue;
     if (needs_link && options.links.empty()) continue;
     if (k == FaultKind::kRpc && options.rpc_clients.empty()) continue;
+    if (k == FaultKind::kBusDown && options.buses.empty()) continue;
     if (k == FaultKind::kLockNode && options.lock_nodes < 3) continue;
     kinds.push_back(k);
   }
@@ -119,6 +130,7 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
       case FaultKind::kLockNode:
         if (at < lock_node_down_until) {  // one lock node down at a time: a quorum stays
           f.kind = FaultKind::kCut;
+          f.mode = "now";
           f.target = options.links.empty() ? "" : rng.Pick(options.links);
           if (f.target.empty()) continue;
           break;
@@ -130,23 +142,41 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
       case FaultKind::kCoordRedis:
         f.duration_ms = rng.Between(200, 3'000);
         break;
-      case FaultKind::kPartition:
+      case FaultKind::kPartition: {
+        static const std::vector<std::string> modes = {"both", "to-server", "to-client"};
         f.target = rng.Pick(options.links);
+        f.mode = rng.Pick(modes);
         f.duration_ms = rng.Between(500, options.lease_ttl_ms * 2);
         break;
-      case FaultKind::kCut:
+      }
+      case FaultKind::kCut: {
+        static const std::vector<std::string> modes = {"now", "after-bytes"};
         f.target = rng.Pick(options.links);
+        f.mode = rng.Pick(modes);
+        if (f.mode == "after-bytes") {
+          f.bytes = rng.Between(64, 16'384);
+          f.duration_ms = rng.Between(1'000, 6'000);
+        }
         break;
-      case FaultKind::kLatency:
+      }
+      case FaultKind::kLatency: {
+        static const std::vector<std::string> modes = {"delay", "bandwidth"};
         f.target = rng.Pick(options.links);
+        f.mode = rng.Pick(modes);
         f.duration_ms = rng.Between(1'000, 8'000);
-        f.latency_ms = rng.Between(20, 400);
+        if (f.mode == "delay") {
+          f.latency_ms = rng.Between(20, 400);
+        } else {
+          f.bytes = rng.Between(2'048, 65'536);
+        }
         break;
+      }
       case FaultKind::kReorg:
         f.depth = static_cast<uint64_t>(
             rng.Between(1, static_cast<int64_t>(std::max<uint64_t>(1, options.max_reorg_depth))));
         break;
       case FaultKind::kBusDown:
+        f.target = rng.Pick(options.buses);
         f.duration_ms = rng.Between(500, 5'000);
         break;
       case FaultKind::kRpc: {
@@ -161,6 +191,17 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
       }
       case FaultKind::kPgRestart:
         break;
+      case FaultKind::kCoordFailover:
+        f.latency_ms = rng.Between(100, 1'500);
+        f.duration_ms = rng.Between(1'000, 5'000);
+        break;
+      case FaultKind::kClockSkew: {
+        f.target = rng.Pick(options.processes);
+        const int64_t skew = rng.Between(1, 120) * 1'000;  // whole seconds (libfaketime's)
+        f.skew_ms = rng.Between(0, 1) == 0 ? -skew : skew;
+        f.duration_ms = rng.Between(2'000, 10'000);
+        break;
+      }
     }
     out.push_back(std::move(f));
   }

@@ -12,18 +12,31 @@
 //   lock-node    kill a lock-node redis-server; restarted empty (no persistence) after duration
 //   coord-redis  kill the coordination Redis; restarted empty after duration (Redis loses its
 //                data: reconcile from PostgreSQL)
-//   partition    black-hole one link (a process's proxy to one server) for duration
-//   cut          close every connection of one link (they reconnect at once)
-//   latency      add `latency_ms` (jittered) to one link for duration
+//   partition    black-hole one link (a process's proxy to one server) for duration; `mode`
+//                "both" ways, or one way only: "to-server" (requests vanish, answers flow) or
+//                "to-client" (requests arrive, answers vanish)
+//   cut          one link's connections closed: `mode` "now" (every open one, once; they
+//                reconnect at once) or "after-bytes" (for duration, every connection closed
+//                once it has carried `bytes` more bytes: a connection that dies mid-message)
+//   latency      one link slowed for duration: `mode` "delay" (`latency_ms` per chunk,
+//                jittered ±25%) or "bandwidth" (`bytes` per second each way)
 //   reorg        re-org the chain `depth` blocks deep (1..max_reorg_depth), new transactions in
 //                the new fork
-//   bus-down     stop the events bus for duration (the relay keeps the backlog)
+//   bus-down     one events bus down for duration (the relay keeps the backlog): `target` is
+//                "redis" (the server SIGSTOPped), "amqp" (RabbitMQ stopped, then started again
+//                with its data) or "kafka-N" (broker N of the mock cluster down)
 //   rpc          the RPC node, as one leader or worker sees it, answers badly for duration: `mode`
 //                is 429 (with Retry-After), 5xx, truncated (a body cut short), malformed (JSON
 //                that does not parse) or other-hash (a worker's backend that serves another hash
 //                at a height near the tip: a lagging or forked backend; workers only)
 //   pg-restart   restart PostgreSQL (every connection cut; fast shutdown) — only when the harness
 //                owns the server
+//   coord-failover  the coordination Redis fails over to a lagging replica: replication stops
+//                for `latency_ms`, then the primary dies and the replica, without the writes of
+//                that time (the fence counter rolled back, leases and completions lost), is
+//                promoted and every process is moved to it; a new replica joins after duration
+//   clock-skew   a process's wall clock runs `skew_ms` off (libfaketime; the monotonic clock is
+//                left alone, as NTP leaves it) for duration
 //
 // Thread-safety: pure functions and values.
 #pragma once
@@ -47,6 +60,8 @@ enum class FaultKind {
   kBusDown,
   kRpc,
   kPgRestart,
+  kCoordFailover,
+  kClockSkew,
 };
 
 std::string_view FaultKindName(FaultKind kind);
@@ -60,9 +75,11 @@ struct Fault {
   FaultKind kind = FaultKind::kKill;
   std::string target;       // a process, a lock node ("lock-1"), a link ("worker-2>pg"), ""
   int64_t duration_ms = 0;  // how long it lasts before the harness heals it (0: instant)
-  int64_t latency_ms = 0;   // latency faults
+  int64_t latency_ms = 0;   // latency faults; coord-failover: how long the replica lags
+  int64_t skew_ms = 0;      // clock-skew: the offset of the process's wall clock
   uint64_t depth = 0;       // re-orgs
-  std::string mode;         // rpc faults: "429", "5xx", "truncated", "malformed", "other-hash"
+  std::string mode;         // rpc, partition, cut and latency faults: which kind (above)
+  int64_t bytes = 0;        // cut after-bytes: the budget; latency bandwidth: bytes per second
   std::string Describe() const;
 };
 
@@ -70,9 +87,10 @@ struct ScheduleOptions {
   int64_t duration_ms = 120'000;  // faults start within [0, duration_ms)
   double faults_per_minute = 12;
   std::vector<FaultKind> kinds = AllFaultKinds();
-  std::vector<std::string> processes;    // kill / stop targets
+  std::vector<std::string> processes;    // kill / stop / clock-skew targets
   std::vector<std::string> links;        // partition / cut / latency targets
   std::vector<std::string> rpc_clients;  // rpc targets (leaders and workers)
+  std::vector<std::string> buses;        // bus-down targets: "redis", "amqp", "kafka-1", ...
   int lock_nodes = 3;
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;  // stops last longer than this

@@ -1,10 +1,12 @@
 // The fault schedule is a pure function of the seed: the same seed replays the same faults, other
 // seeds give other schedules, every kind is drawn across seeds, and the bounds hold (a stop lasts
-// past the lease TTL, a re-org is 1..max deep, one lock node down at a time).
+// past the lease TTL, a re-org is 1..max deep, one lock node down at a time, every proxy mode and
+// its parameters).
 #include "chaos/schedule.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -18,6 +20,7 @@ ScheduleOptions Options() {
   o.processes = {"leader-a", "leader-b", "worker-1", "worker-2", "consumer-1"};
   o.links = {"leader-a>coord", "worker-1>pg", "worker-2>lock-1", "leader-b>rpc"};
   o.rpc_clients = {"leader-a", "worker-1", "worker-2"};
+  o.buses = {"redis", "amqp", "kafka-1"};
   o.max_reorg_depth = 8;
   o.lease_ttl_ms = 3'000;
   return o;
@@ -66,9 +69,39 @@ TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
             EXPECT_EQ(f.target.rfind("worker", 0), 0u) << f.Describe();
           }
           break;
-        case FaultKind::kKill:
+        case FaultKind::kClockSkew:
+          EXPECT_GE(std::abs(f.skew_ms), 1'000) << f.Describe();
+          EXPECT_GT(f.duration_ms, 0);
+          EXPECT_FALSE(f.target.empty());
+          break;
+        case FaultKind::kCoordFailover:
+          EXPECT_GE(f.latency_ms, 100) << "the replica must lag";
+          EXPECT_GT(f.duration_ms, 0);
+          break;
         case FaultKind::kPartition:
+          EXPECT_TRUE(f.mode == "both" || f.mode == "to-server" || f.mode == "to-client")
+              << f.Describe();
+          EXPECT_FALSE(f.target.empty());
+          break;
+        case FaultKind::kCut:
+          if (f.mode == "after-bytes") {
+            EXPECT_GT(f.bytes, 0);
+            EXPECT_GT(f.duration_ms, 0) << "turned off again";
+          } else {
+            EXPECT_EQ(f.mode, "now");
+          }
+          break;
         case FaultKind::kLatency:
+          if (f.mode == "bandwidth") {
+            EXPECT_GT(f.bytes, 0);
+          } else {
+            EXPECT_EQ(f.mode, "delay");
+            EXPECT_GT(f.latency_ms, 0);
+          }
+          EXPECT_FALSE(f.target.empty());
+          break;
+        case FaultKind::kKill:
+        case FaultKind::kBusDown:
           EXPECT_FALSE(f.target.empty());
           break;
         default:
@@ -77,6 +110,14 @@ TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
     }
   }
   EXPECT_EQ(seen.size(), AllFaultKinds().size());
+  std::set<std::string> modes;
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    for (const Fault& f : MakeSchedule(seed, Options())) modes.insert(f.mode);
+  }
+  for (const char* mode : {"both", "to-server", "to-client", "now", "after-bytes", "delay",
+                           "bandwidth", "429", "other-hash"}) {
+    EXPECT_TRUE(modes.count(mode)) << mode << " never drawn";
+  }
 }
 
 TEST(ScheduleTest, KindsWithoutTargetsAreNotDrawn) {
@@ -84,7 +125,9 @@ TEST(ScheduleTest, KindsWithoutTargetsAreNotDrawn) {
   o.processes.clear();
   o.links.clear();
   o.rpc_clients.clear();
-  o.kinds = {FaultKind::kKill, FaultKind::kPartition, FaultKind::kRpc, FaultKind::kReorg};
+  o.buses.clear();
+  o.kinds = {FaultKind::kKill,  FaultKind::kPartition, FaultKind::kRpc,
+             FaultKind::kReorg, FaultKind::kBusDown,   FaultKind::kClockSkew};
   for (const Fault& f : MakeSchedule(7, o)) EXPECT_EQ(f.kind, FaultKind::kReorg) << f.Describe();
   o.kinds = {FaultKind::kKill};
   EXPECT_TRUE(MakeSchedule(7, o).empty());

@@ -1,5 +1,5 @@
 // child_process: starting and reaping child processes for tests and the chaos harness (header
-// only). SpawnChild forks and execs a program with its stderr appended to a log file;
+// only). SpawnChild forks and execs a program with its stdout and stderr appended to a log file;
 // WaitForExit reaps it with a bound. Both act on the pids they are given, never on anything else.
 //
 // Thread-safety: functions only; Spawn is async-signal-safe after the fork except for the
@@ -18,14 +18,15 @@
 
 namespace gapless {
 
-// Runs args[0] with args; returns its pid (-1 when fork fails). With `log`, its stderr is
-// appended to that file (restarted processes add to one log); `env` entries ("NAME=value")
-// are added to its environment.
+// Runs args[0] with args; returns its pid (-1 when fork fails). With `log`, its stderr and
+// stdout are appended to that file (restarted processes add to one log); `env` entries
+// ("NAME=value") are added to its environment.
 inline pid_t SpawnChild(const std::vector<std::string>& args, const std::string& log = "",
                         const std::vector<std::string>& env = {}) {
   pid_t pid = fork();
   if (pid == 0) {
     if (!log.empty() && freopen(log.c_str(), "a", stderr) == nullptr) _exit(126);
+    if (!log.empty()) dup2(STDERR_FILENO, STDOUT_FILENO);
     for (const auto& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> argv;
     for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));

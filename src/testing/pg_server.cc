@@ -1,0 +1,106 @@
+#include "testing/pg_server.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "testing/child_process.h"
+#include "testing/free_port.h"
+
+namespace gapless {
+namespace {
+
+constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
+
+}  // namespace
+
+Result<std::unique_ptr<PgServer>> PgServer::Start() {
+  if (access((std::string(kBin) + "/pg_ctl").c_str(), X_OK) != 0) {
+    return FailedPrecondition(std::string("PgServer: PostgreSQL 15 is not installed (") + kBin +
+                              "/pg_ctl); run scripts/setup.sh");
+  }
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-pg-XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) return Internal("PgServer: mkdtemp failed");
+  const int port = FreePort();
+  if (port <= 0) return Internal("PgServer: no free port");
+  std::unique_ptr<PgServer> server(new PgServer(port, tmpl));
+  if (getuid() == 0) {
+    const passwd* pg = getpwnam("postgres");
+    if (pg == nullptr) return FailedPrecondition("PgServer: no postgres user to run the server as");
+    if (chown(tmpl.c_str(), pg->pw_uid, pg->pw_gid) != 0) {
+      return Internal("PgServer: cannot hand " + tmpl + " to the postgres user");
+    }
+  }
+  const std::string data = tmpl + "/data";
+  GAPLESS_RETURN_IF_ERROR(server->Run("initdb", {"initdb", "-D", data, "-U", "gapless", "-A",
+                                                 "trust", "-E", "UTF8", "--locale=C.UTF-8"}));
+  GAPLESS_RETURN_IF_ERROR(server->Run(
+      "start", {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
+                "-p " + std::to_string(port) + " -k " + tmpl +
+                    " -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off"}));
+  server->started_ = true;
+  return server;
+}
+
+PgServer::~PgServer() {
+  if (started_) {
+    (void)Run("stop",
+              {"pg_ctl", "-D", dir_ + "/data", "-m", "immediate", "-w", "-t", "30", "stop"});
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string PgServer::url(const std::string& database) const {
+  return "postgresql://gapless@127.0.0.1:" + std::to_string(port_) + "/" + database;
+}
+
+Status PgServer::Restart() {
+  return Run("restart", {"pg_ctl", "-D", dir_ + "/data", "-m", "fast", "-w", "-t", "60", "-l",
+                         dir_ + "/server.log", "restart"});
+}
+
+Status PgServer::Run(const std::string& what, std::vector<std::string> args) {
+  args[0] = std::string(kBin) + "/" + args[0];
+  if (getuid() == 0) args.insert(args.begin(), {"/usr/sbin/runuser", "-u", "postgres", "--"});
+  // stdout and stderr both to the log (initdb and pg_ctl report progress on stdout).
+  const std::string log = dir_ + "/pg_ctl.log";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) _exit(126);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  const int code = pid < 0 ? -1 : WaitForExit(pid, 120);
+  if (code != 0) {
+    return Unavailable("PgServer: " + what + " failed (exit " + std::to_string(code) +
+                       "): " + LogTail());
+  }
+  return Status::Ok();
+}
+
+std::string PgServer::LogTail() const {
+  std::string tail;
+  for (const char* name : {"/pg_ctl.log", "/server.log"}) {
+    std::ifstream in(dir_ + name);
+    std::stringstream s;
+    s << in.rdbuf();
+    std::string text = s.str();
+    if (text.size() > 1500) text = text.substr(text.size() - 1500);
+    tail += text;
+  }
+  return tail;
+}
+
+}  // namespace gapless
