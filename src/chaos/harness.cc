@@ -266,6 +266,12 @@ class Scenario {
   void StopProducer();
   // A re-org down to `fork_point`: the producer sends the new fork's blocks from there.
   void ProduceAgainFrom(uint64_t fork_point);
+  // Flip-flop re-orgs run off the fault loop (each waits for the fleet to index a fork), holding
+  // chain_mu_; re-org faults drawn meanwhile are skipped.
+  std::vector<std::thread> chain_ops_;
+  void FlipFlop(const Fault& f);
+  // Waits (up to 20 s, less when the run ends) until PostgreSQL stores a block with this hash.
+  bool WaitStored(const std::string& hash);
   std::mutex amqp_mu_;                // RabbitMQ stops and starts take turns, off the fault loop
   std::vector<std::thread> bus_ops_;  // those stops and starts (joined at the teardown)
   std::vector<std::unique_ptr<RedisServer>> lock_nodes_;
@@ -419,6 +425,100 @@ void Scenario::ProduceAgainFrom(uint64_t fork_point) {
   std::lock_guard<std::mutex> lock(produce_mu_);
   produce_from_ = std::min(produce_from_, fork_point);
   ++produce_generation_;
+}
+
+bool Scenario::WaitStored(const std::string& hash) {
+  for (int i = 0; i < 100 && !traffic_stop_.load(); ++i) {
+    auto conn = pool_->Acquire();
+    auto r =
+        conn->Query("SELECT count(*) FROM blocks WHERE hash = decode($1, 'hex')", {hash.substr(2)});
+    if (r.ok() && r->GetInt64(0, 0).value() > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+void Scenario::FlipFlop(const Fault& f) {
+  std::lock_guard<std::mutex> lock(chain_mu_);
+  auto rpc = Rpc(anvil_url_);
+  simdjson::dom::parser parser;
+  auto call = [&](const std::string& method, const std::string& params) {
+    auto r = rpc->Call(method, params);
+    if (!r.ok()) Note("  flip-flop: " + method + " failed: " + r.status().ToString());
+    return r.ok() ? *r : std::string();
+  };
+  auto unquote = [](const std::string& s) {
+    return s.size() >= 2 && s.front() == '"' ? s.substr(1, s.size() - 2) : s;
+  };
+  // A block as mined: what replaying it needs, and its hash to compare.
+  struct Mined {
+    uint64_t number = 0;
+    std::string hash, timestamp, base_fee;
+    std::vector<std::string> raw;  // signed transactions, in block order
+  };
+  auto mine = [&](const std::string& tx) -> Mined {
+    Mined m;
+    if (!tx.empty()) call("eth_sendTransaction", "[" + tx + "]");
+    call("evm_mine", "[]");
+    const std::string block = call("eth_getBlockByNumber", R"(["latest",false])");
+    simdjson::dom::element doc;
+    std::string_view v;
+    if (parser.parse(block).get(doc)) return m;
+    if (!doc["hash"].get_string().get(v)) m.hash = std::string(v);
+    if (!doc["timestamp"].get_string().get(v)) m.timestamp = std::string(v);
+    if (!doc["baseFeePerGas"].get_string().get(v)) m.base_fee = std::string(v);
+    if (!doc["number"].get_string().get(v)) m.number = std::stoull(std::string(v), nullptr, 16);
+    simdjson::dom::array txs;
+    std::vector<std::string> hashes;
+    if (!doc["transactions"].get_array().get(txs)) {
+      for (auto t : txs) {
+        if (!t.get_string().get(v)) hashes.emplace_back(v);
+      }
+    }
+    for (const std::string& h : hashes) {
+      m.raw.push_back(unquote(call("eth_getRawTransactionByHash", "[\"" + h + "\"]")));
+    }
+    return m;
+  };
+  const std::string snapshot = call("evm_snapshot", "[]");
+  if (snapshot.empty()) return;
+  call("anvil_setAutomine", "[false]");
+  // Fork A: depth blocks, each with a token transfer; indexed before it goes away.
+  std::vector<Mined> a;
+  for (uint64_t i = 0; i < f.depth; ++i) {
+    a.push_back(mine(TokenCall(account0_, emitter_, account1_, 5'000 + seed_ * 10 + i)));
+  }
+  const uint64_t fork_point = a.front().number;
+  Note(fmt::format("  flip-flop: fork A is blocks {}..{}", fork_point, a.back().number));
+  if (!WaitStored(a.back().hash)) Note("  flip-flop: fork A was not indexed within 20 s");
+  // Fork B, one block longer, other transfers: A is orphaned.
+  call("evm_revert", "[" + snapshot + "]");
+  const std::string again = call("evm_snapshot", "[]");
+  std::vector<Mined> b;
+  for (uint64_t i = 0; i <= f.depth; ++i) {
+    b.push_back(mine(TokenCall(account0_, emitter_, account0_, 7'000 + seed_ * 10 + i)));
+  }
+  if (kafka_source_) ProduceAgainFrom(fork_point);
+  Note(fmt::format("  flip-flop: fork B is blocks {}..{}", fork_point, b.back().number));
+  if (!WaitStored(b.back().hash)) Note("  flip-flop: fork B was not indexed within 20 s");
+  // A again, exactly: its transactions, timestamps and base fees; then a block on top.
+  call("evm_revert", "[" + again + "]");
+  std::string differs;
+  for (const Mined& m : a) {
+    call("anvil_setNextBlockBaseFeePerGas", "[\"" + m.base_fee + "\"]");
+    call("evm_setNextBlockTimestamp", "[\"" + m.timestamp + "\"]");
+    for (const std::string& raw : m.raw) call("eth_sendRawTransaction", "[\"" + raw + "\"]");
+    const Mined back = mine("");
+    if (back.hash != m.hash && differs.empty()) {
+      differs = fmt::format("block {} came back as {}, not {}", m.number, back.hash, m.hash);
+    }
+  }
+  mine(fmt::format(R"({{"from":"{}","to":"{}","value":"0x1"}})", account0_, account1_));
+  call("anvil_setAutomine", "[true]");
+  if (kafka_source_) ProduceAgainFrom(fork_point);
+  Note(differs.empty() ? fmt::format("  flip-flop: fork A is back with its exact blocks {}..{}",
+                                     fork_point, a.back().number)
+                       : "  flip-flop: A did not come back exactly: " + differs);
 }
 
 void Scenario::StopTraffic() {
@@ -758,7 +858,8 @@ bool Scenario::ReorgUnder(Proc& p) {
   Fault f;
   f.kind = FaultKind::kReorg;
   {
-    std::lock_guard<std::mutex> lock(chain_mu_);
+    std::unique_lock<std::mutex> lock(chain_mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return false;  // a flip-flop holds the chain: later
     const uint64_t tip = Tip();
     if (from == 0 || from > tip || tip - from + 1 > 60) return false;
     f.depth = tip - from + 1;
@@ -835,7 +936,11 @@ void Scenario::Apply(const Fault& f) {
       }
       break;
     case FaultKind::kReorg: {
-      std::lock_guard<std::mutex> lock(chain_mu_);
+      std::unique_lock<std::mutex> lock(chain_mu_, std::try_to_lock);
+      if (!lock.owns_lock()) {
+        Note("  skipped: a flip-flop holds the chain");
+        break;
+      }
       const uint64_t tip = Tip();
       // Never below block 2: the emitter contract (block 1) stays.
       const uint64_t depth = std::min<uint64_t>(f.depth, tip > 2 ? tip - 2 : 1);
@@ -894,6 +999,9 @@ void Scenario::Apply(const Fault& f) {
       break;
     case FaultKind::kClockSkew:
       SetClock(f.target, f.skew_ms);
+      break;
+    case FaultKind::kFlipFlop:
+      chain_ops_.emplace_back([this, f] { FlipFlop(f); });
       break;
   }
 }
@@ -1166,9 +1274,12 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
   }
   report->invariants.push_back({"events-complete" + suffix, missing.empty(), missing});
   std::set<std::string> reverted;
+  std::set<std::string> retracted_ids;  // every event id a block.reverted took back
   for (const Envelope& e : read(std::string(kBlockReverted))) {
     auto r = ParseBlockRevertedPayload(e.payload_json);
-    if (r.ok()) reverted.insert(r->block_hash);
+    if (!r.ok()) continue;
+    reverted.insert(r->block_hash);
+    retracted_ids.insert(r->reverted_event_ids.begin(), r->reverted_event_ids.end());
   }
   std::string unretracted;
   for (const BlockNew& b : blocks) {
@@ -1178,11 +1289,13 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
     }
   }
   report->invariants.push_back({"events-retracted" + suffix, unretracted.empty(), unretracted});
-  // token.transfer per canonical block = its rows.
+  // token.transfer per canonical block = its rows, counting the ids in effect: a block that
+  // came back after a retraction (a flip-flop) was published again under new ids, and its old
+  // ones were taken back.
   std::map<std::string, std::set<std::string>> transfer_ids;
   for (const Envelope& e : read(std::string(kTokenTransfer))) {
     auto t = ParseTransferPayload(e.payload_json);
-    if (t.ok()) transfer_ids[t->block_hash].insert(e.event_id);
+    if (t.ok() && !retracted_ids.count(e.event_id)) transfer_ids[t->block_hash].insert(e.event_id);
   }
   std::string transfers;
   auto conn = pool_->Acquire();
@@ -1436,6 +1549,8 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
 
 void Scenario::Teardown() {
   StopTraffic();
+  for (std::thread& t : chain_ops_) t.join();
+  chain_ops_.clear();
   StopProducer();
   for (auto& [name, p] : procs_) p.Kill();
   procs_.clear();

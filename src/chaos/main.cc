@@ -69,7 +69,7 @@ bool ParseScenario(const std::string& text, std::vector<FaultKind>* out) {
   } else if (text == "redis") {
     *out = {K::kLockNode, K::kCoordRedis, K::kCoordFailover, K::kBusDown, K::kPgRestart};
   } else if (text == "reorgs") {
-    *out = {K::kReorg, K::kKill};
+    *out = {K::kReorg, K::kFlipFlop, K::kKill};
   } else {
     size_t start = 0;
     while (true) {
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
          "--scenario", scenario,
          "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, "
          "clock-skew, rpc, lock-node, coord-redis, coord-failover, pg-restart, partition, cut, "
-         "latency, reorg, bus-down")
+         "latency, reorg, flip-flop, bus-down")
       ->capture_default_str();
   app.add_option("--faults-per-minute", options.faults_per_minute, "Fault rate")
       ->capture_default_str();

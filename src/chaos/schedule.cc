@@ -32,7 +32,7 @@ class Stream {
   uint64_t state_;
 };
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 13> kNames = {{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 14> kNames = {{
     {FaultKind::kKill, "kill"},
     {FaultKind::kStop, "stop"},
     {FaultKind::kLockNode, "lock-node"},
@@ -46,6 +46,7 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 13> kNames = {{
     {FaultKind::kPgRestart, "pg-restart"},
     {FaultKind::kCoordFailover, "coord-failover"},
     {FaultKind::kClockSkew, "clock-skew"},
+    {FaultKind::kFlipFlop, "flip-flop"},
 }};
 
 }  // namespace
@@ -79,7 +80,9 @@ bool ParseFaultKind(std::string_view name, FaultKind* out) {
 std::string Fault::Describe() const {
   std::string what(FaultKindName(kind));
   if (!target.empty()) what += " " + target;
-  if (kind == FaultKind::kReorg) what += fmt::format(" depth {}", depth);
+  if (kind == FaultKind::kReorg || kind == FaultKind::kFlipFlop) {
+    what += fmt::format(" depth {}", depth);
+  }
   if (kind == FaultKind::kPartition && mode != "both") what += " " + mode;
   if (kind == FaultKind::kCut && mode == "after-bytes")
     what += fmt::format(" after {} bytes", bytes);
@@ -194,6 +197,11 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
       case FaultKind::kCoordFailover:
         f.latency_ms = rng.Between(100, 1'500);
         f.duration_ms = rng.Between(1'000, 5'000);
+        break;
+      case FaultKind::kFlipFlop:
+        // Short forks: each step waits for the fleet to index the fork before the next.
+        f.depth = static_cast<uint64_t>(rng.Between(
+            1, static_cast<int64_t>(std::clamp<uint64_t>(options.max_reorg_depth, 1, 4))));
         break;
       case FaultKind::kClockSkew: {
         f.target = rng.Pick(options.processes);

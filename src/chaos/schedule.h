@@ -35,6 +35,10 @@
 //                for `latency_ms`, then the primary dies and the replica, without the writes of
 //                that time (the fence counter rolled back, leases and completions lost), is
 //                promoted and every process is moved to it; a new replica joins after duration
+//   flip-flop    the chain goes A -> B -> A: `depth` blocks of fork A are mined and indexed,
+//                re-orged away by fork B (one block longer), then A comes back with its exact
+//                blocks (anvil replays them: same transactions, timestamps and base fees), plus a
+//                block on top
 //   clock-skew   a process's wall clock runs `skew_ms` off (libfaketime; the monotonic clock is
 //                left alone, as NTP leaves it) for duration
 //
@@ -62,6 +66,7 @@ enum class FaultKind {
   kPgRestart,
   kCoordFailover,
   kClockSkew,
+  kFlipFlop,
 };
 
 std::string_view FaultKindName(FaultKind kind);

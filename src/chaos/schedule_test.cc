@@ -58,6 +58,10 @@ TEST(ScheduleTest, EveryKindIsDrawnAndTheBoundsHold) {
           EXPECT_GE(f.depth, 1u);
           EXPECT_LE(f.depth, 8u);
           break;
+        case FaultKind::kFlipFlop:
+          EXPECT_GE(f.depth, 1u);
+          EXPECT_LE(f.depth, 4u);
+          break;
         case FaultKind::kLockNode:
           EXPECT_GE(f.at_ms, lock_down_until)
               << "two lock nodes down at once (seed " << seed << ")";
