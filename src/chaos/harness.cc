@@ -209,7 +209,8 @@ class Scenario {
   // Empty when the database holds the node's chain 0..tip exactly.
   std::string DifferenceFromChain(uint64_t tip);
   Result<std::optional<uint64_t>> PersistedFrontier();
-  std::string FrontierAhead();  // empty when every block below the persisted frontier is stored
+  std::string FrontierAhead();   // empty when every block below the persisted frontier is stored
+  std::string HeadLogProblem();  // empty when the head log on the lock nodes is unique
   bool Recovered(uint64_t tip, std::string* why);
   void Check(SeedReport* report, uint64_t tip);
   void CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus);
@@ -289,6 +290,8 @@ class Scenario {
   std::thread traffic_;
   std::map<std::string, std::pair<int, std::string>> exits_;  // process -> (times, last status)
   std::string frontier_violation_;
+  std::string head_log_violation_;  // the first seen by the samples during the run
+  uint64_t watches_ = 0;
 };
 
 void Scenario::Note(const std::string& what) {
@@ -1319,6 +1322,54 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
   report->invariants.push_back({"events-transfers" + suffix, transfers.empty(), transfers});
 }
 
+// The head log on the lock nodes: within the newest fork generation, no node holds two hashes at
+// one height and no two hashes are on a quorum at one height. Empty when it holds (nodes that do
+// not answer, being down, are left out).
+std::string Scenario::HeadLogProblem() {
+  std::string problem;
+  auto conn = pool_->Acquire();
+  auto id = EnsureDatabaseId(*conn);
+  const Keys keys(static_cast<int64_t>(kChainId), id.ok() ? *id : "");
+  std::vector<std::pair<uint64_t, std::vector<std::string>>> nodes;  // (generation, members)
+  uint64_t newest = 0;
+  for (const auto& node : lock_nodes_) {
+    auto redis = RedisConn::Connect(node->url());
+    if (!redis.ok()) continue;
+    auto fork = (*redis)->Command({"GET", keys.head_fork()});
+    auto members = (*redis)->Command({"ZRANGE", keys.head_heights(), "0", "-1"});
+    if (!fork.ok() || !members.ok()) continue;
+    const uint64_t generation = fork->str.empty() ? 0 : std::stoull(fork->str);
+    newest = std::max(newest, generation);
+    std::vector<std::string> list;
+    for (const auto& m : members->elements) list.push_back(m.str);
+    nodes.emplace_back(generation, std::move(list));
+  }
+  std::map<uint64_t, std::map<std::string, int>> quorum;  // height -> hash -> nodes
+  for (size_t n = 0; n < nodes.size() && problem.empty(); ++n) {
+    if (nodes[n].first != newest) continue;
+    std::map<uint64_t, std::string> at;
+    for (const std::string& m : nodes[n].second) {
+      const size_t a = m.find(':'), b = m.find(':', a + 1);
+      if (a == std::string::npos || b == std::string::npos) continue;
+      const uint64_t height = std::stoull(m.substr(0, a));
+      const std::string hash = m.substr(a + 1, b - a - 1);
+      auto [it, fresh] = at.emplace(height, hash);
+      if (!fresh && it->second != hash) {
+        problem = fmt::format("a lock node holds two hashes at height {}", height);
+      }
+      if (fresh) ++quorum[height][hash];
+    }
+  }
+  for (const auto& [height, hashes] : quorum) {
+    int on_quorum = 0;
+    for (const auto& [hash, count] : hashes) on_quorum += count >= 2 ? 1 : 0;
+    if (on_quorum > 1 && problem.empty()) {
+      problem = fmt::format("two hashes on a quorum at height {}", height);
+    }
+  }
+  return problem;
+}
+
 void Scenario::Check(SeedReport* report, uint64_t tip) {
   auto add = [&](const std::string& name, const std::string& problem) {
     report->invariants.push_back({name, problem.empty(), problem});
@@ -1478,49 +1529,7 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     add("keys-bounded", problem);
   }
   {
-    // The head log on the lock nodes: within the newest fork generation, no node holds two hashes
-    // at one height and no two hashes are on a quorum at one height.
-    std::string problem;
-    auto conn = pool_->Acquire();
-    auto id = EnsureDatabaseId(*conn);
-    const Keys keys(static_cast<int64_t>(kChainId), id.ok() ? *id : "");
-    std::vector<std::pair<uint64_t, std::vector<std::string>>> nodes;  // (generation, members)
-    uint64_t newest = 0;
-    for (const auto& node : lock_nodes_) {
-      auto redis = RedisConn::Connect(node->url());
-      if (!redis.ok()) continue;
-      auto fork = (*redis)->Command({"GET", keys.head_fork()});
-      auto members = (*redis)->Command({"ZRANGE", keys.head_heights(), "0", "-1"});
-      if (!fork.ok() || !members.ok()) continue;
-      const uint64_t generation = fork->str.empty() ? 0 : std::stoull(fork->str);
-      newest = std::max(newest, generation);
-      std::vector<std::string> list;
-      for (const auto& m : members->elements) list.push_back(m.str);
-      nodes.emplace_back(generation, std::move(list));
-    }
-    std::map<uint64_t, std::map<std::string, int>> quorum;  // height -> hash -> nodes
-    for (size_t n = 0; n < nodes.size() && problem.empty(); ++n) {
-      if (nodes[n].first != newest) continue;
-      std::map<uint64_t, std::string> at;
-      for (const std::string& m : nodes[n].second) {
-        const size_t a = m.find(':'), b = m.find(':', a + 1);
-        if (a == std::string::npos || b == std::string::npos) continue;
-        const uint64_t height = std::stoull(m.substr(0, a));
-        const std::string hash = m.substr(a + 1, b - a - 1);
-        auto [it, fresh] = at.emplace(height, hash);
-        if (!fresh && it->second != hash) {
-          problem = fmt::format("a lock node holds two hashes at height {}", height);
-        }
-        if (fresh) ++quorum[height][hash];
-      }
-    }
-    for (const auto& [height, hashes] : quorum) {
-      int on_quorum = 0;
-      for (const auto& [hash, count] : hashes) on_quorum += count >= 2 ? 1 : 0;
-      if (on_quorum > 1 && problem.empty()) {
-        problem = fmt::format("two hashes on a quorum at height {}", height);
-      }
-    }
+    std::string problem = head_log_violation_.empty() ? HeadLogProblem() : head_log_violation_;
     add("head-log-unique", problem);
   }
   {
@@ -1653,6 +1662,11 @@ Result<SeedReport> Scenario::Run() {
       frontier_violation_ = FrontierAhead();
       if (!frontier_violation_.empty())
         Note("VIOLATION frontier-not-ahead: " + frontier_violation_);
+    }
+    // The head log, every few seconds: a node may restart empty later and hide what it held.
+    if (head_log_violation_.empty() && ++watches_ % 5 == 0) {
+      head_log_violation_ = HeadLogProblem();
+      if (!head_log_violation_.empty()) Note("VIOLATION head-log-unique: " + head_log_violation_);
     }
   };
   auto last_check = Clock::now();
