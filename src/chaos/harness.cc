@@ -215,6 +215,13 @@ class Scenario {
   void Check(SeedReport* report, uint64_t tip);
   void CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus);
   Status StartBuses();
+  void StartProducer();
+  void StopProducer();
+  // A re-org down to `fork_point`: the producer sends the new fork's blocks from there.
+  void ProduceAgainFrom(uint64_t fork_point);
+  void FlipFlop(const Fault& f);
+  // Waits (up to 20 s, less when the run ends) until PostgreSQL stores a block with this hash.
+  bool WaitStored(const std::string& hash);
   Status StartCoordReplica();
   void FailOverCoord(const Fault& f);
   // The file libfaketime reads a process's clock offset from (clock-skew faults).
@@ -263,16 +270,9 @@ class Scenario {
   std::atomic<bool> producer_stop_{false};
   std::atomic<pid_t> producer_pid_{-1};
   std::thread producer_;
-  void StartProducer();
-  void StopProducer();
-  // A re-org down to `fork_point`: the producer sends the new fork's blocks from there.
-  void ProduceAgainFrom(uint64_t fork_point);
   // Flip-flop re-orgs run off the fault loop (each waits for the fleet to index a fork), holding
   // chain_mu_; re-org faults drawn meanwhile are skipped.
   std::vector<std::thread> chain_ops_;
-  void FlipFlop(const Fault& f);
-  // Waits (up to 20 s, less when the run ends) until PostgreSQL stores a block with this hash.
-  bool WaitStored(const std::string& hash);
   std::mutex amqp_mu_;                // RabbitMQ stops and starts take turns, off the fault loop
   std::vector<std::thread> bus_ops_;  // those stops and starts (joined at the teardown)
   std::vector<std::unique_ptr<RedisServer>> lock_nodes_;

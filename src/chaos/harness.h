@@ -3,18 +3,26 @@
 // against it, and invariant checkers during and after, each named in the report when it fails.
 //
 // The deployment of one seed (everything private to it, torn down at its end):
-//   - a PostgreSQL database of its own on the server at pg_admin_url (and one for the clean run);
-//   - the coordination redis-server, three lock-node redis-servers and the events bus (a
-//     redis-server: Redis Streams), all without persistence (testing/redis_server.h);
+//   - a PostgreSQL server of its own (testing/pg_server.h; or databases on pg_admin_url), with
+//     the deployment's database and one for the clean run;
+//   - the coordination redis-server and its replica (following it through a proxy of the
+//     harness's, which coord-failover faults pause), three lock-node redis-servers and one for
+//     the consumers' processing keys, all without persistence (testing/redis_server.h);
+//   - the events buses (`buses`): a redis-server (Redis Streams), a RabbitMQ node
+//     (testing/rabbitmq_server.h) and a Kafka mock cluster of 3 brokers (testing/kafka_mock.h);
 //   - an anvil chain (--anvil) with token traffic: an emitter contract whose every call logs an
 //     ERC-20 Transfer, value transfers, a block every ~300 ms;
 //   - two `gapless leader` candidates (following the tip, HA election over the lock nodes, the
-//     relay to the bus), `workers` `gapless worker` processes, and two `gapless consume balances`
-//     consumers of one group on the bus;
+//     relays to every bus), `workers` `gapless worker` processes, and two `gapless consume
+//     balances` consumers per bus (a group per bus, each keeping its balances in a schema of its
+//     own); with the Kafka source (`source`), two Kafka workers besides, the leaders in
+//     --source kafka, and the harness producing the block stream as the chain moves;
+//   - every gapless process under libfaketime (clock-skew faults), when it is installed;
 //   - a TCP proxy (testing/tcp_proxy.h) on every link of every gapless process: to the
 //     coordination Redis, each lock node, PostgreSQL, the RPC node; the leaders share one link
-//     to the bus ("leaders>bus": the relay names a bus, and its cursor, by the URL). Link names
-//     are "<process>><server>", e.g. "worker-2>pg", "leader-a>lock-3".
+//     to the Redis bus and one to RabbitMQ (the relay names a bus, and its cursor, by the URL);
+//     Kafka's brokers are reached directly (they advertise their own addresses). Link names are
+//     "<process>><server>", e.g. "worker-2>pg", "leader-a>lock-3".
 // Before the fleet starts, blocks 0..9 and 20..29 are indexed by `gapless index` without events
 // (a user who indexed part of the chain before turning events on): the fleet's relay must
 // publish 10..29 without a hole (events_from is 10, the end of the committed prefix). One worker
@@ -36,14 +44,17 @@
 //   verify-deep          `gapless verify --deep --anvil-blob-roots` over 0..tip passes
 //   one-leader-per-epoch no epoch started a term in two leaders (from the leaders' logs)
 //   head-log-unique      within the newest fork generation, no lock node holds two hashes at a
-//                        height and no two hashes are on a quorum at a height
+//                        height and no two hashes are on a quorum at a height (sampled every 5 s
+//                        and at the end)
+// The events invariants and balances are checked per bus, named "events-order (redis)" etc.:
 //   events-order         the bus's block.new stream starts at events_from and never skips a
 //                        height (a re-org or a republished batch may go back, never forward by
 //                        more than one)
 //   events-complete      every canonical block from events_from on has its block.new
 //   events-retracted     every block.new of an orphaned block has a block.reverted
-//   events-transfers     every canonical block's token.transfer events equal its rows
-//   balances             each consumer group's token_balances equals the SQL aggregate
+//   events-transfers     every canonical block's token.transfer events in effect (less the ids a
+//                        block.reverted took back) equal its rows
+//   balances             the bus's consumer group's token_balances equals the SQL aggregate
 //   dlq-empty            nothing dead-lettered: every task ended committed
 //   keys-bounded         every coordination key has a TTL or is one of the bounded keys
 //   no-stale-write       no range was rewritten by another lease holder without a higher token
@@ -67,10 +78,12 @@
 namespace gapless::chaos {
 
 struct HarnessOptions {
-  std::string gapless_bin;   // the gapless binary
-  std::string anvil_bin;     // anvil
-  std::string pg_admin_url;  // a PostgreSQL server where the harness may create databases
-  std::string work_dir;      // each seed writes <work_dir>/seed-<n>/ (logs, timeline)
+  std::string gapless_bin;  // the gapless binary
+  std::string anvil_bin;    // anvil
+  // A PostgreSQL server where the harness creates its databases; empty: a server of each
+  // seed's own (only then are pg-restart faults drawn).
+  std::string pg_admin_url;
+  std::string work_dir;  // each seed writes <work_dir>/seed-<n>/ (logs, timeline)
   int64_t fault_ms = 120'000;
   int64_t settle_ms = 180'000;
   double faults_per_minute = 12;
