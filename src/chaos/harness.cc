@@ -674,6 +674,8 @@ Status Scenario::Setup() {
       GAPLESS_ASSIGN_OR_RETURN(kafka_, KafkaMockCluster::Start(3));
     }
     GAPLESS_RETURN_IF_ERROR(kafka_->CreateTopic(kBlockTopic, 4));
+    // Where a Kafka worker dead-letters a message that is not a valid block (read at the end).
+    GAPLESS_RETURN_IF_ERROR(kafka_->CreateTopic(std::string(kBlockTopic) + ".dlq", 1));
   }
   GAPLESS_RETURN_IF_ERROR(StartChain());
   // host:port of the database URL, to point a process at its proxy instead.
@@ -1490,6 +1492,25 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
         dlq = depths.status().ToString();
       else if (depths->dlq > 0)
         dlq = fmt::format("{} tasks dead-lettered", depths->dlq);
+      if (dlq.empty() && kafka_source_) {
+        // The block stream's dead letters: the harness produces only valid blocks.
+        SubscribeOptions sub;
+        sub.group = fmt::format("chaos-dlq-{}", getpid());
+        sub.transient = true;
+        sub.topics = {std::string(kBlockTopic) + ".dlq"};
+        auto subscriber = OpenSubscriber(kafka_->url(), sub);
+        size_t dead = 0;
+        // Up to 10 s: the group join takes a few polls before any delivery.
+        for (int i = 0; subscriber.ok() && i < 10 && dead == 0; ++i) {
+          auto batch = (*subscriber)->Poll(100, 1'000);
+          if (batch.ok()) dead += batch->size();
+        }
+        if (!subscriber.ok()) {
+          dlq = subscriber.status().ToString();
+        } else if (dead > 0) {
+          dlq = fmt::format("{} block messages dead-lettered to {}.dlq", dead, kBlockTopic);
+        }
+      }
       add("dlq-empty", dlq);
       const std::set<std::string> bounded = {keys.pending(),
                                              keys.processing(),

@@ -4,7 +4,8 @@
 // Exit status: 0 when every seed passed, 1 when an invariant was violated, 2 on a setup error, bad
 // flags, or an interruption (SIGINT/SIGTERM: running seeds tear their deployments down first).
 //
-//   gapless-chaos --seeds 1..100 --minutes 2 [--scenario all|processes|network|redis|reorgs|
+//   gapless-chaos --seeds 1..100 --minutes 2 [--scenario
+//   all|processes|network|redis|servers|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
 //                 [--gapless PATH] [--anvil PATH] [--faults-per-minute 12] [--keep-logs]
 //                 [--parallel N] [--buses redis,amqp,kafka]
@@ -67,6 +68,8 @@ bool ParseScenario(const std::string& text, std::vector<FaultKind>* out) {
   } else if (text == "network") {
     *out = {K::kPartition, K::kCut, K::kLatency};
   } else if (text == "redis") {
+    *out = {K::kLockNode, K::kCoordRedis, K::kCoordFailover};
+  } else if (text == "servers") {
     *out = {K::kLockNode, K::kCoordRedis, K::kCoordFailover, K::kBusDown, K::kPgRestart};
   } else if (text == "reorgs") {
     *out = {K::kReorg, K::kFlipFlop, K::kKill};
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--minutes", minutes, "Minutes of faults per seed")->capture_default_str();
   app.add_option(
          "--scenario", scenario,
-         "Fault kinds: all, processes, network, redis, reorgs, or a list of kill, stop, "
+         "Fault kinds: all, processes, network, redis, servers, reorgs, or a list of kill, stop, "
          "clock-skew, rpc, lock-node, coord-redis, coord-failover, pg-restart, partition, cut, "
          "latency, reorg, flip-flop, bus-down")
       ->capture_default_str();
