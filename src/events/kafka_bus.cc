@@ -443,6 +443,11 @@ class KafkaSubscriber final : public Subscriber {
   std::string name() const override { return "kafka://" + url_.bootstrap; }
 
   Result<std::vector<Delivery>> Poll(size_t max, int64_t timeout_ms) override {
+    if (commit_again_) {
+      commit_again_ = false;
+      Status st = CommitAll(/*sync=*/false);
+      if (!st.ok()) spdlog::warn("kafka subscriber {}: {}", options_.group, st.ToString());
+    }
     std::vector<Delivery> out;
     int64_t deadline = NowMs() + std::max<int64_t>(timeout_ms, 0);
     while (out.size() < max) {
@@ -735,9 +740,12 @@ class KafkaSubscriber final : public Subscriber {
       } else {
         rd_kafka_assign(rk, parts);
       }
+      // The pause state asked for, both ways: librdkafka keeps a partition's pause across a
+      // re-assignment, so one resumed while it was revoked (its Resume found it unassigned)
+      // would otherwise stay paused for good.
       for (int i = 0; i < parts->cnt; ++i) {
         TopicPartition tp{parts->elems[i].topic, parts->elems[i].partition};
-        if (self->paused_.count(tp)) (void)self->SetPaused(tp, true);
+        (void)self->SetPaused(tp, self->paused_.count(tp) > 0);
       }
       return;
     }
@@ -760,9 +768,13 @@ class KafkaSubscriber final : public Subscriber {
   static void CommitCb(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t*,
                        void* opaque) {
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR || err == RD_KAFKA_RESP_ERR__NO_OFFSET) return;
-    // The deliveries come again after a restart (at least once); nothing to undo here.
-    spdlog::warn("kafka subscriber {}: async commit failed: {}",
-                 static_cast<KafkaSubscriber*>(opaque)->options_.group, rd_kafka_err2str(err));
+    auto* self = static_cast<KafkaSubscriber*>(opaque);
+    // The next Poll sends the commit points again: an idle group would otherwise stay behind
+    // for good (its lag a lie, and a restart would deliver it all again). Runs on the polling
+    // thread (inside rd_kafka_consumer_poll).
+    self->commit_again_ = true;
+    spdlog::warn("kafka subscriber {}: async commit failed: {}; sending it again",
+                 self->options_.group, rd_kafka_err2str(err));
   }
 
   static void DeadLetterReport(rd_kafka_t*, const rd_kafka_message_t* msg, void* opaque) {
@@ -778,6 +790,7 @@ class KafkaSubscriber final : public Subscriber {
   std::map<TopicPartition, PartitionTrack> tracks_;  // the current assignment
   std::unordered_map<uint64_t, Pending> pending_;    // by Delivery::handle
   std::set<TopicPartition> paused_;
+  bool commit_again_ = false;  // an asynchronous commit failed: send the commit points again
 };
 
 }  // namespace

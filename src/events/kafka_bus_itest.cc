@@ -399,6 +399,72 @@ TEST_F(KafkaBusTest, PausedPartitionDeliversNothingUntilResumed) {
   EXPECT_EQ(PollN(*sub, 2, 10'000).size(), 2u);
 }
 
+// A partition paused (an event being retried in order) when a rebalance takes it away, resumed
+// while this member holds nothing, and then assigned back must deliver again. librdkafka keeps
+// a partition's pause across the re-assignment, and the subscriber used to resume only the
+// partitions it held, so that resume was lost and the partition stayed paused for good. The
+// chaos harness found it: after a consumer of the group was killed during a retry, a balances
+// consumer received nothing more, with its group 72 events behind.
+TEST_F(KafkaBusTest, APartitionResumedWhileRevokedDeliversWhenAssignedBack) {
+  const std::string topic = "block.new.11";
+  ASSERT_TRUE(cluster_->CreateTopic(topic, 1).ok());
+  auto pub = OpenPublisher();
+  ASSERT_TRUE(pub->Publish(Events(topic, 0, 2)).ok());
+  auto a = OpenSubscriber("rebalance", {topic});
+  auto first = PollN(*a, 2, 20'000);
+  ASSERT_EQ(first.size(), 2u);
+  ASSERT_TRUE(a->AckAll(first).ok());
+  ASSERT_TRUE(a->Pause(topic, 0).ok());
+  // Another member joins: a's partition is revoked. Resumed while a holds nothing.
+  auto b = OpenSubscriber("rebalance", {topic});
+  const bool revoked = testing_util::WaitFor(
+      [&] {
+        (void)b->Poll(10, 50);
+        (void)a->Poll(10, 50);
+        return a->Assignment().empty();
+      },
+      30'000);
+  ASSERT_TRUE(revoked) << "the partition was never revoked from the first member";
+  ASSERT_TRUE(a->Resume(topic, 0).ok());
+  b.reset();  // leaves: the partition comes back to a
+  ASSERT_TRUE(pub->Publish(Events(topic, 2, 4)).ok());
+  bool last = false;
+  const int64_t end = NowMs() + 40'000;
+  while (!last && NowMs() < end) {
+    auto got = a->Poll(10, 200);
+    if (!got.ok()) continue;
+    for (const Delivery& d : *got) last = last || d.body == Event(topic, 3).body;
+  }
+  EXPECT_TRUE(last) << "the partition stayed paused after it was assigned back";
+}
+
+// An acknowledgement whose asynchronous commit the broker refuses (a rebalance in progress) is
+// committed again by the subscriber: otherwise an idle group stays behind for good, its lag a
+// lie (the chaos harness's balances consumers looked stuck), and a restart delivers it all again.
+TEST_F(KafkaBusTest, ARefusedCommitIsSentAgain) {
+  const std::string topic = "block.new.12";
+  ASSERT_TRUE(cluster_->CreateTopic(topic, 1).ok());
+  auto pub = OpenPublisher();
+  ASSERT_TRUE(pub->Publish(Events(topic, 0, 3)).ok());
+  auto sub = OpenSubscriber("recommit", {topic});
+  auto got = PollN(*sub, 3, 20'000);
+  ASSERT_EQ(got.size(), 3u);
+  // The next OffsetCommit (API key 8) fails with REBALANCE_IN_PROGRESS (27).
+  ASSERT_TRUE(cluster_->PushRequestErrors(8, {27}).ok());
+  ASSERT_TRUE(sub->AckAll(got).ok());
+  SubscribeOptions group;
+  group.group = "recommit";
+  group.topics = {topic};
+  const bool caught_up = testing_util::WaitFor(
+      [&] {
+        (void)sub->Poll(10, 100);  // idle: nothing more to deliver
+        auto lag = KafkaGroupLag(cluster_->url(), group);
+        return lag.ok() && *lag == 0;
+      },
+      15'000);
+  EXPECT_TRUE(caught_up) << "the refused commit was never sent again";
+}
+
 TEST_F(KafkaBusTest, TransactionalPublisherCommitsBatchesAndStopsWhenFenced) {
   const std::string topic = "block.new.11";
   ASSERT_TRUE(cluster_->CreateTopic(topic, 1).ok());
