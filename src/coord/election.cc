@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <iterator>
 
 #include "coord/redis.h"
 #include "core/env.h"
@@ -453,18 +454,48 @@ std::optional<HeadEntry> HeadLogReader::CommittedTip() const {
 std::vector<HeadEntry> HeadLogReader::SubQuorum() const {
   std::vector<HeadEntry> out;
   const size_t quorum = election_->nodes().quorum();
-  for (const auto& [height, cands] : by_height_) {
-    // On a quorum of the nodes that answered the last Sync: durable where it can be seen.
-    bool held = std::any_of(cands.begin(), cands.end(), [&](const Candidate& c) {
-      return static_cast<size_t>(__builtin_popcountll(c.node_mask & reachable_mask_)) >= quorum;
-    });
-    if (held) continue;
+  // On a quorum of the nodes that answered the last Sync: durable where it can be seen.
+  auto held = [&](const std::vector<Candidate>& cands) -> const Candidate* {
+    for (const Candidate& c : cands) {
+      if (static_cast<size_t>(__builtin_popcountll(c.node_mask & reachable_mask_)) >= quorum) {
+        return &c;
+      }
+    }
+    return nullptr;
+  };
+  // What is re-proposed must chain: a leader whose heads reached different nodes before and
+  // after a re-org (its log's tip was on neither quorum) leaves one fork's entries on some nodes
+  // and the other's on others, at the same heights and epoch. Picked height by height, they
+  // would commit a log that mixes the two (the first fork's entries under the second's), which
+  // no walk from the tip can see. So an entry is re-proposed only when its parent is the entry
+  // below it (committed or re-proposed) and it is the parent of a committed entry above it; at
+  // the first height where none is, repair stops: what is above is another fork's, and the
+  // leader's next write, from the node's chain, settles those heights.
+  const std::string* below = nullptr;  // the hash at height - 1 in what is kept
+  uint64_t below_height = 0;
+  for (auto it = by_height_.begin(); it != by_height_.end(); ++it) {
+    const auto& [height, cands] = *it;
+    if (const Candidate* c = held(cands)) {
+      below = &c->entry.hash;
+      below_height = height;
+      continue;
+    }
+    const std::string* above = nullptr;  // the parent the committed entry at height + 1 names
+    auto next = std::next(it);
+    if (next != by_height_.end() && next->first == height + 1) {
+      if (const Candidate* c = held(next->second)) above = &c->entry.parent;
+    }
     const Candidate* best = nullptr;
     for (const Candidate& c : cands) {
       if (c.node_mask == 0) continue;
+      if (below != nullptr && below_height + 1 == height && c.entry.parent != *below) continue;
+      if (above != nullptr && c.entry.hash != *above) continue;
       if (best == nullptr || c.entry.epoch > best->entry.epoch) best = &c;
     }
-    if (best != nullptr) out.push_back(best->entry);
+    if (best == nullptr) break;
+    out.push_back(best->entry);
+    below = &best->entry.hash;
+    below_height = height;
   }
   return out;
 }

@@ -166,7 +166,9 @@ class HeadLogReader {
   std::optional<HeadEntry> CommittedTip() const;
   // Heights whose entries are on fewer than a quorum of the nodes that answered the last Sync
   // (committed once, but a node lost its data or is down), each as its highest-epoch candidate
-  // (seed 001 §4.4: the entry to re-propose). Within the window.
+  // (seed 001 §4.4: the entry to re-propose), among those that chain: an entry's parent is the
+  // entry kept below it, and it is the parent of a committed entry right above it. Ascending,
+  // up to the first height where no candidate chains. Within the window.
   std::vector<HeadEntry> SubQuorum() const;
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;

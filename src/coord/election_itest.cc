@@ -315,6 +315,61 @@ TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
   elector.Stop();
 }
 
+// Found by the chaos harness (seed 2, a head moved on a minority): a leader cut off from two of
+// three nodes wrote fork a's heads 3..4 to node 0 alone; the chain re-orged, and after the links
+// came back fork b's 3..5 reached node 1 alone before it was deposed. The next leader's repair
+// picked per height (equal epochs) and committed a's 3..4 under b's 5: a log that does not
+// chain, whose tip is on the node's chain, so no walk from the tip ever found the fork. Workers
+// then refused b's block 3 against the log forever.
+TEST_F(ElectionTest, SubQuorumHeadsOfTwoForksAreRepairedAsOneChain) {
+  Election a = Candidate("a", /*ttl_ms=*/400);
+  QuorumOutcome pa = a.Promote();
+  ASSERT_TRUE(pa.quorum);
+  ASSERT_TRUE(a.Renew(pa.max_epoch).quorum);
+  ASSERT_TRUE(a.WriteHead(pa.max_epoch, std::vector<HeadEntry>{Block(1), Block(2)}).quorum);
+  FakeChain chain;
+  chain.height = 6;
+  chain.ReorgAbove(2, "b");
+  auto write_on = [&](size_t node, const std::vector<HeadEntry>& entries) {
+    auto conn = RedisConn::Connect(servers_[node]->url());
+    ASSERT_TRUE(conn.ok());
+    std::vector<std::string> argv = {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1"};
+    for (const HeadEntry& e : entries) {
+      argv.insert(argv.end(), {std::to_string(e.height), e.hash, e.parent});
+    }
+    auto r = (*conn)->Eval(
+        LoadScript("election_write_head.lua"),
+        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+        argv);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  };
+  write_on(0, {Block(3), Block(4)});                     // fork a, node 0 only
+  write_on(1, {chain.At(3), chain.At(4), chain.At(5)});  // fork b, node 1 only
+  ASSERT_EQ(a.Committed(3, 5)->size(), 0u);
+
+  Election b = Candidate("b");
+  Elector elector(&b, &chain, Opts("e", 100));
+  elector.Start();
+  ASSERT_TRUE(WaitFor([&] { return elector.role() == Role::kLeader; }, 5'000));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = elector.committed_tip();
+        return tip.has_value() && tip->height == 6 && tip->hash == chain.At(6).hash;
+      },
+      5'000));
+  elector.Stop();
+  // The committed log is the node's chain, every entry the child of the one below.
+  HeadLogReader reader(&b);
+  ASSERT_TRUE(reader.Sync().ok());
+  for (uint64_t h = 1; h <= 6; ++h) {
+    auto e = reader.CommittedAt(h);
+    ASSERT_TRUE(e.has_value()) << "height " << h;
+    EXPECT_EQ(e->hash, chain.At(h).hash) << "height " << h;
+    if (h > 1) EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
+  }
+}
+
 TEST_F(ElectionTest, OneNodeDownChangesNothingTwoDownStopsProductionUntilOneIsBack) {
   FakeChain chain;
   Election e = Candidate("e", /*ttl_ms=*/1'500);
