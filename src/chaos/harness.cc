@@ -209,8 +209,10 @@ class Scenario {
   // Empty when the database holds the node's chain 0..tip exactly.
   std::string DifferenceFromChain(uint64_t tip);
   Result<std::optional<uint64_t>> PersistedFrontier();
-  std::string FrontierAhead();   // empty when every block below the persisted frontier is stored
-  std::string HeadLogProblem();  // empty when the head log on the lock nodes is unique
+  std::string FrontierAhead();  // empty when every block below the persisted frontier is stored
+  // Empty when the head log on the lock nodes is unique; `chained` gets a problem when the
+  // committed entries do not chain (one entry's parent is not the committed entry below it).
+  std::string HeadLogProblem(std::string* chained);
   bool Recovered(uint64_t tip, std::string* why);
   void Check(SeedReport* report, uint64_t tip);
   void CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus);
@@ -238,6 +240,28 @@ class Scenario {
   // rollback, before the range is written again: only the writer's re-org fence can refuse its
   // write then (the range's row, and its token, went with the rollback). True when done.
   bool ReorgUnder(Proc& p);
+  // With re-orgs on: the same re-org under the range of a worker stopped after its write and
+  // before its completion; once the rollback revoked its lease and another worker claimed the
+  // task, that holder is stopped and the first one resumed: only the queue's lease-owner check
+  // can refuse its completion then (accepted, it would record the rolled-back range as completed
+  // and take the new holder's lease). The holder is resumed a second later. True when done.
+  bool StaleCompleteUnder(Proc& p);
+  // The task `pid` holds a lease on ("" when none).
+  std::string LeasedTask(pid_t pid);
+  // Re-orgs the chain at the first block of `task` and waits until PostgreSQL records the
+  // rollback. False when it could not (re-orgs off, a flip-flop holds the chain, too deep).
+  bool RollBackUnder(Proc& p, const std::string& task);
+  // A re-org `depth` deep, with new transactions in the new fork; call with chain_mu_ held.
+  void ReorgChain(JsonRpcClient& rpc, uint64_t depth, int64_t salt);
+  // Every second re-org fault: the leaders are cut off from two of the three lock nodes for a
+  // second while the chain moves, so the leader writes new heads to one node only; the chain
+  // then re-orgs under them, and the links come back. The leader's next write puts the new
+  // fork's hashes at heights that node holds with the old one: only the head log's height check
+  // keeps it from holding two.
+  void HeadOnAMinority(const Fault& f);
+  static constexpr const char* kStaleWriter = "worker-1";     // worker-stop-before-write
+  static constexpr const char* kStaleCompleter = "worker-2";  // worker-stop-before-complete
+  int reorg_faults_ = 0;
 
   uint64_t seed_;
   HarnessOptions options_;
@@ -290,7 +314,8 @@ class Scenario {
   std::thread traffic_;
   std::map<std::string, std::pair<int, std::string>> exits_;  // process -> (times, last status)
   std::string frontier_violation_;
-  std::string head_log_violation_;  // the first seen by the samples during the run
+  std::string head_log_violation_;    // the first seen by the samples during the run
+  std::string head_chain_violation_;  // likewise
   uint64_t watches_ = 0;
 };
 
@@ -758,7 +783,12 @@ Status Scenario::Setup() {
     }
     if (!options_.mutation.empty()) p.env.push_back("GAPLESS_MUTATION=" + options_.mutation);
     AddClock(&p);
-    if (name == "worker-1") p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-write");
+    if (name == kStaleWriter) p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-write");
+    if (name == kStaleCompleter) {
+      // Not at the first completion: that comes before the fault loop watches (the fleet
+      // starting); the twelfth is some 20-40 s into the run with the RPC source.
+      p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-complete@12");
+    }
     procs_[name] = std::move(p);
   }
   // Two balances consumers per bus, one group per bus, each group's token_balances in a schema
@@ -826,65 +856,198 @@ Status Scenario::Setup() {
   return Status::Ok();
 }
 
-bool Scenario::ReorgUnder(Proc& p) {
-  const auto& kinds = options_.kinds;
-  if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), FaultKind::kReorg) == kinds.end()) {
-    return false;
+void Scenario::ReorgChain(JsonRpcClient& rpc, uint64_t depth, int64_t salt) {
+  auto n = rpc.BlockNumber();
+  const uint64_t tip = n.ok() ? *n : 0;
+  // Never below block 2: the emitter contract (block 1) stays.
+  depth = std::min<uint64_t>(depth, tip > 2 ? tip - 2 : 1);
+  // The new fork carries other transactions: a token transfer and a value transfer.
+  const std::string txs =
+      fmt::format(R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
+                  TokenCall(account0_, emitter_, account0_, 1000 + seed_ % 1000), account0_,
+                  account1_, 7 + salt % 100, depth > 1 ? 1 : 0);
+  auto r = rpc.Call("anvil_reorg", fmt::format("[{}, {}]", depth, txs));
+  if (!r.ok()) Note("  anvil_reorg failed: " + r.status().ToString());
+  if (r.ok() && kafka_source_) ProduceAgainFrom(tip - depth + 1);
+}
+
+void Scenario::HeadOnAMinority(const Fault& f) {
+  // Both leader candidates lose lock-2 and lock-3 (a black hole, so neither can be promoted
+  // meanwhile); lock-1 still answers. The leader goes on writing the new heads there alone.
+  std::vector<TcpProxy*> cut;
+  for (const auto& [name, link] : links_) {
+    if (name.rfind("leader", 0) == 0 && (name.ends_with(">lock-2") || name.ends_with(">lock-3"))) {
+      link->Pause();
+      cut.push_back(link.get());
+    }
   }
+  Note("targeted: the head moves on a minority: the leaders are cut off from lock-2 and lock-3");
+  // With the re-org below, shorter than the leader's lease (1.5 s): it is still the leader when
+  // the links come back (a new leader would first repair the minority's heads onto a quorum).
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto conn = pool_->Acquire();
+  auto id = EnsureDatabaseId(*conn);
+  const Keys keys(static_cast<int64_t>(kChainId), id.ok() ? *id : "");
+  auto top = [&](size_t node) -> int64_t {
+    auto redis = RedisConn::Connect(lock_nodes_[node]->url());
+    if (!redis.ok()) return -1;
+    auto r = (*redis)->Command({"ZRANGE", keys.head_heights(), "-1", "-1", "WITHSCORES"});
+    if (!r.ok() || r->elements.size() < 2) return -1;
+    return std::stoll(r->elements[1].str);
+  };
+  const int64_t minority = top(0), quorum = std::max(top(1), top(2));
+  {
+    std::unique_lock<std::mutex> lock(chain_mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      auto rpc = Rpc(anvil_url_);
+      auto n = rpc->BlockNumber();
+      const uint64_t tip = n.ok() ? *n : 0;
+      // Every height above what a quorum holds goes, those lock-1 holds alone with them.
+      uint64_t depth = f.depth;
+      if (quorum >= 0 && tip > static_cast<uint64_t>(quorum)) {
+        depth = std::clamp<uint64_t>(tip - static_cast<uint64_t>(quorum), 1, 16);
+      }
+      Note(
+          fmt::format("  lock-1 holds heights up to {}, a quorum up to {}; the chain re-orgs {} "
+                      "deep under tip {}",
+                      minority, quorum, depth, tip));
+      ReorgChain(*rpc, depth, f.at_ms);
+      // The leader meets the new fork at heights lock-1 holds with the old one.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      Note("  the re-org skipped: a flip-flop holds the chain");
+    }
+  }
+  // The partition ends with the connections reset: what the black hole held is lost, as a
+  // network partition loses it (delivered late, the old heads would reach a quorum).
+  for (TcpProxy* l : cut) {
+    l->CloseAll();
+    l->Resume();
+  }
+  Note("healed: the leaders reach lock-2 and lock-3 again");
+}
+
+std::string Scenario::LeasedTask(pid_t pid) {
   auto redis = RedisConn::Connect(coord_->url());
-  if (!redis.ok()) return false;
+  if (!redis.ok()) return "";
   // The worker's lease: {"worker":"host:<pid>:0","token":...}.
-  std::string task;
+  const std::string who = fmt::format(":{}:", pid);
   std::string cursor = "0";
-  const std::string who = fmt::format(":{}:", p.pid);
   do {
     auto page = (*redis)->Command({"SCAN", cursor, "MATCH", "*queue:leases", "COUNT", "1000"});
-    if (!page.ok()) return false;
+    if (!page.ok()) return "";
     cursor = page->elements[0].str;
     for (const auto& key : page->elements[1].elements) {
       auto leases = (*redis)->Command({"HGETALL", key.str});
       if (!leases.ok()) continue;
       for (size_t i = 0; i + 1 < leases->elements.size(); i += 2) {
         if (leases->elements[i + 1].str.find(who) != std::string::npos) {
-          task = leases->elements[i].str;
+          return leases->elements[i].str;
         }
       }
     }
-  } while (cursor != "0" && task.empty());
-  if (task.empty()) return false;
+  } while (cursor != "0");
+  return "";
+}
+
+bool Scenario::RollBackUnder(Proc& p, const std::string& task) {
+  const auto& kinds = options_.kinds;
+  if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), FaultKind::kReorg) == kinds.end()) {
+    return false;
+  }
   const uint64_t from = std::stoull(task.substr(0, task.find('-')));
   int64_t reorgs_before = 0;
   {
     auto conn = pool_->Acquire();
     auto r = conn->Query("SELECT count(*) FROM reorgs");
-    if (!r.ok()) return false;
+    if (!r.ok()) {
+      Note("  no re-org under " + task + ": " + r.status().ToString());
+      return false;
+    }
     reorgs_before = r->GetInt64(0, 0).value();
   }
-  Fault f;
-  f.kind = FaultKind::kReorg;
   {
-    std::unique_lock<std::mutex> lock(chain_mu_, std::try_to_lock);
-    if (!lock.owns_lock()) return false;  // a flip-flop holds the chain: later
+    // The traffic holds the chain for a moment at a time; a flip-flop for seconds.
+    std::unique_lock<std::mutex> lock(chain_mu_, std::defer_lock);
+    for (int i = 0; i < 100 && !lock.try_lock(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!lock.owns_lock()) {
+      Note("  no re-org under " + task + ": a flip-flop holds the chain");
+      return false;
+    }
     const uint64_t tip = Tip();
-    if (from == 0 || from > tip || tip - from + 1 > 60) return false;
-    f.depth = tip - from + 1;
+    if (from == 0 || from > tip || tip - from + 1 > 60) {
+      Note(fmt::format("  no re-org under {}: the chain's tip is {}", task, tip));
+      return false;
+    }
+    Note(fmt::format("targeted: the chain re-orgs under {}'s range {} (depth {})", p.name, task,
+                     tip - from + 1));
+    Note(fmt::format("fault: reorg depth {}", tip - from + 1));
+    ReorgChain(*rpc_, tip - from + 1, static_cast<int64_t>(from));
   }
-  Note(fmt::format("targeted: the chain re-orgs under {}'s range {} (depth {})", p.name, task,
-                   f.depth));
-  Apply(f);
   for (int i = 0; i < 400; ++i) {
     auto conn = pool_->Acquire();
     auto r = conn->Query("SELECT count(*) FROM reorgs");
-    if (r.ok() && r->GetInt64(0, 0).value() > reorgs_before) {
-      kill(p.pid, SIGCONT);
-      Note(p.name + " resumed right after the rollback: its old-fork write must be refused");
-      p.self_stopped_ms = INT64_MAX / 2;  // resumed
-      return true;
-    }
+    if (r.ok() && r->GetInt64(0, 0).value() > reorgs_before) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   Note("the rollback was not recorded within 20 s; resuming later");
   return false;
+}
+
+bool Scenario::ReorgUnder(Proc& p) {
+  const std::string task = LeasedTask(p.pid);
+  if (task.empty()) Note("  no lease of " + p.name + " found");
+  if (task.empty() || !RollBackUnder(p, task)) return false;
+  kill(p.pid, SIGCONT);
+  Note(p.name + " resumed right after the rollback: its old-fork write must be refused");
+  p.self_stopped_ms = INT64_MAX / 2;  // resumed
+  return true;
+}
+
+bool Scenario::StaleCompleteUnder(Proc& p) {
+  const std::string task = LeasedTask(p.pid);
+  if (task.empty()) Note("  no lease of " + p.name + " found");
+  if (task.empty() || !RollBackUnder(p, task)) return false;
+  // The leader's rollback revokes the lease and puts the task first in line; the next claim
+  // takes it. The new holder is stopped as soon as its lease shows, so that it still holds it
+  // when the revoked holder completes.
+  auto conn = pool_->Acquire();
+  auto id = EnsureDatabaseId(*conn);
+  const Keys keys(static_cast<int64_t>(kChainId), id.ok() ? *id : "");
+  auto redis = RedisConn::Connect(coord_->url());
+  const std::string mine = fmt::format(":{}:", p.pid);
+  Proc* holder = nullptr;
+  for (int i = 0; i < 10'000 && redis.ok() && holder == nullptr; ++i) {
+    auto lease = (*redis)->Command({"HGET", keys.leases(), task});
+    if (lease.ok() && !lease->str.empty() && lease->str.find(mine) == std::string::npos) {
+      for (auto& [name, other] : procs_) {
+        if (other.pid > 0 && !other.stopped &&
+            lease->str.find(fmt::format(":{}:", other.pid)) != std::string::npos) {
+          holder = &other;
+        }
+      }
+      if (holder == nullptr) break;  // a process of no name, or one a fault stopped
+    }
+    if (holder == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (holder != nullptr && kill(holder->pid, SIGSTOP) == 0) {
+    Note(fmt::format("targeted: {} holds {} now; stopped while {} completes", holder->name, task,
+                     p.name));
+  } else {
+    holder = nullptr;
+    Note(fmt::format("no other holder of {} seen within 10 s", task));
+  }
+  kill(p.pid, SIGCONT);
+  Note(p.name + " resumed after the rollback: its completion of " + task + " must be refused");
+  p.self_stopped_ms = INT64_MAX / 2;  // resumed
+  if (holder != nullptr) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+    kill(holder->pid, SIGCONT);
+    Note(holder->name + " resumed");
+  }
+  return true;
 }
 
 uint64_t Scenario::Tip() {
@@ -941,22 +1104,17 @@ void Scenario::Apply(const Fault& f) {
       }
       break;
     case FaultKind::kReorg: {
+      // Every second re-org is one of the head log's: the head moves on a minority first.
+      if (reorg_faults_++ % 2 == 1) {
+        chain_ops_.emplace_back([this, f] { HeadOnAMinority(f); });
+        break;
+      }
       std::unique_lock<std::mutex> lock(chain_mu_, std::try_to_lock);
       if (!lock.owns_lock()) {
         Note("  skipped: a flip-flop holds the chain");
         break;
       }
-      const uint64_t tip = Tip();
-      // Never below block 2: the emitter contract (block 1) stays.
-      const uint64_t depth = std::min<uint64_t>(f.depth, tip > 2 ? tip - 2 : 1);
-      // The new fork carries other transactions: a token transfer and a value transfer.
-      const std::string txs =
-          fmt::format(R"([[{},0],[{{"from":"{}","to":"{}","value":"0x{:x}"}},{}]])",
-                      TokenCall(account0_, emitter_, account0_, 1000 + seed_ % 1000), account0_,
-                      account1_, 7 + f.at_ms % 100, depth > 1 ? 1 : 0);
-      auto r = rpc_->Call("anvil_reorg", fmt::format("[{}, {}]", depth, txs));
-      if (!r.ok()) Note("  anvil_reorg failed: " + r.status().ToString());
-      if (r.ok() && kafka_source_) ProduceAgainFrom(tip - depth + 1);
+      ReorgChain(*rpc_, f.depth, f.at_ms);
       break;
     }
     case FaultKind::kBusDown:
@@ -1327,7 +1485,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
 // The head log on the lock nodes: within the newest fork generation, no node holds two hashes at
 // one height and no two hashes are on a quorum at one height. Empty when it holds (nodes that do
 // not answer, being down, are left out).
-std::string Scenario::HeadLogProblem() {
+std::string Scenario::HeadLogProblem(std::string* chained) {
   std::string problem;
   auto conn = pool_->Acquire();
   auto id = EnsureDatabaseId(*conn);
@@ -1346,7 +1504,8 @@ std::string Scenario::HeadLogProblem() {
     for (const auto& m : members->elements) list.push_back(m.str);
     nodes.emplace_back(generation, std::move(list));
   }
-  std::map<uint64_t, std::map<std::string, int>> quorum;  // height -> hash -> nodes
+  std::map<uint64_t, std::map<std::string, int>> quorum;            // height -> hash -> nodes
+  std::map<std::pair<uint64_t, std::string>, std::string> parents;  // (height, hash) -> parent
   for (size_t n = 0; n < nodes.size() && problem.empty(); ++n) {
     if (nodes[n].first != newest) continue;
     std::map<uint64_t, std::string> at;
@@ -1359,12 +1518,28 @@ std::string Scenario::HeadLogProblem() {
       if (!fresh && it->second != hash) {
         problem = fmt::format("a lock node holds two hashes at height {}", height);
       }
-      if (fresh) ++quorum[height][hash];
+      if (fresh) {
+        ++quorum[height][hash];
+        const size_t c = m.find(':', b + 1);
+        parents[{height, hash}] = m.substr(b + 1, c == std::string::npos ? c : c - b - 1);
+      }
     }
   }
+  std::optional<std::pair<uint64_t, std::string>> below;  // the committed entry below
   for (const auto& [height, hashes] : quorum) {
     int on_quorum = 0;
-    for (const auto& [hash, count] : hashes) on_quorum += count >= 2 ? 1 : 0;
+    for (const auto& [hash, count] : hashes) {
+      if (count < 2) continue;
+      ++on_quorum;
+      // The committed log is one chain: each entry the child of the committed one below it.
+      const std::string& parent = parents[{height, hash}];
+      if (below.has_value() && below->first + 1 == height && parent != below->second &&
+          chained->empty()) {
+        *chained = fmt::format("the committed entry at height {} names parent {}, not {}", height,
+                               parent, below->second);
+      }
+      below = std::make_pair(height, hash);
+    }
     if (on_quorum > 1 && problem.empty()) {
       problem = fmt::format("two hashes on a quorum at height {}", height);
     }
@@ -1550,8 +1725,12 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     add("keys-bounded", problem);
   }
   {
-    std::string problem = head_log_violation_.empty() ? HeadLogProblem() : head_log_violation_;
+    std::string chained;
+    std::string problem = HeadLogProblem(&chained);
+    if (!head_log_violation_.empty()) problem = head_log_violation_;
+    if (!head_chain_violation_.empty()) chained = head_chain_violation_;
     add("head-log-unique", problem);
+    add("head-log-chained", chained);
   }
   {
     std::string stale;
@@ -1671,12 +1850,19 @@ Result<SeedReport> Scenario::Run() {
       const int64_t now = MillisSince(start_);
       if (p.self_stopped_ms < 0 && ProcessState(p.pid) == 'T') {
         p.self_stopped_ms = now;
-        Note(name + " stopped itself before its write (failpoint)");
-        if (ReorgUnder(p)) continue;
+        if (name == kStaleCompleter) {
+          Note(name + " stopped itself before its completion (failpoint)");
+          if (StaleCompleteUnder(p)) continue;
+        } else {
+          Note(name + " stopped itself before its write (failpoint)");
+          if (ReorgUnder(p)) continue;
+        }
       } else if (p.self_stopped_ms >= 0 && now - p.self_stopped_ms > 2 * options_.lease_ttl_ms &&
                  ProcessState(p.pid) == 'T') {
         kill(p.pid, SIGCONT);
-        Note(name + " resumed: its write must be refused by the fence");
+        Note(name + (name == kStaleCompleter
+                         ? " resumed: its completion must be refused (not the lease holder)"
+                         : " resumed: its write must be refused by the fence"));
       }
     }
     if (frontier_violation_.empty()) {
@@ -1685,9 +1871,17 @@ Result<SeedReport> Scenario::Run() {
         Note("VIOLATION frontier-not-ahead: " + frontier_violation_);
     }
     // The head log, every few seconds: a node may restart empty later and hide what it held.
-    if (head_log_violation_.empty() && ++watches_ % 5 == 0) {
-      head_log_violation_ = HeadLogProblem();
-      if (!head_log_violation_.empty()) Note("VIOLATION head-log-unique: " + head_log_violation_);
+    if ((head_log_violation_.empty() || head_chain_violation_.empty()) && ++watches_ % 5 == 0) {
+      std::string chained;
+      const std::string unique = HeadLogProblem(&chained);
+      if (head_log_violation_.empty() && !unique.empty()) {
+        head_log_violation_ = unique;
+        Note("VIOLATION head-log-unique: " + unique);
+      }
+      if (head_chain_violation_.empty() && !chained.empty()) {
+        head_chain_violation_ = chained;
+        Note("VIOLATION head-log-chained: " + chained);
+      }
     }
   };
   auto last_check = Clock::now();

@@ -27,8 +27,14 @@
 // (a user who indexed part of the chain before turning events on): the fleet's relay must
 // publish 10..29 without a hole (events_from is 10, the end of the committed prefix). One worker
 // (worker-1) runs with the failpoint worker-stop-before-write: it stops itself right before its
-// fenced write, once per process start; the harness resumes it after twice the lease TTL, so
-// every scenario has a stale writer that only the fence can refuse.
+// fenced write, once per process start; the harness re-orgs under its range and resumes it after
+// the rollback (or, when it cannot, after twice the lease TTL), so every scenario has a stale
+// writer that only the fence can refuse. Another (worker-2) runs with worker-stop-before-complete:
+// it stops itself between its write and its completion; the harness re-orgs under its range,
+// waits for another worker to claim the revoked task, stops that one and resumes the first, so
+// only the queue's lease-owner check can refuse the stale completion. Every second re-org fault
+// first moves the head on a minority of the lock nodes (HeadOnAMinority in harness.cc), so only
+// the head log's height check keeps a node from holding two hashes at a height.
 // Faults are applied at their times and healed after their durations; every fault and recovery
 // is written to the timeline (timeline.txt in the seed's directory, with milliseconds since the
 // start). After the fault window the chain stops moving and the harness waits (up to settle_ms)
@@ -46,6 +52,8 @@
 //   head-log-unique      within the newest fork generation, no lock node holds two hashes at a
 //                        height and no two hashes are on a quorum at a height (sampled every 5 s
 //                        and at the end)
+//   head-log-chained     the committed head log is one chain: every committed entry's parent is
+//                        the committed entry right below it (sampled and checked likewise)
 // The events invariants and balances are checked per bus, named "events-order (redis)" etc.:
 //   events-order         the bus's block.new stream starts at events_from and never skips a
 //                        height (a re-org or a republished batch may go back, never forward by

@@ -101,6 +101,8 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     if (!floor.ok()) {
       claim = floor;
     } else if (committed.has_value()) {
+      // Test hook (core/failpoint.h): stop between the write and the completion.
+      if (FailpointFiresOnce("worker-stop-before-complete")) raise(SIGSTOP);
       claim = CompleteAndClaimNext(queue, *committed);
       committed.reset();
     } else {
