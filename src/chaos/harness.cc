@@ -316,6 +316,7 @@ class Scenario {
   std::string frontier_violation_;
   std::string head_log_violation_;    // the first seen by the samples during the run
   std::string head_chain_violation_;  // likewise
+  std::string lease_violation_;       // the stale-completion situation's (StaleCompleteUnder)
   uint64_t watches_ = 0;
 };
 
@@ -1043,9 +1044,28 @@ bool Scenario::StaleCompleteUnder(Proc& p) {
   Note(p.name + " resumed after the rollback: its completion of " + task + " must be refused");
   p.self_stopped_ms = INT64_MAX / 2;  // resumed
   if (holder != nullptr) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+    // The holder was stopped well within its lease and nothing revoked it (no fault is applied
+    // while this runs; a re-org of another thread is seen in PostgreSQL): it must still hold the
+    // task once the revoked holder has tried to complete it.
+    auto reorgs = [&]() -> int64_t {
+      auto r = conn->Query("SELECT count(*) FROM reorgs");
+      return r.ok() ? r->GetInt64(0, 0).value() : -1;
+    };
+    const int64_t before = reorgs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto lease = (*redis)->Command({"HGET", keys.leases(), task});
+    const bool held =
+        lease.ok() && lease->str.find(fmt::format(":{}:", holder->pid)) != std::string::npos;
+    if (lease.ok() && !held && before >= 0 && reorgs() == before && lease_violation_.empty()) {
+      lease_violation_ = fmt::format(
+          "{} lost its lease of {} while stopped for 0.5 s: the completion of {}, whose lease "
+          "the rollback had revoked, was accepted",
+          holder->name, task, p.name);
+      Note("VIOLATION lease-held: " + lease_violation_);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     kill(holder->pid, SIGCONT);
-    Note(holder->name + " resumed");
+    Note(holder->name + (held ? " resumed, still holding " + task : " resumed"));
   }
   return true;
 }
@@ -1731,6 +1751,7 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     if (!head_chain_violation_.empty()) chained = head_chain_violation_;
     add("head-log-unique", problem);
     add("head-log-chained", chained);
+    add("lease-held", lease_violation_);
   }
   {
     std::string stale;
