@@ -441,9 +441,18 @@ Status Leader::Step(uint64_t epoch) {
   // marker gone (FLUSHALL, a restart without persistence, a failover to an empty replica) or
   // another's: start the term again, restoring the floors from PostgreSQL and re-seeding from the
   // frontier before anything else. The id is read first: a failover after it is seen next step.
+  // A term that started while INFO failed (a server coming back, a connection reset) knows no id:
+  // whatever happened since is unknown, so the first id read starts it again. (Where INFO is
+  // always refused, no id is ever read and only the marker check remains.)
   const std::string replid = ReplicationId(*redis_);
   GAPLESS_ASSIGN_OR_RETURN(RedisReply marker, redis_->Command({"GET", keys_.leader_term()}));
-  if (term_epoch_ != 0 && !replid.empty() && !term_replid_.empty() && replid != term_replid_) {
+  if (term_epoch_ != 0 && !replid.empty() && term_replid_.empty()) {
+    spdlog::warn(
+        "leader {}: the term started without the coordination Redis's replication id (INFO "
+        "failed); it is {}: restoring the state, since a failover meanwhile cannot be ruled out",
+        options_.holder_id, replid);
+    term_epoch_ = 0;
+  } else if (term_epoch_ != 0 && !replid.empty() && replid != term_replid_) {
     spdlog::warn(
         "leader {}: the coordination Redis is another data set now (replication id {} -> {}: a "
         "failover or a restart), which may lack the latest writes: restoring the state",
