@@ -1417,9 +1417,11 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
   struct BlockNew {
     uint64_t number;
     std::string hash;
+    const Envelope* envelope;
   };
   std::vector<BlockNew> blocks;
-  for (const Envelope& e : read(std::string(kBlockNew))) {
+  const std::vector<Envelope> block_news = read(std::string(kBlockNew));
+  for (const Envelope& e : block_news) {
     simdjson::dom::element doc;
     uint64_t n = 0;
     std::string_view hash;
@@ -1427,7 +1429,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
         doc["hash"].get_string().get(hash)) {
       continue;
     }
-    blocks.push_back({n, std::string(hash)});
+    blocks.push_back({n, std::string(hash), &e});
   }
   uint64_t events_from = 0;
   {
@@ -1443,6 +1445,16 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
       order = fmt::format("block.new of block {} came after block {} (hole)", blocks[i].number,
                           i == 0 ? std::string("none") : std::to_string(blocks[i - 1].number));
     }
+  }
+  if (!order.empty()) {
+    // What the bus holds, in its order, for whoever looks into it.
+    const std::string path = dir_ + "/block-new-" + bus.name + ".txt";
+    std::ofstream out(path, std::ios::trunc);
+    for (const BlockNew& b : blocks) {
+      out << b.number << ' ' << b.hash << ' ' << b.envelope->event_id << ' ' << b.envelope->producer
+          << ' ' << b.envelope->timestamp << '\n';
+    }
+    order += " (the bus's block.new in order: " + path + ")";
   }
   report->invariants.push_back({"events-order" + suffix, order.empty(), order});
   std::set<std::string> published;
