@@ -610,9 +610,28 @@ Status Scenario::StartBuses() {
 
 // Every gapless process runs under libfaketime, with an offset of 0 until a clock-skew fault
 // writes another into its file (read again every second). The monotonic clock is left alone.
-constexpr const char* kFaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+// Debian installs it under the multiarch directory; empty when it is not installed.
+const std::string& FaketimeLibrary() {
+  static const std::string path = [] {
+    for (const char* dir :
+         {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib/i386-linux-gnu",
+          "/usr/lib/arm-linux-gnueabihf", "/usr/lib"}) {
+      const std::string candidate = std::string(dir) + "/faketime/libfaketimeMT.so.1";
+      if (access(candidate.c_str(), R_OK) == 0) return candidate;
+    }
+    return std::string();
+  }();
+  return path;
+}
 
-bool HaveFaketime() { return access(kFaketime, R_OK) == 0; }
+bool HaveFaketime() { return !FaketimeLibrary().empty(); }
+
+// A connection to the coordination Redis's replica, or to a server of either role.
+Result<std::unique_ptr<RedisConn>> ConnectAnyRole(const std::string& url) {
+  RedisOptions any_role;
+  any_role.require_primary = false;
+  return RedisConn::Connect(url, any_role);
+}
 
 void Scenario::SetClock(const std::string& process, int64_t offset_ms) {
   std::ofstream out(ClockFile(process), std::ios::trunc);
@@ -627,15 +646,13 @@ void Scenario::AddClock(Proc* p) {
   if (const char* given = std::getenv("ASAN_OPTIONS")) asan = std::string(given) + ":" + asan;
   p->env.insert(
       p->env.end(),
-      {std::string("LD_PRELOAD=") + kFaketime, "FAKETIME_TIMESTAMP_FILE=" + ClockFile(p->name),
+      {"LD_PRELOAD=" + FaketimeLibrary(), "FAKETIME_TIMESTAMP_FILE=" + ClockFile(p->name),
        "FAKETIME_CACHE_DURATION=1", "FAKETIME_DONT_FAKE_MONOTONIC=1", "ASAN_OPTIONS=" + asan});
 }
 
 Status Scenario::StartCoordReplica() {
   GAPLESS_ASSIGN_OR_RETURN(coord_replica_, RedisServer::Start());
-  RedisOptions any_role;
-  any_role.require_primary = false;
-  GAPLESS_ASSIGN_OR_RETURN(auto conn, RedisConn::Connect(coord_replica_->url(), any_role));
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, ConnectAnyRole(coord_replica_->url()));
   // Through the harness's link, so that a fault can make it lag; a restart of this server
   // (a coord-redis fault after a failover) brings it back as a primary, empty.
   return conn->Command({"REPLICAOF", "127.0.0.1", std::to_string(replication_->port())}).status();
@@ -650,9 +667,7 @@ void Scenario::FailOverCoord(const Fault& f) {
   replication_->Pause();
   std::this_thread::sleep_for(std::chrono::milliseconds(f.latency_ms));
   coord_->Kill();
-  RedisOptions any_role;
-  any_role.require_primary = false;
-  auto conn = RedisConn::Connect(coord_replica_->url(), any_role);
+  auto conn = ConnectAnyRole(coord_replica_->url());
   Status st = conn.ok() ? (*conn)->Command({"REPLICAOF", "NO", "ONE"}).status() : conn.status();
   if (!st.ok()) Note("  promotion failed: " + st.ToString());
   // Every process's coordination link now leads to the promoted replica.
