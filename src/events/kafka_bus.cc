@@ -302,7 +302,6 @@ class KafkaPublisher final : public Publisher {
       rd_kafka_conf_set_error_cb(conf, &KafkaPublisher::ErrorCb);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
       SetDebug(conf);
-      SetDebug(conf);
       char errstr[512];
       rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
       if (rk_ == nullptr) {  // conf is destroyed by rd_kafka_new only on success
@@ -523,7 +522,6 @@ class KafkaSubscriber final : public Subscriber {
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSubscriber::DeadLetterReport);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
       SetDebug(conf);
-      SetDebug(conf);
       char errstr[512];
       dlq_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
       if (dlq_ == nullptr) {
@@ -702,7 +700,14 @@ class KafkaSubscriber final : public Subscriber {
         pause ? rd_kafka_pause_partitions(rk_, list) : rd_kafka_resume_partitions(rk_, list);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) err = list->elems[0].err;
     rd_kafka_topic_partition_list_destroy(list);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return Status::Ok();
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (pause) {
+        lib_paused_.insert(tp);
+      } else {
+        lib_paused_.erase(tp);
+      }
+      return Status::Ok();
+    }
     return KafkaStatus(err, std::string(pause ? "kafka pause " : "kafka resume ") + tp.first + "[" +
                                 std::to_string(tp.second) + "]: " + rd_kafka_err2str(err));
   }
@@ -734,19 +739,27 @@ class KafkaSubscriber final : public Subscriber {
     bool cooperative = std::strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       self->OnAssign(parts);
+      // The pause state asked for, both ways: librdkafka keeps a partition's pause across a
+      // re-assignment, so one resumed while it was revoked (its Resume found it unassigned)
+      // would otherwise stay paused for good. Set before the assign, and only where it differs
+      // from what librdkafka holds: a pause or resume right after assign() can outdate the
+      // assign's fetch start, and the partition then never fetches (librdkafka issue 2190; the
+      // chaos harness's balances consumer saw a partition deliver nothing, for good).
+      std::vector<TopicPartition> late;
+      for (int i = 0; i < parts->cnt; ++i) {
+        TopicPartition tp{parts->elems[i].topic, parts->elems[i].partition};
+        const bool want = self->paused_.count(tp) > 0;
+        if (want == (self->lib_paused_.count(tp) > 0)) continue;
+        if (!self->SetPaused(tp, want).ok()) late.push_back(tp);
+      }
       if (cooperative) {
         Status st = TakeError(rd_kafka_incremental_assign(rk, parts), "kafka assign");
         if (!st.ok()) spdlog::warn("{}", st.ToString());
       } else {
         rd_kafka_assign(rk, parts);
       }
-      // The pause state asked for, both ways: librdkafka keeps a partition's pause across a
-      // re-assignment, so one resumed while it was revoked (its Resume found it unassigned)
-      // would otherwise stay paused for good.
-      for (int i = 0; i < parts->cnt; ++i) {
-        TopicPartition tp{parts->elems[i].topic, parts->elems[i].partition};
-        (void)self->SetPaused(tp, self->paused_.count(tp) > 0);
-      }
+      // A partition librdkafka did not know before the assign: its state after it.
+      for (const TopicPartition& tp : late) (void)self->SetPaused(tp, self->paused_.count(tp) > 0);
       return;
     }
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
@@ -790,6 +803,8 @@ class KafkaSubscriber final : public Subscriber {
   std::map<TopicPartition, PartitionTrack> tracks_;  // the current assignment
   std::unordered_map<uint64_t, Pending> pending_;    // by Delivery::handle
   std::set<TopicPartition> paused_;
+  // Those paused in librdkafka (it keeps a pause across revoke and re-assignment).
+  std::set<TopicPartition> lib_paused_;
   bool commit_again_ = false;  // an asynchronous commit failed: send the commit points again
 };
 
