@@ -1074,7 +1074,15 @@ bool Scenario::StaleCompleteUnder(Proc& p) {
     auto lease = (*redis)->Command({"HGET", keys.leases(), task});
     const bool held =
         lease.ok() && lease->str.find(fmt::format(":{}:", holder->pid)) != std::string::npos;
-    if (lease.ok() && !held && before >= 0 && reorgs() == before && lease_violation_.empty()) {
+    // Taken by a completion (the task neither pending nor in processing any more: it ended),
+    // not by another rollback's revocation (which puts it back in pending): only the revoked
+    // holder can have completed it meanwhile.
+    auto in_pending = (*redis)->Command({"LPOS", keys.pending(), task});
+    auto in_processing = (*redis)->Command({"LPOS", keys.processing(), task});
+    const bool completed_meanwhile =
+        in_pending.ok() && in_pending->is_nil() && in_processing.ok() && in_processing->is_nil();
+    if (lease.ok() && !held && completed_meanwhile && before >= 0 && reorgs() == before &&
+        lease_violation_.empty()) {
       lease_violation_ = fmt::format(
           "{} lost its lease of {} while stopped for 0.5 s: the completion of {}, whose lease "
           "the rollback had revoked, was accepted",

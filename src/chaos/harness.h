@@ -55,8 +55,8 @@
 //   head-log-chained     the committed head log is one chain: every committed entry's parent is
 //                        the committed entry right below it (sampled and checked likewise)
 //   lease-held           in the stale-completion situation, the new holder (stopped 0.5 s, well
-//                        within its lease, nothing revoking it) still holds the task after the
-//                        revoked holder tried to complete it
+//                        within its lease) still holds the task after the revoked holder tried
+//                        to complete it: not lease gone and task ended meanwhile
 // The events invariants and balances are checked per bus, named "events-order (redis)" etc.:
 //   events-order         the bus's block.new stream starts at events_from and never skips a
 //                        height (a re-org or a republished batch may go back, never forward by
