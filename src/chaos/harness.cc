@@ -212,7 +212,9 @@ class Scenario {
   std::string FrontierAhead();  // empty when every block below the persisted frontier is stored
   // Empty when the head log on the lock nodes is unique; `chained` gets a problem when the
   // committed entries do not chain (one entry's parent is not the committed entry below it).
-  std::string HeadLogProblem(std::string* chained);
+  // With `chain` (height -> hash, the final chain): every committed entry must be on it too.
+  std::string HeadLogProblem(std::string* chained,
+                             const std::map<uint64_t, std::string>* chain = nullptr);
   bool Recovered(uint64_t tip, std::string* why);
   void Check(SeedReport* report, uint64_t tip);
   void CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus);
@@ -1553,7 +1555,8 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
 // The head log on the lock nodes: within the newest fork generation, no node holds two hashes at
 // one height and no two hashes are on a quorum at one height. Empty when it holds (nodes that do
 // not answer, being down, are left out).
-std::string Scenario::HeadLogProblem(std::string* chained) {
+std::string Scenario::HeadLogProblem(std::string* chained,
+                                     const std::map<uint64_t, std::string>* chain) {
   std::string problem;
   auto conn = pool_->Acquire();
   auto id = EnsureDatabaseId(*conn);
@@ -1607,6 +1610,13 @@ std::string Scenario::HeadLogProblem(std::string* chained) {
                                parent, below->second);
       }
       below = std::make_pair(height, hash);
+      if (chain != nullptr && chained->empty()) {
+        auto on = chain->find(height);
+        if (on != chain->end() && on->second != hash) {
+          *chained = fmt::format("the committed entry at height {} is {}, not the chain's {}",
+                                 height, hash, on->second);
+        }
+      }
     }
     if (on_quorum > 1 && problem.empty()) {
       problem = fmt::format("two hashes on a quorum at height {}", height);
@@ -1794,7 +1804,11 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
   }
   {
     std::string chained;
-    std::string problem = HeadLogProblem(&chained);
+    std::map<uint64_t, std::string> final_chain;
+    if (auto headers = FetchHeaders(*rpc_, 0, tip); headers.ok()) {
+      for (const HeadEntry& h : *headers) final_chain[h.height] = h.hash;
+    }
+    std::string problem = HeadLogProblem(&chained, &final_chain);
     if (!head_log_violation_.empty()) problem = head_log_violation_;
     if (!head_chain_violation_.empty()) chained = head_chain_violation_;
     add("head-log-unique", problem);

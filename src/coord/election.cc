@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <map>
 
 #include "coord/redis.h"
 #include "core/env.h"
@@ -452,50 +453,82 @@ std::optional<HeadEntry> HeadLogReader::CommittedTip() const {
 }
 
 std::vector<HeadEntry> HeadLogReader::SubQuorum() const {
-  std::vector<HeadEntry> out;
+  // What is re-proposed must be one chain, the one the log stands for. A leader whose heads
+  // reached different nodes before and after a re-org leaves one fork's entries on some nodes
+  // and the other's on others, at the same heights and epoch; a node that restarts empty can
+  // then leave both below a quorum. Picked height by height, a repair commits a log that mixes
+  // the forks (found by the chaos harness, twice). So: the committed tip's ancestors, by parent
+  // links, as far down as the log holds them; above the tip, the entries that chain onto it
+  // (a leader that died mid-write), the highest epoch first and, between equal epochs, the one
+  // whose chain reaches highest (the later of one leader's two writes). Entries off that chain
+  // are left alone: the leader's next write, from the node's chain, settles their heights.
   const size_t quorum = election_->nodes().quorum();
-  // On a quorum of the nodes that answered the last Sync: durable where it can be seen.
-  auto held = [&](const std::vector<Candidate>& cands) -> const Candidate* {
-    for (const Candidate& c : cands) {
-      if (static_cast<size_t>(__builtin_popcountll(c.node_mask & reachable_mask_)) >= quorum) {
-        return &c;
-      }
-    }
-    return nullptr;
+  auto held = [&](const Candidate& c) {
+    return static_cast<size_t>(__builtin_popcountll(c.node_mask & reachable_mask_)) >= quorum;
   };
-  // What is re-proposed must chain: a leader whose heads reached different nodes before and
-  // after a re-org (its log's tip was on neither quorum) leaves one fork's entries on some nodes
-  // and the other's on others, at the same heights and epoch. Picked height by height, they
-  // would commit a log that mixes the two (the first fork's entries under the second's), which
-  // no walk from the tip can see. So an entry is re-proposed only when its parent is the entry
-  // below it (committed or re-proposed) and it is the parent of a committed entry above it; at
-  // the first height where none is, repair stops: what is above is another fork's, and the
-  // leader's next write, from the node's chain, settles those heights.
-  const std::string* below = nullptr;  // the hash at height - 1 in what is kept
-  uint64_t below_height = 0;
-  for (auto it = by_height_.begin(); it != by_height_.end(); ++it) {
+  // How high a chain of entries from each one goes.
+  std::map<std::pair<uint64_t, std::string>, uint64_t> reach;
+  for (auto it = by_height_.rbegin(); it != by_height_.rend(); ++it) {
     const auto& [height, cands] = *it;
-    if (const Candidate* c = held(cands)) {
-      below = &c->entry.hash;
-      below_height = height;
-      continue;
-    }
-    const std::string* above = nullptr;  // the parent the committed entry at height + 1 names
-    auto next = std::next(it);
-    if (next != by_height_.end() && next->first == height + 1) {
-      if (const Candidate* c = held(next->second)) above = &c->entry.parent;
-    }
-    const Candidate* best = nullptr;
+    auto up = by_height_.find(height + 1);
     for (const Candidate& c : cands) {
       if (c.node_mask == 0) continue;
-      if (below != nullptr && below_height + 1 == height && c.entry.parent != *below) continue;
-      if (above != nullptr && c.entry.hash != *above) continue;
-      if (best == nullptr || c.entry.epoch > best->entry.epoch) best = &c;
+      uint64_t r = height;
+      if (up != by_height_.end()) {
+        for (const Candidate& child : up->second) {
+          if (child.node_mask == 0 || child.entry.parent != c.entry.hash) continue;
+          r = std::max(r, reach[{height + 1, child.entry.hash}]);
+        }
+      }
+      reach[{height, c.entry.hash}] = r;
+    }
+  }
+  // The committed tip: the highest height one hash holds on a quorum.
+  const Candidate* top = nullptr;
+  uint64_t top_height = 0;
+  for (auto it = by_height_.rbegin(); it != by_height_.rend() && top == nullptr; ++it) {
+    for (const Candidate& c : it->second) {
+      if (held(c)) {
+        top = &c;
+        top_height = it->first;
+        break;
+      }
+    }
+  }
+  std::vector<HeadEntry> out;
+  if (top != nullptr) {
+    std::string want = top->entry.parent;
+    for (uint64_t h = top_height; h > by_height_.begin()->first;) {
+      --h;
+      auto it = by_height_.find(h);
+      if (it == by_height_.end()) break;
+      const Candidate* on = nullptr;
+      for (const Candidate& c : it->second) {
+        if (c.node_mask != 0 && c.entry.hash == want) on = &c;
+      }
+      if (on == nullptr) break;
+      if (!held(*on)) out.push_back(on->entry);
+      want = on->entry.parent;
+    }
+    std::reverse(out.begin(), out.end());
+  }
+  auto it = top != nullptr ? by_height_.upper_bound(top_height) : by_height_.begin();
+  const std::string* below = top != nullptr ? &top->entry.hash : nullptr;
+  for (uint64_t expect = it == by_height_.end() ? 0 : it->first;
+       it != by_height_.end() && it->first == expect; ++it, ++expect) {
+    const Candidate* best = nullptr;
+    for (const Candidate& c : it->second) {
+      if (c.node_mask == 0) continue;
+      if (below != nullptr && c.entry.parent != *below) continue;
+      if (best == nullptr || c.entry.epoch > best->entry.epoch ||
+          (c.entry.epoch == best->entry.epoch &&
+           reach[{it->first, c.entry.hash}] > reach[{it->first, best->entry.hash}])) {
+        best = &c;
+      }
     }
     if (best == nullptr) break;
     out.push_back(best->entry);
     below = &best->entry.hash;
-    below_height = height;
   }
   return out;
 }

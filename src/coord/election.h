@@ -164,11 +164,11 @@ class HeadLogReader {
 
   // The highest height committed, with its entry (nullopt while nothing is).
   std::optional<HeadEntry> CommittedTip() const;
-  // Heights whose entries are on fewer than a quorum of the nodes that answered the last Sync
-  // (committed once, but a node lost its data or is down), each as its highest-epoch candidate
-  // (seed 001 §4.4: the entry to re-propose), among those that chain: an entry's parent is the
-  // entry kept below it, and it is the parent of a committed entry right above it. Ascending,
-  // up to the first height where no candidate chains. Within the window.
+  // Entries on fewer than a quorum of the nodes that answered the last Sync (committed once, but
+  // a node lost its data or is down; or a leader died mid-write), to re-propose (seed 001
+  // §4.4), all on one chain: the committed tip's ancestors by parent links, and above the tip
+  // what chains onto it, the highest epoch first, then the longest chain. Ascending. Within the
+  // window.
   std::vector<HeadEntry> SubQuorum() const;
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;

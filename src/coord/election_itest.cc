@@ -366,7 +366,67 @@ TEST_F(ElectionTest, SubQuorumHeadsOfTwoForksAreRepairedAsOneChain) {
     auto e = reader.CommittedAt(h);
     ASSERT_TRUE(e.has_value()) << "height " << h;
     EXPECT_EQ(e->hash, chain.At(h).hash) << "height " << h;
-    if (h > 1) EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
+    if (h > 1) {
+      EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
+    }
+  }
+}
+
+// The same two forks, then a node restarted empty (chaos harness, chaos_short seed 2 in a CI
+// run): node 0 holds fork a's 3..4 and, past the heights it refused, fork b's 6..7; node 2 holds
+// b's 3..7; node 1 lost everything. b's 6..7 are still committed (nodes 0 and 2), its 3..5 and
+// a's 3..4 are below a quorum. A repair that only looked upward from the last committed height
+// below them re-proposed a's 3..4 and committed them under b's 6: the next leader's term start
+// found PostgreSQL's block 3 off the log and asked for a rollback deeper than allowed, and every
+// leader exited. The committed tip's own ancestors are what gets repaired.
+TEST_F(ElectionTest, AForkBelowAQuorumIsNotRepairedUnderTheCommittedTip) {
+  Election a = Candidate("a", /*ttl_ms=*/400);
+  QuorumOutcome pa = a.Promote();
+  ASSERT_TRUE(pa.quorum);
+  ASSERT_TRUE(a.Renew(pa.max_epoch).quorum);
+  ASSERT_TRUE(a.WriteHead(pa.max_epoch, std::vector<HeadEntry>{Block(1), Block(2)}).quorum);
+  FakeChain chain;
+  chain.height = 8;
+  chain.ReorgAbove(2, "b");
+  auto write_on = [&](size_t node, const std::vector<HeadEntry>& entries) {
+    auto conn = RedisConn::Connect(servers_[node]->url());
+    ASSERT_TRUE(conn.ok());
+    std::vector<std::string> argv = {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1"};
+    for (const HeadEntry& e : entries) {
+      argv.insert(argv.end(), {std::to_string(e.height), e.hash, e.parent});
+    }
+    auto r = (*conn)->Eval(
+        LoadScript("election_write_head.lua"),
+        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+        argv);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  };
+  write_on(0, {Block(3), Block(4), chain.At(6), chain.At(7)});
+  write_on(2, {chain.At(3), chain.At(4), chain.At(5), chain.At(6), chain.At(7)});
+  On(1, {"FLUSHALL"});
+  ASSERT_EQ(a.Committed(6, 7)->size(), 2u);
+
+  Election b = Candidate("b");
+  Elector elector(&b, &chain, Opts("e", 100));
+  elector.Start();
+  ASSERT_TRUE(WaitFor([&] { return elector.role() == Role::kLeader; }, 5'000));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = elector.committed_tip();
+        return tip.has_value() && tip->height == 8 && tip->hash == chain.At(8).hash;
+      },
+      5'000));
+  elector.Stop();
+  HeadLogReader reader(&b);
+  ASSERT_TRUE(reader.Sync().ok());
+  for (uint64_t h = 1; h <= 8; ++h) {
+    auto e = reader.CommittedAt(h);
+    ASSERT_TRUE(e.has_value()) << "height " << h;
+    EXPECT_EQ(e->hash, chain.At(h).hash) << "height " << h;
+    if (h > 1) {
+      EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
+    }
   }
 }
 

@@ -260,7 +260,8 @@ void HttpTestServer::ServeConnection(int fd, uint64_t id) {
     if (sp1 == std::string_view::npos || sp2 == sp1) break;  // not HTTP: drop the connection
     req.method = std::string(request_line.substr(0, sp1));
     req.target = std::string(request_line.substr(sp1 + 1, sp2 - sp1 - 1));
-    std::string_view version = request_line.substr(sp2 + 1);
+    // A copy: reading the body below may move `buf`, and `head` with it.
+    const std::string version(request_line.substr(sp2 + 1));
     size_t content_length = 0;
     while (line_end != std::string_view::npos && line_end < head.size()) {
       size_t start = line_end + 2;
