@@ -118,6 +118,38 @@ class ElectionTest : public ::testing::Test {
     return r.ok() ? *r : RedisReply{};
   }
 
+  // Writes head entries to node i alone, as `owner` with `token` (a leader whose write reached
+  // only that node).
+  void WriteHeadOn(size_t i, const std::string& owner, uint64_t token,
+                   const std::vector<HeadEntry>& entries) {
+    auto conn = RedisConn::Connect(servers_[i]->url());
+    ASSERT_TRUE(conn.ok());
+    std::vector<std::string> argv = {owner, std::to_string(token), "400", "1000", "0", "-1"};
+    for (const HeadEntry& e : entries) {
+      argv.insert(argv.end(), {std::to_string(e.height), e.hash, e.parent});
+    }
+    auto r = (*conn)->Eval(
+        LoadScript("election_write_head.lua"),
+        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+        argv);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+
+  // Heights 1..top are committed, each the chain's block and the child of the one below.
+  void ExpectCommittedIsTheChain(const Election& e, const FakeChain& chain, uint64_t top) {
+    HeadLogReader reader(&e);
+    ASSERT_TRUE(reader.Sync().ok());
+    for (uint64_t h = 1; h <= top; ++h) {
+      auto got = reader.CommittedAt(h);
+      ASSERT_TRUE(got.has_value()) << "height " << h;
+      EXPECT_EQ(got->hash, chain.At(h).hash) << "height " << h;
+      if (h > 1) {
+        EXPECT_EQ(got->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
+      }
+    }
+  }
+
   Keys keys_{424242};
   std::vector<std::unique_ptr<RedisServer>> servers_;
   std::vector<std::unique_ptr<LockNodes>> node_sets_;
@@ -286,15 +318,7 @@ TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
   std::vector<HeadEntry> first = {Block(1), Block(2)};
   ASSERT_TRUE(a.WriteHead(pa.max_epoch, first).quorum);
   // The failpoint: height 3 reached node 0 only, then a died.
-  auto conn = RedisConn::Connect(servers_[0]->url());
-  ASSERT_TRUE(conn.ok());
-  auto one = (*conn)->Eval(
-      LoadScript("election_write_head.lua"),
-      {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-       keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
-      {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1", "3", Block(3).hash,
-       Block(3).parent});
-  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  WriteHeadOn(0, "a", pa.max_epoch, {Block(3)});
   ASSERT_EQ(a.Committed(3, 3)->size(), 0u);  // below a quorum: not committed
 
   FakeChain chain;
@@ -330,22 +354,9 @@ TEST_F(ElectionTest, SubQuorumHeadsOfTwoForksAreRepairedAsOneChain) {
   FakeChain chain;
   chain.height = 6;
   chain.ReorgAbove(2, "b");
-  auto write_on = [&](size_t node, const std::vector<HeadEntry>& entries) {
-    auto conn = RedisConn::Connect(servers_[node]->url());
-    ASSERT_TRUE(conn.ok());
-    std::vector<std::string> argv = {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1"};
-    for (const HeadEntry& e : entries) {
-      argv.insert(argv.end(), {std::to_string(e.height), e.hash, e.parent});
-    }
-    auto r = (*conn)->Eval(
-        LoadScript("election_write_head.lua"),
-        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
-        argv);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-  };
-  write_on(0, {Block(3), Block(4)});                     // fork a, node 0 only
-  write_on(1, {chain.At(3), chain.At(4), chain.At(5)});  // fork b, node 1 only
+  WriteHeadOn(0, "a", pa.max_epoch, {Block(3), Block(4)});  // fork a, node 0 only
+  WriteHeadOn(1, "a", pa.max_epoch,
+              {chain.At(3), chain.At(4), chain.At(5)});  // fork b, node 1 only
   ASSERT_EQ(a.Committed(3, 5)->size(), 0u);
 
   Election b = Candidate("b");
@@ -360,16 +371,7 @@ TEST_F(ElectionTest, SubQuorumHeadsOfTwoForksAreRepairedAsOneChain) {
       5'000));
   elector.Stop();
   // The committed log is the node's chain, every entry the child of the one below.
-  HeadLogReader reader(&b);
-  ASSERT_TRUE(reader.Sync().ok());
-  for (uint64_t h = 1; h <= 6; ++h) {
-    auto e = reader.CommittedAt(h);
-    ASSERT_TRUE(e.has_value()) << "height " << h;
-    EXPECT_EQ(e->hash, chain.At(h).hash) << "height " << h;
-    if (h > 1) {
-      EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
-    }
-  }
+  ExpectCommittedIsTheChain(b, chain, 6);
 }
 
 // The same two forks, then a node restarted empty (chaos harness, chaos_short seed 2 in a CI
@@ -388,22 +390,9 @@ TEST_F(ElectionTest, AForkBelowAQuorumIsNotRepairedUnderTheCommittedTip) {
   FakeChain chain;
   chain.height = 8;
   chain.ReorgAbove(2, "b");
-  auto write_on = [&](size_t node, const std::vector<HeadEntry>& entries) {
-    auto conn = RedisConn::Connect(servers_[node]->url());
-    ASSERT_TRUE(conn.ok());
-    std::vector<std::string> argv = {"a", std::to_string(pa.max_epoch), "400", "1000", "0", "-1"};
-    for (const HeadEntry& e : entries) {
-      argv.insert(argv.end(), {std::to_string(e.height), e.hash, e.parent});
-    }
-    auto r = (*conn)->Eval(
-        LoadScript("election_write_head.lua"),
-        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
-        argv);
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-  };
-  write_on(0, {Block(3), Block(4), chain.At(6), chain.At(7)});
-  write_on(2, {chain.At(3), chain.At(4), chain.At(5), chain.At(6), chain.At(7)});
+  WriteHeadOn(0, "a", pa.max_epoch, {Block(3), Block(4), chain.At(6), chain.At(7)});
+  WriteHeadOn(2, "a", pa.max_epoch,
+              {chain.At(3), chain.At(4), chain.At(5), chain.At(6), chain.At(7)});
   On(1, {"FLUSHALL"});
   ASSERT_EQ(a.Committed(6, 7)->size(), 2u);
 
@@ -418,16 +407,7 @@ TEST_F(ElectionTest, AForkBelowAQuorumIsNotRepairedUnderTheCommittedTip) {
       },
       5'000));
   elector.Stop();
-  HeadLogReader reader(&b);
-  ASSERT_TRUE(reader.Sync().ok());
-  for (uint64_t h = 1; h <= 8; ++h) {
-    auto e = reader.CommittedAt(h);
-    ASSERT_TRUE(e.has_value()) << "height " << h;
-    EXPECT_EQ(e->hash, chain.At(h).hash) << "height " << h;
-    if (h > 1) {
-      EXPECT_EQ(e->parent, reader.CommittedAt(h - 1)->hash) << "height " << h;
-    }
-  }
+  ExpectCommittedIsTheChain(b, chain, 8);
 }
 
 TEST_F(ElectionTest, OneNodeDownChangesNothingTwoDownStopsProductionUntilOneIsBack) {
