@@ -295,6 +295,46 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   EXPECT_GT(*max_token, (*a)->token);
 }
 
+// A failover to a lagging replica can put the fence counter back below a re-org's floor: until
+// the leader's next term floors it again, every claim above the fork point gets a token the
+// re-org fence refuses, and each refusal spent an attempt (chaos seed 160 dead-lettered three
+// ranges so). The first refusal raises the counter to PostgreSQL's highest token instead, so the
+// next claim writes; the range is indexed, nothing is dead-lettered.
+TEST_F(FleetTest, AReorgFenceRefusalRaisesALaggingCounterInsteadOfDeadLettering) {
+  {
+    auto conn = pool_->Acquire();
+    RollbackRequest request{
+        .fork_point = 4, .new_hashes = {}, .leader_epoch = 1, .fence_floor = 50};
+    ASSERT_TRUE(RollBack(*conn, request).ok());
+  }
+  // The lagging replica's counter: present (so no fresh-start floor applies), below the floor.
+  ASSERT_TRUE(redis_.conn()->Command({"SET", keys().fence_counter(), "3"}).ok());
+  Queue queue(redis_.conn(), keys());
+  ASSERT_TRUE(queue.Push({TaskRange{10, 19}}).ok());
+
+  auto probe = redis_.Connect();
+  ASSERT_TRUE(probe.ok());
+  Queue probe_queue(probe->get(), keys());
+  WorkerOptions options = FastWorker("w");
+  options.local_attempts = 1;
+  options.max_attempts = 2;
+  options.done = [&] {
+    auto d = probe_queue.Depths();
+    return d.ok() && d->pending == 0 && d->processing == 0;
+  };
+  Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
+  std::atomic<bool> stop{false};
+  ASSERT_TRUE(worker.Run(stop).ok());
+
+  auto dead = queue.DlqList();
+  ASSERT_TRUE(dead.ok());
+  EXPECT_TRUE(dead->empty()) << "dead-lettered: " << dead->front().error;
+  ExpectComplete(pool_.get(), 10, 19);
+  auto counter = redis_.conn()->Command({"GET", keys().fence_counter()});
+  ASSERT_TRUE(counter.ok());
+  EXPECT_GT(std::stoll(counter->str), 50) << "the counter was not raised above the floor";
+}
+
 TEST_F(FleetTest, RedisLossMidRunReconcilesAndCompletesWithoutAGap) {
   const uint64_t last = LoadDevnet().last_block;
   int64_t pg_max_at_loss = 0;

@@ -426,6 +426,17 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     if (!st.ok()) {
       release();
       if (IsFenceRejection(st)) counters_.leases_lost += 1;
+      if (IsFenceRejection(st) || st.reason() == kReorgFencedReason) {
+        // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next token.
+        Queue queue(redis_.get(), keys_);
+        auto conn = pool_->Acquire();
+        Status raised =
+            RaiseFenceAfterRefusal(queue, *conn, **token, "kafka worker " + options_.worker_id);
+        if (!raised.ok()) {
+          spdlog::warn("kafka worker {}: could not raise the fence counter: {}", options_.worker_id,
+                       raised.ToString());
+        }
+      }
       *error = st;
       if (st.code() == Code::kInvalidData) {
         return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;

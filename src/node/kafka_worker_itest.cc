@@ -319,6 +319,33 @@ TEST_F(KafkaWorkerTest, AfterAReorgTheNewForksMessagesForACommittedWindowAreWrit
   EXPECT_EQ(StoredHash(44), HashOf(blocks[44]));
 }
 
+// A fence counter behind a re-org's floor (a failover to a lagging replica, before the leader's
+// next term floors it): every token the worker takes is refused above the fork point. The first
+// refusal raises the counter to PostgreSQL's highest token (node/reconcile.h), so the stream is
+// written instead of retried until the leader comes round.
+TEST_F(KafkaWorkerTest, AReorgFenceRefusalRaisesALaggingCounter) {
+  {
+    auto conn = pool_->Acquire();
+    RollbackRequest request{
+        .fork_point = 4, .new_hashes = {}, .leader_epoch = 1, .fence_floor = 500};
+    ASSERT_TRUE(RollBack(*conn, request).ok());
+  }
+  ASSERT_TRUE(redis_.conn()->Command({"SET", redis_.keys().fence_counter(), "3"}).ok());
+  std::vector<std::string> blocks = Messages(0, 19);
+  ASSERT_EQ(blocks.size(), 20u);
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) subscriber.Add(b, kTopic, 0);
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/200);
+  EXPECT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 20; }, 20'000))
+      << subscriber.acked_count() << " of 20 acknowledged";
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 19), 20);
+  auto counter = redis_.conn()->Command({"GET", redis_.keys().fence_counter()});
+  ASSERT_TRUE(counter.ok());
+  EXPECT_GT(std::stoll(counter->str), 500) << "the counter was not raised above the floor";
+}
+
 TEST_F(KafkaWorkerTest, WithAHeadLogAnotherForksBlockIsNeverWrittenAndOneAboveTheLogWaits) {
   std::vector<std::string> blocks = Messages(0, 49);
   ASSERT_EQ(blocks.size(), 50u);

@@ -98,6 +98,19 @@ Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const st
   return Status::Ok();
 }
 
+Status RaiseFenceAfterRefusal(Queue& queue, PgConn& pg, int64_t refused_token,
+                              const std::string& who) {
+  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
+  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
+  // Above PostgreSQL's highest: a newer grant exists, the refusal was the usual lost lease.
+  if (counter > max_token) return Status::Ok();
+  spdlog::warn(
+      "{}: fence token {} was refused and the fence counter was not above PostgreSQL's highest "
+      "token {} (a failover to a lagging replica?): raised to {}",
+      who, refused_token, max_token, counter);
+  return Status::Ok();
+}
+
 Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys) {
   GAPLESS_ASSIGN_OR_RETURN(auto reply, redis.Command({"EXISTS", keys.fence_counter()}));
   if (reply.type != RedisReply::Type::kInteger) return Internal("EXISTS: unexpected reply");

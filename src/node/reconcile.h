@@ -23,8 +23,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "coord/keys.h"
+#include "coord/queue.h"
 #include "coord/redis.h"
 #include "core/status.h"
 #include "store/pg.h"
@@ -68,5 +70,15 @@ Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys);
 // start, or Redis lost its data), floors it at PostgreSQL's highest recorded token, so a token
 // taken afterwards is above every token a commit ever carried. Logs the floor as `who`.
 Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const std::string& who);
+
+// After a write the fence refused (store/writer.h: kStaleFenceReason, kReorgFencedReason): the
+// token was at or below one PostgreSQL recorded. Usually a newer lease holds the range; but when
+// the counter itself is behind PostgreSQL (a failover to a replica that missed the latest grants
+// or a re-org's floor, before the leader's next term floors it again), every claim until then
+// gets a token refused the same way, each spending an attempt. Raises the counter to
+// MaxFenceToken (never lowers it; safe from any process at any time), so the next claim can
+// write. Logs a warning when the counter was not above PostgreSQL's highest token.
+Status RaiseFenceAfterRefusal(Queue& queue, PgConn& pg, int64_t refused_token,
+                              const std::string& who);
 
 }  // namespace gapless

@@ -21,6 +21,10 @@ bool IsFenceRejection(const Status& st) {
   return st.code() == Code::kAborted && st.reason() == kStaleFenceReason;
 }
 
+bool IsReorgFenced(const Status& st) {
+  return st.code() == Code::kAborted && st.reason() == kReorgFencedReason;
+}
+
 // Failures worth another local attempt of the same task.
 bool RetryLocally(const Status& st) { return st.retriable() || st.code() == Code::kNotFound; }
 
@@ -206,13 +210,23 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
       }
       AddSince(options_.env, write_start, counters_.write_micros);
       if (st.ok()) break;
+      if (IsFenceRejection(st) || IsReorgFenced(st)) {
+        // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next claim.
+        auto conn = pool_->Acquire();
+        Status raised =
+            RaiseFenceAfterRefusal(queue, *conn, lease.token, "worker " + options_.worker_id);
+        if (!raised.ok()) {
+          spdlog::warn("worker {}: could not raise the fence counter: {}", options_.worker_id,
+                       raised.ToString());
+        }
+      }
       if (IsFenceRejection(st)) {
         lost = true;
         break;
       }
       // Granted before a re-org's rollback: this token can never write above the fork point.
       // Fail the task now (requeued: the next claim brings a new token and a fresh fetch).
-      if (st.code() == Code::kAborted && st.reason() == kReorgFencedReason) break;
+      if (IsReorgFenced(st)) break;
     }
     if (!RetryLocally(st) || attempt == options_.local_attempts) break;
     int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
