@@ -3,8 +3,8 @@
 # the demo. No persistence (tests want a clean slate, and losing Redis data is a case gapless must
 # survive anyway), maxmemory-policy noeviction, which gapless requires, and keyspace notifications
 # of expired and generic events (Egx), which the HA leader's followers subscribe to so that a
-# freed lock is taken at once (without them they poll). Idempotent; stop signals
-# only the pid this script started (its pid file).
+# freed lock is taken at once (without them they poll). Idempotent; start refuses a port that
+# a server it did not start holds; stop signals only the pid this script started (its pid file).
 #   GAPLESS_RUN_DIR     pid file, log and working directory (default: <repo>/.run)
 #   GAPLESS_REDIS_PORT  TCP port (default 56379)
 set -euo pipefail
@@ -22,11 +22,17 @@ case "${1:-}" in
     command -v redis-server >/dev/null || { echo "redis.sh: redis-server missing; run scripts/setup.sh" >&2; exit 1; }
     mkdir -p "$dir"
     if running; then exit 0; fi
+    # A server this script did not start (another checkout's, one started by hand) would answer
+    # the ping below, and the tests would run against its settings and data.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "redis.sh: something else already listens on port $port (not started by this script)" >&2
+      exit 1
+    fi
     redis-server --bind 127.0.0.1 --port "$port" --dir "$dir" --pidfile "$pid_file" \
       --logfile "$dir/redis.log" --daemonize yes --save "" --appendonly no \
       --maxmemory-policy noeviction --notify-keyspace-events Egx --protected-mode yes
     for _ in $(seq 1 100); do
-      redis-cli -p "$port" ping >/dev/null 2>&1 && exit 0
+      running && redis-cli -p "$port" ping >/dev/null 2>&1 && exit 0
       sleep 0.05
     done
     echo "redis.sh: redis-server on port $port did not answer; see $dir/redis.log" >&2
