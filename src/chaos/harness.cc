@@ -78,6 +78,55 @@ std::string ReadText(const std::string& path) {
   return s.str();
 }
 
+// A reply as one line per leaf, indented by depth: for the state dumps of a failing seed.
+void RenderReply(const RedisReply& r, int depth, std::ostream& out) {
+  const std::string pad(static_cast<size_t>(depth) * 2, ' ');
+  switch (r.type) {
+    case RedisReply::Type::kNil:
+      out << pad << "(nil)\n";
+      return;
+    case RedisReply::Type::kInteger:
+      out << pad << r.integer << '\n';
+      return;
+    case RedisReply::Type::kString:
+    case RedisReply::Type::kStatus:
+      out << pad << (r.str.size() > 200 ? r.str.substr(0, 200) + "..." : r.str) << '\n';
+      return;
+    case RedisReply::Type::kArray:
+      out << pad << "[" << r.elements.size() << "]\n";
+      for (const RedisReply& e : r.elements) RenderReply(e, depth + 1, out);
+      return;
+  }
+}
+
+// A Redis bus's consumer groups, their consumers and every pending entry of `group` on
+// `topics`, written to `path` (the state a group that lags for good leaves behind).
+void DumpRedisGroups(const std::string& url, const std::string& group,
+                     const std::vector<std::string>& topics, const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  auto redis = RedisConn::Connect(url);
+  if (!redis.ok()) {
+    out << "cannot connect: " << redis.status().ToString() << '\n';
+    return;
+  }
+  for (const std::string& topic : topics) {
+    for (const std::vector<std::string>& argv :
+         {std::vector<std::string>{"XINFO", "GROUPS", topic},
+          std::vector<std::string>{"XINFO", "CONSUMERS", topic, group},
+          std::vector<std::string>{"XPENDING", topic, group, "-", "+", "1000"},
+          std::vector<std::string>{"XINFO", "STREAM", topic}}) {
+      for (const std::string& a : argv) out << a << ' ';
+      out << '\n';
+      auto r = (*redis)->Command(argv);
+      if (r.ok()) {
+        RenderReply(*r, 1, out);
+      } else {
+        out << "  " << r.status().ToString() << '\n';
+      }
+    }
+  }
+}
+
 // A gapless process of the deployment: its command, its log, and its pid while it runs.
 struct Proc {
   std::string name;
@@ -1725,6 +1774,13 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
       problem = check.status().ToString();
     } else if (check->differing != 0) {
       problem = fmt::format("{} balances differ from the transfers", check->differing);
+    }
+    if (!problem.empty() && bus.name == "redis") {
+      const std::string path = dir_ + "/groups-redis.txt";
+      DumpRedisGroups(bus.url, "balances-" + bus.name,
+                      {EventTopic(kTokenTransfer, kChainId), EventTopic(kBlockReverted, kChainId)},
+                      path);
+      problem += " (the group's state: " + path + ")";
     }
     add("balances (" + bus.name + ")", problem);
   }
