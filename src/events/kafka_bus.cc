@@ -1,14 +1,20 @@
 #include "events/kafka_bus.h"
 
+#include <arpa/inet.h>
 #include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -68,6 +74,60 @@ Status KafkaStatus(rd_kafka_resp_err_t err, const std::string& message) {
       break;
   }
   return st.WithReason("kafka:" + ErrName(err));
+}
+
+// Test hook (the chaos harness's proxies on broker links): GAPLESS_TEST_KAFKA_CONNECT="p=q,..."
+// sends every connection to 127.0.0.1:p to 127.0.0.1:q instead. A broker advertises its own
+// address in the metadata, so a proxy in the bootstrap list alone would be bypassed after the
+// first request. Read again for every client made (a test may change it); nothing else changes.
+std::mutex g_connect_mu;
+std::map<int, int> g_connect_map;  // guarded by g_connect_mu
+
+int RemappingConnect(int fd, const struct sockaddr* addr, int addrlen, const char*, void*) {
+  struct sockaddr_storage target;
+  std::memcpy(&target, addr, std::min<size_t>(static_cast<size_t>(addrlen), sizeof(target)));
+  if (target.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<struct sockaddr_in*>(&target);
+    std::lock_guard<std::mutex> lock(g_connect_mu);
+    auto it = g_connect_map.find(ntohs(in->sin_port));
+    if (it != g_connect_map.end() && ntohl(in->sin_addr.s_addr) == INADDR_LOOPBACK) {
+      in->sin_port = htons(static_cast<uint16_t>(it->second));
+    }
+  }
+  // The socket is non-blocking, but librdkafka takes anything but 0 from a connect callback as
+  // a failure (EINPROGRESS included): wait for the connection here (loopback: at once).
+  if (connect(fd, reinterpret_cast<struct sockaddr*>(&target), addrlen) == 0) return 0;
+  if (errno != EINPROGRESS) return errno;
+  struct pollfd pfd = {fd, POLLOUT, 0};
+  const int ready = poll(&pfd, 1, 5'000);
+  if (ready == 0) return ETIMEDOUT;
+  if (ready < 0) return errno;
+  int error = 0;
+  socklen_t len = sizeof(error);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) return errno;
+  return error;
+}
+
+void InstallTestConnect(rd_kafka_conf_t* conf) {
+  const char* spec = std::getenv("GAPLESS_TEST_KAFKA_CONNECT");
+  if (spec == nullptr || *spec == '\0') return;
+  std::map<int, int> parsed;
+  std::string text(spec);
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string pair = text.substr(at, end - at);
+    const size_t eq = pair.find('=');
+    if (eq != std::string::npos) {
+      parsed[std::atoi(pair.substr(0, eq).c_str())] = std::atoi(pair.substr(eq + 1).c_str());
+    }
+    at = end + 1;
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_connect_mu);
+    g_connect_map = std::move(parsed);
+  }
+  rd_kafka_conf_set_connect_cb(conf, &RemappingConnect);
 }
 
 // librdkafka's own log lines, through spdlog (called from librdkafka's threads; spdlog is
@@ -301,6 +361,7 @@ class KafkaPublisher final : public Publisher {
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaPublisher::DeliveryReport);
       rd_kafka_conf_set_error_cb(conf, &KafkaPublisher::ErrorCb);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
+      InstallTestConnect(conf);
       SetDebug(conf);
       char errstr[512];
       rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
@@ -418,6 +479,7 @@ class KafkaSubscriber final : public Subscriber {
     rd_kafka_conf_set_rebalance_cb(conf, &KafkaSubscriber::RebalanceCb);
     rd_kafka_conf_set_offset_commit_cb(conf, &KafkaSubscriber::CommitCb);
     rd_kafka_conf_set_log_cb(conf, &LogCb);
+    InstallTestConnect(conf);
     SetDebug(conf);
     char errstr[512];
     rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
@@ -521,6 +583,7 @@ class KafkaSubscriber final : public Subscriber {
       rd_kafka_conf_set_opaque(conf, this);
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSubscriber::DeadLetterReport);
       rd_kafka_conf_set_log_cb(conf, &LogCb);
+      InstallTestConnect(conf);
       SetDebug(conf);
       char errstr[512];
       dlq_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
@@ -902,6 +965,7 @@ Result<rd_kafka_t*> OpenToolHandle(const KafkaUrl& parsed, rd_kafka_type_t type,
     return st;
   }
   rd_kafka_conf_set_log_cb(conf, &LogCb);
+  InstallTestConnect(conf);
   char errstr[512];
   rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
   if (rk == nullptr) {

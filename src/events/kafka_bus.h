@@ -58,6 +58,11 @@
 // Error codes are chosen from librdkafka's error codes, never from message text; the Status's
 // reason() is "kafka:<librdkafka error name>" (e.g. "kafka:_MSG_TIMED_OUT").
 //
+// Testing: the environment variable GAPLESS_TEST_KAFKA_CONNECT="p=q,..." (ports on 127.0.0.1)
+// sends every broker connection for 127.0.0.1:p to 127.0.0.1:q, read when each client is made.
+// The chaos harness puts a proxy per broker on a process's Kafka links so; a proxy in the
+// bootstrap list alone would be bypassed, since brokers advertise their own addresses.
+//
 // Thread-safety: one thread at a time per Publisher and per Subscriber (librdkafka's own threads
 // never call back into them outside Publish/Poll/Ack/... calls, except to log).
 #pragma once

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "events/kafka_bus.h"
 #include "testing/kafka_mock.h"
+#include "testing/tcp_proxy.h"
 #include "testing/wait_for.h"
 
 namespace gapless {
@@ -113,6 +115,57 @@ TEST(KafkaUrlTest, ParsesHostsAndTransactionalAndNamesTheProblem) {
   PublisherOptions options;
   auto pub = OpenKafkaPublisher("kafka:/h:1", options);
   EXPECT_EQ(pub.status().code(), Code::kFailedPrecondition);
+}
+
+// The chaos harness's hook (kafka_bus.h "Testing"): with GAPLESS_TEST_KAFKA_CONNECT every
+// connection to a broker goes through the proxy named for its port, the bootstrap and the
+// advertised addresses alike, so cutting the proxies cuts the client off from the whole cluster.
+TEST_F(KafkaBusTest, TheTestConnectMapSendsEveryBrokerConnectionThroughItsProxy) {
+  const std::string topic = "block.new.proxied";
+  ASSERT_TRUE(cluster_->CreateTopic(topic, 3).ok());
+  std::vector<std::unique_ptr<TcpProxy>> proxies;
+  std::string map;
+  const std::string bootstrap = cluster_->bootstrap();
+  for (size_t at = 0; at < bootstrap.size();) {
+    size_t end = bootstrap.find(',', at);
+    if (end == std::string::npos) end = bootstrap.size();
+    const int port = std::stoi(bootstrap.substr(bootstrap.rfind(':', end - 1) + 1, end));
+    proxies.push_back(std::make_unique<TcpProxy>("127.0.0.1", port));
+    map += (map.empty() ? "" : ",") + std::to_string(port) + "=" +
+           std::to_string(proxies.back()->port());
+    at = end + 1;
+  }
+  ASSERT_EQ(proxies.size(), 3u);
+  // Read when each client is made (the publisher makes its own at the first Publish); unset at
+  // the end whatever happens, so that no other test is proxied.
+  struct ConnectMap {
+    explicit ConnectMap(const std::string& map) {
+      setenv("GAPLESS_TEST_KAFKA_CONNECT", map.c_str(), 1);
+    }
+    ~ConnectMap() { unsetenv("GAPLESS_TEST_KAFKA_CONNECT"); }
+  } scoped(map);
+  auto pub = OpenPublisher(/*confirm_timeout_ms=*/3'000);
+  ASSERT_NE(pub, nullptr);
+  ASSERT_TRUE(pub->Publish(Events(topic, 0, 30)).ok());
+  int64_t accepted = 0;
+  for (const auto& p : proxies) accepted += p->connections_accepted();
+  // One broker may be both the bootstrap and the partition's leader: one connection at least.
+  EXPECT_GE(accepted, 1) << "no broker was reached by proxy";
+
+  // Every link black-holed: nothing is confirmed, although the brokers are up.
+  for (const auto& p : proxies) {
+    p->Pause();
+    p->CloseAll();
+  }
+  Status cut = pub->Publish(Events(topic, 30, 40));
+  EXPECT_EQ(cut.code(), Code::kUnavailable) << cut.ToString();
+  for (const auto& p : proxies) p->Heal();
+  ASSERT_TRUE(pub->Publish(Events(topic, 30, 40)).ok());
+  auto sub = OpenSubscriber("proxied", {topic});
+  ASSERT_NE(sub, nullptr);
+  std::set<std::string> seen;
+  for (const Delivery& d : PollN(*sub, 40, 20'000)) seen.insert(d.body);
+  EXPECT_EQ(seen.size(), 40u);
 }
 
 TEST_F(KafkaBusTest, DeliversEveryEventInPublishOrderPerTopic) {
