@@ -251,9 +251,13 @@ class Scenario {
   void Apply(const Fault& f);
   void Heal(const Fault& f);
   void Note(const std::string& what);
-  TcpProxy* Link(const std::string& name);
+  // The proxies of one link: one, or one per broker for a process's Kafka link.
+  std::vector<TcpProxy*> Links(const std::string& name);
   std::string Via(const std::string& process, const std::string& server, int port,
                   const std::string& scheme);
+  // A proxy per broker of the mock cluster, the link "<process>>kafka"; returns the
+  // environment entry that sends the process's broker connections through them.
+  std::string KafkaVia(const std::string& process);
   uint64_t Tip();
   // Empty when the database holds the node's chain 0..tip exactly.
   std::string DifferenceFromChain(uint64_t tip);
@@ -363,6 +367,7 @@ class Scenario {
   std::unique_ptr<PgPool> pool_;
   std::map<std::string, std::unique_ptr<RpcFront>> rpc_fronts_;  // by process
   std::map<std::string, std::unique_ptr<TcpProxy>> links_;
+  std::map<std::string, std::vector<std::unique_ptr<TcpProxy>>> kafka_links_;  // by link name
   std::map<std::string, Proc> procs_;
   std::atomic<bool> traffic_stop_{false};
   std::thread traffic_;
@@ -380,9 +385,29 @@ void Scenario::Note(const std::string& what) {
   timeline_.flush();
 }
 
-TcpProxy* Scenario::Link(const std::string& name) {
-  auto it = links_.find(name);
-  return it == links_.end() ? nullptr : it->second.get();
+std::vector<TcpProxy*> Scenario::Links(const std::string& name) {
+  std::vector<TcpProxy*> out;
+  if (auto it = links_.find(name); it != links_.end()) out.push_back(it->second.get());
+  if (auto it = kafka_links_.find(name); it != kafka_links_.end()) {
+    for (const auto& proxy : it->second) out.push_back(proxy.get());
+  }
+  return out;
+}
+
+std::string Scenario::KafkaVia(const std::string& process) {
+  auto& proxies = kafka_links_[process + ">kafka"];
+  std::string map;
+  const std::string& bootstrap = kafka_->bootstrap();  // "127.0.0.1:p1,127.0.0.1:p2,..."
+  for (size_t at = 0; at < bootstrap.size();) {
+    size_t end = bootstrap.find(',', at);
+    if (end == std::string::npos) end = bootstrap.size();
+    const std::string broker = bootstrap.substr(at, end - at);
+    const int port = std::stoi(broker.substr(broker.rfind(':') + 1));
+    proxies.push_back(std::make_unique<TcpProxy>("127.0.0.1", port));
+    map += fmt::format("{}{}={}", map.empty() ? "" : ",", port, proxies.back()->port());
+    at = end + 1;
+  }
+  return "GAPLESS_TEST_KAFKA_CONNECT=" + map;
 }
 
 std::string Scenario::Via(const std::string& process, const std::string& server, int port,
@@ -646,7 +671,8 @@ Status Scenario::StartBuses() {
       GAPLESS_RETURN_IF_ERROR(sub->Poll(1, 100).status().WithContext("chaos: the AMQP tap"));
     } else if (name == "kafka") {
       GAPLESS_ASSIGN_OR_RETURN(kafka_, KafkaMockCluster::Start(3));
-      // Not proxied: the brokers advertise their own addresses.
+      // The relay's links to the brokers are proxied per process (KafkaVia): both leaders must
+      // name the bus by one URL (the relay's cursor).
       bus.url = bus.relay_url = kafka_->url();
       // Consumers do not create topics: the ones they subscribe to exist from the start.
       for (const std::string& type : CheckedTypes()) {
@@ -846,12 +872,15 @@ Status Scenario::Setup() {
       p.args.insert(p.args.end(), {"--source", "kafka", "--heal-gaps-after", "3000"});
     }
     if (kworker) {
-      // Not proxied: the brokers advertise their own addresses.
       p.args.insert(p.args.end(),
                     {"--source", "kafka", "--brokers", kafka_->bootstrap(), "--topic", kBlockTopic,
                      "--group", "gapless-blocks", "--kafka-flush", "1000"});
     }
     if (!options_.mutation.empty()) p.env.push_back("GAPLESS_MUTATION=" + options_.mutation);
+    // Its Kafka links (the relay to the Kafka bus, the block stream), a proxy per broker.
+    if (kafka_ != nullptr && (kworker || leader)) {
+      p.env.push_back(KafkaVia(name));
+    }
     AddClock(&p);
     if (name == kStaleWriter) p.env.push_back("GAPLESS_FAILPOINTS=worker-stop-before-write");
     if (name == kStaleCompleter) {
@@ -922,7 +951,8 @@ Status Scenario::Setup() {
     if (p.pid <= 0) p.Start();
   }
   Note(fmt::format("deployment started: {} gapless processes, {} proxied links, blocks from {}",
-                   procs_.size(), links_.size(), kafka_source_ ? "a Kafka stream" : "RPC"));
+                   procs_.size(), links_.size() + kafka_links_.size(),
+                   kafka_source_ ? "a Kafka stream" : "RPC"));
   return Status::Ok();
 }
 
@@ -1172,7 +1202,7 @@ void Scenario::Apply(const Fault& f) {
       coord_->Kill();
       break;
     case FaultKind::kPartition:
-      if (TcpProxy* l = Link(f.target)) {
+      for (TcpProxy* l : Links(f.target)) {
         if (f.mode == "to-server") {
           l->Pause(TcpProxy::Direction::kToServer);
         } else if (f.mode == "to-client") {
@@ -1183,7 +1213,7 @@ void Scenario::Apply(const Fault& f) {
       }
       break;
     case FaultKind::kCut:
-      if (TcpProxy* l = Link(f.target)) {
+      for (TcpProxy* l : Links(f.target)) {
         if (f.mode == "after-bytes") {
           l->CloseAfterBytes(f.bytes);
         } else {
@@ -1192,7 +1222,7 @@ void Scenario::Apply(const Fault& f) {
       }
       break;
     case FaultKind::kLatency:
-      if (TcpProxy* l = Link(f.target)) {
+      for (TcpProxy* l : Links(f.target)) {
         if (f.mode == "bandwidth") {
           l->SetBandwidth(f.bytes);
         } else {
@@ -1290,14 +1320,14 @@ void Scenario::Heal(const Fault& f) {
       break;
     }
     case FaultKind::kPartition:
-      if (TcpProxy* l = Link(f.target)) l->Resume();
+      for (TcpProxy* l : Links(f.target)) l->Resume();
       break;
     case FaultKind::kCut:
       if (f.mode != "after-bytes") return;
-      if (TcpProxy* l = Link(f.target)) l->CloseAfterBytes(0);
+      for (TcpProxy* l : Links(f.target)) l->CloseAfterBytes(0);
       break;
     case FaultKind::kLatency:
-      if (TcpProxy* l = Link(f.target)) {
+      for (TcpProxy* l : Links(f.target)) {
         if (f.mode == "bandwidth") {
           l->SetBandwidth(0);
         } else {
@@ -1907,6 +1937,7 @@ void Scenario::Teardown() {
   kafka_.reset();
   amqp_.reset();
   links_.clear();
+  kafka_links_.clear();
   rpc_fronts_.clear();
   if (anvil_pid_ > 0) {
     kill(anvil_pid_, SIGKILL);
@@ -1949,6 +1980,7 @@ Result<SeedReport> Scenario::Run() {
   }
   for (const auto& [name, p] : procs_) schedule.processes.push_back(name);
   for (const auto& [name, link] : links_) schedule.links.push_back(name);
+  for (const auto& [name, proxies] : kafka_links_) schedule.links.push_back(name);
   for (const auto& [name, front] : rpc_fronts_) schedule.rpc_clients.push_back(name);
   for (const Bus& bus : buses_) {
     if (bus.name != "kafka") schedule.buses.push_back(bus.name);
