@@ -891,23 +891,36 @@ Status Scenario::Setup() {
     procs_[name] = std::move(p);
   }
   // Two balances consumers per bus, one group per bus, each group's token_balances in a schema
-  // of its own.
+  // of its own. Each link through a proxy of its own: the bus, PostgreSQL, the consumers' Redis.
   for (const Bus& bus : buses_) {
     for (int i = 1; i <= 2; ++i) {
       Proc c;
       c.name = fmt::format("consumer-{}-{}", bus.name, i);
       c.log = dir_ + "/" + c.name + ".log";
+      std::string bus_url = bus.url;
+      if (bus.name == "redis") {
+        bus_url = Via(c.name, "redis-bus", bus_->port(), "redis");
+      } else if (bus.name == "amqp") {
+        const std::string proxied = Via(c.name, "amqp", amqp_->port(), "amqp");
+        bus_url = "amqp://guest:guest@" + proxied.substr(proxied.find("//") + 2);
+      } else if (bus.name == "kafka") {
+        c.env.push_back(KafkaVia(c.name));
+      }
+      std::string db = BalancesUrl(bus.name);
+      const std::string pg_proxied = Via(c.name, "pg", pg_port, "postgresql");
+      db.replace(db.find(pg_host_port), pg_host_port.size(),
+                 pg_proxied.substr(pg_proxied.find("//") + 2));
       c.args = {options_.gapless_bin,
                 "consume",
                 "balances",
                 "--bus",
-                bus.url,
+                bus_url,
                 "--group",
                 "balances-" + bus.name,
                 "--redis",
-                consumer_keys_->url(),
+                Via(c.name, "keys", consumer_keys_->port(), "redis"),
                 "--db",
-                BalancesUrl(bus.name),
+                db,
                 "--chain-id",
                 std::to_string(kChainId),
                 "--log-level",
