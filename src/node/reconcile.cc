@@ -104,10 +104,12 @@ Status RaiseFenceAfterRefusal(Queue& queue, PgConn& pg, int64_t refused_token,
   GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
   // Above PostgreSQL's highest: a newer grant exists, the refusal was the usual lost lease.
   if (counter > max_token) return Status::Ok();
+  // Equal: raised just now (the counter was behind: a failover to a lagging replica?), or no
+  // grant since a re-org's floor was recorded at the counter's value.
   spdlog::warn(
-      "{}: fence token {} was refused and the fence counter was not above PostgreSQL's highest "
-      "token {} (a failover to a lagging replica?): raised to {}",
-      who, refused_token, max_token, counter);
+      "{}: fence token {} was refused; the fence counter is at PostgreSQL's highest token {} "
+      "(raised if it was behind, as after a failover to a lagging replica)",
+      who, refused_token, counter);
   return Status::Ok();
 }
 
