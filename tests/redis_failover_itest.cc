@@ -11,6 +11,10 @@
 //    LLEN or ZRANGE (only ROLE probes and P's replication stream), and after its demotion P
 //    served none either.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <thread>
 
 #include "devnet_util.h"
 #include "testing/redis_failover.h"
@@ -141,6 +145,40 @@ TEST_F(DbTest, TheFleetFollowsAManualRedisFailoverWithNoGapAndNoDuplicate) {
               static_cast<long long>(at_failover));
 
   ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
+}
+
+// A fleet process (re)started while its coordination Redis is down (restarting, failing over)
+// waits for it instead of exiting (chaos seed 170: a worker restarted during a Redis restart
+// exited twice). `gapless run` is started with the server killed; it is still running 3 s
+// later, and once the server is back on its port the run indexes the whole range.
+TEST_F(DbTest, AFleetProcessStartedWhileRedisIsDownWaitsForIt) {
+  const Devnet devnet = OpenDevnet(kAnvilUrl, kManifest);
+  auto server = RedisServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  (*server)->Kill();
+  FleetFlags flags;
+  flags.log_level = "warn";
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/redis_down_at_start_itest.log";
+  std::remove(log.c_str());
+  pid_t run = Spawn(
+      FleetCommand("run", devnet, db_.url(), (*server)->url(), devnet.last_block(), flags), log);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  int status = 0;
+  const pid_t exited = waitpid(run, &status, WNOHANG);
+  if (exited == run) {
+    FAIL() << "the run exited while Redis was down (status " << status << "); see " << log;
+  }
+  Status restarted = (*server)->Restart();
+  if (!restarted.ok()) {
+    kill(run, SIGKILL);
+    waitpid(run, nullptr, 0);
+    FAIL() << restarted.ToString();
+  }
+  ASSERT_EQ(WaitForExit(run, 180), 0) << "the run failed or did not finish; see " << log;
+  auto conn = pool_->Acquire();
+  auto report = Verify(*conn, 0, devnet.last_block());
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok()) << report->Render();
 }
 
 }  // namespace

@@ -109,7 +109,8 @@ Result<SharedRateLimiter> OpenRateLimiter(const std::string& redis_url, const Ke
                                           const std::string& endpoint, double requests_per_s) {
   SharedRateLimiter out;
   if (requests_per_s <= 0) return out;
-  GAPLESS_ASSIGN_OR_RETURN(out.conn, RedisConn::Connect(redis_url));
+  // Connected by its first use: the limiter rides out a Redis outage like every other client.
+  GAPLESS_ASSIGN_OR_RETURN(out.conn, RedisConn::Connect(redis_url, {}, /*connect_now=*/false));
   RateLimiterOptions options;
   options.limit = std::max<int64_t>(1, static_cast<int64_t>(requests_per_s));
   options.window_ms = 1000;

@@ -13,6 +13,7 @@
 //  - the HA leader (an Elector over three private lock nodes, its head log fed from the devnet)
 //    drives the fleet, and a worker whose RPC backend answers a block with another hash than the
 //    head log's retries it and never commits it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -333,6 +334,42 @@ TEST_F(FleetTest, AReorgFenceRefusalRaisesALaggingCounterInsteadOfDeadLettering)
   auto counter = redis_.conn()->Command({"GET", keys().fence_counter()});
   ASSERT_TRUE(counter.ok());
   EXPECT_GT(std::stoll(counter->str), 50) << "the counter was not raised above the floor";
+}
+
+// A worker (re)started while the coordination Redis is down (restarting, failing over) waits
+// for it, as a running worker does, instead of exiting (chaos seed 170: a worker restarted
+// during a Redis restart exited twice at its first ROLE).
+TEST_F(FleetTest, AWorkerStartedWhileTheCoordinationRedisIsDownWaitsForIt) {
+  Queue queue(redis_.conn(), keys());
+  ASSERT_TRUE(queue.Push({TaskRange{0, 9}}).ok());
+  auto parsed = ParseRedisUrl(redis_.url());
+  ASSERT_TRUE(parsed.ok());
+  // The worker's link to Redis leads nowhere at first (nothing listens on port 1).
+  TcpProxy link("127.0.0.1", 1);
+  const std::string url = fmt::format("redis://127.0.0.1:{}/{}", link.port(), parsed->db);
+  auto probe = redis_.Connect();
+  ASSERT_TRUE(probe.ok());
+  Queue probe_queue(probe->get(), keys());
+  WorkerOptions options = FastWorker("w");
+  options.done = [&] {
+    auto d = probe_queue.Depths();
+    return d.ok() && d->pending == 0 && d->processing == 0;
+  };
+  Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), url, keys(), pool_.get());
+  std::atomic<bool> stop{false};
+  Status result;
+  std::thread run([&] { result = worker.Run(stop); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+  link.SetTarget("127.0.0.1", parsed->hosts[0].port);  // Redis is back
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (worker.counters().tasks.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  stop.store(true);
+  run.join();
+  EXPECT_TRUE(result.ok()) << "the worker gave up: " << result.ToString();
+  EXPECT_EQ(worker.counters().tasks.load(), 1u);
+  ExpectComplete(pool_.get(), 0, 9);
 }
 
 TEST_F(FleetTest, RedisLossMidRunReconcilesAndCompletesWithoutAGap) {

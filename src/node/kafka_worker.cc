@@ -84,12 +84,25 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
   GAPLESS_RETURN_IF_ERROR(Validate());
   RedisOptions redis_options;
   redis_options.env = options_.env;
-  GAPLESS_ASSIGN_OR_RETURN(redis_, RedisConn::Connect(redis_url_, redis_options));
-  GAPLESS_ASSIGN_OR_RETURN(keeper_redis_, RedisConn::Connect(redis_url_, redis_options));
-  {
-    auto conn = pool_->Acquire();
-    GAPLESS_RETURN_IF_ERROR(
-        EnsureFenceFloor(*redis_, keys_, *conn, "kafka worker " + options_.worker_id));
+  // Connected by the first command: the coordination Redis (or PostgreSQL) may be away as the
+  // worker starts (a restart, a failover); it is waited for, as the loop below waits for the bus.
+  GAPLESS_ASSIGN_OR_RETURN(redis_,
+                           RedisConn::Connect(redis_url_, redis_options, /*connect_now=*/false));
+  GAPLESS_ASSIGN_OR_RETURN(keeper_redis_,
+                           RedisConn::Connect(redis_url_, redis_options, /*connect_now=*/false));
+  for (int64_t failures = 0;; ++failures) {
+    Status floored;
+    {
+      auto conn = pool_->Acquire();
+      floored = EnsureFenceFloor(*redis_, keys_, *conn, "kafka worker " + options_.worker_id);
+    }
+    if (floored.ok()) break;
+    if (floored.code() != Code::kUnavailable) return floored;
+    if (stop.load()) return Status::Ok();
+    spdlog::warn("kafka worker {}: waiting for the coordination state: {}", options_.worker_id,
+                 floored.ToString());
+    options_.env->SleepMicros(BackoffMicros(
+        options_.env, static_cast<int>(std::min<int64_t>(failures, 5)), 200'000, 5'000'000));
   }
   if (options_.open_subscriber) {
     GAPLESS_ASSIGN_OR_RETURN(subscriber_, options_.open_subscriber());

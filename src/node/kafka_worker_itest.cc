@@ -15,6 +15,7 @@
 //    rollback was followed;
 //  - with a head log: a block whose hash differs from the log's is never written, and one above
 //    the log's committed height waits until the log has it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -34,6 +35,7 @@
 #include "testing/devnet_manifest.h"
 #include "testing/pg_test_db.h"
 #include "testing/redis_test_db.h"
+#include "testing/tcp_proxy.h"
 
 namespace gapless {
 namespace {
@@ -100,8 +102,8 @@ class KafkaWorkerTest : public ::testing::Test {
 
   std::unique_ptr<Running> Start(
       const std::string& id, FakeSubscriber* subscriber, int64_t flush_after_ms = 60'000,
-      std::function<Result<KafkaWorkerOptions::HeadLogView>(uint64_t, uint64_t)> head_log =
-          nullptr) {
+      std::function<Result<KafkaWorkerOptions::HeadLogView>(uint64_t, uint64_t)> head_log = nullptr,
+      const std::string& redis_url = "") {
     KafkaWorkerOptions options;
     options.worker_id = id;
     options.topic = kTopic;
@@ -117,7 +119,8 @@ class KafkaWorkerTest : public ::testing::Test {
       return std::unique_ptr<Subscriber>(std::make_unique<Forward>(subscriber));
     };
     auto run = std::make_unique<Running>();
-    run->worker = std::make_unique<KafkaWorker>(options, redis_.url(), redis_.keys(), pool_.get());
+    run->worker = std::make_unique<KafkaWorker>(
+        options, redis_url.empty() ? redis_.url() : redis_url, redis_.keys(), pool_.get());
     run->thread = std::thread([r = run.get()] { r->result = r->worker->Run(r->stop); });
     return run;
   }
@@ -344,6 +347,27 @@ TEST_F(KafkaWorkerTest, AReorgFenceRefusalRaisesALaggingCounter) {
   auto counter = redis_.conn()->Command({"GET", redis_.keys().fence_counter()});
   ASSERT_TRUE(counter.ok());
   EXPECT_GT(std::stoll(counter->str), 500) << "the counter was not raised above the floor";
+}
+
+// Started while the coordination Redis is down (restarting, failing over): the worker waits for
+// it instead of exiting, then writes the stream.
+TEST_F(KafkaWorkerTest, StartedWhileTheCoordinationRedisIsDownItWaitsForIt) {
+  auto parsed = ParseRedisUrl(redis_.url());
+  ASSERT_TRUE(parsed.ok());
+  TcpProxy link("127.0.0.1", 1);  // nothing listens there: Redis is away
+  std::vector<std::string> blocks = Messages(0, 19);
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) subscriber.Add(b, kTopic, 0);
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/200, nullptr,
+                 fmt::format("redis://127.0.0.1:{}/{}", link.port(), parsed->db));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'000));
+  link.SetTarget("127.0.0.1", parsed->hosts[0].port);
+  EXPECT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 20; }, 30'000))
+      << subscriber.acked_count() << " of 20 acknowledged; the worker returned "
+      << w->result.ToString();
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 19), 20);
 }
 
 TEST_F(KafkaWorkerTest, WithAHeadLogAnotherForksBlockIsNeverWrittenAndOneAboveTheLogWaits) {

@@ -86,8 +86,12 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   GAPLESS_RETURN_IF_ERROR(Validate());
   RedisOptions redis_options;
   redis_options.env = options_.env;
-  GAPLESS_ASSIGN_OR_RETURN(auto redis, RedisConn::Connect(redis_url_, redis_options));
-  GAPLESS_ASSIGN_OR_RETURN(auto keeper_redis, RedisConn::Connect(redis_url_, redis_options));
+  // Connected by the first command: the coordination Redis may be away as the worker starts (a
+  // restart, a failover), which the loop below waits out as it does any time later.
+  GAPLESS_ASSIGN_OR_RETURN(auto redis,
+                           RedisConn::Connect(redis_url_, redis_options, /*connect_now=*/false));
+  GAPLESS_ASSIGN_OR_RETURN(auto keeper_redis,
+                           RedisConn::Connect(redis_url_, redis_options, /*connect_now=*/false));
   std::unique_ptr<BlockSource> source = source_factory_();
   Queue queue(redis.get(), keys_);
 
