@@ -12,13 +12,17 @@
 
 namespace gapless {
 
-// The answers of one All/Each call. Shared by the caller and the node threads, so a node that
-// answers after the caller stopped waiting writes into a batch that is still alive.
+// The answers of one All/Each call, shared by the caller and the node threads. An operation is
+// the caller's code and may refer to the caller's locals, so once the caller stops waiting
+// (`closed`) no operation of the batch starts, and the caller waits for those still running
+// (`running`; each is bounded by the connection's timeouts) before it returns.
 struct LockNodes::Batch {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::optional<Result<RedisReply>>> results;
   size_t answered = 0;
+  size_t running = 0;
+  bool closed = false;
 };
 
 struct LockNodes::Node {
@@ -51,14 +55,23 @@ struct LockNodes::Node {
         busy = true;
         busy_since = std::chrono::steady_clock::now();
       }
-      Result<RedisReply> r = job.op(*conn);
+      bool start = false;
+      {
+        std::lock_guard lock(job.batch->mu);
+        start = !job.batch->closed;
+        if (start) ++job.batch->running;
+      }
+      std::optional<Result<RedisReply>> r;
+      if (start) r = job.op(*conn);
       {
         std::lock_guard lock(mu);
         busy = false;
       }
+      if (!r.has_value()) continue;  // its caller had stopped waiting: never started
       std::lock_guard lock(job.batch->mu);
-      job.batch->results[job.index] = std::move(r);
+      job.batch->results[job.index] = std::move(*r);
       ++job.batch->answered;
+      --job.batch->running;
       job.batch->cv.notify_all();
     }
   }
@@ -175,6 +188,9 @@ std::vector<Result<RedisReply>> LockNodes::Each(const std::function<Op(size_t)>&
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.node_timeout_ms);
   std::unique_lock lock(batch->mu);
   batch->cv.wait_until(lock, deadline, [&] { return batch->answered == expected; });
+  // No operation of this call starts from now on, and none is left running (see Batch).
+  batch->closed = true;
+  batch->cv.wait(lock, [&] { return batch->running == 0; });
   std::vector<Result<RedisReply>> out;
   out.reserve(nodes_.size());
   for (size_t i = 0; i < nodes_.size(); ++i) {

@@ -9,6 +9,9 @@
 // operation (no retries or backoff inside: the next operation reconnects), so a node thread is
 // never stuck for long. Operations of several callers queue per node; a node stuck on one for
 // longer than the node timeout answers the next Unavailable at once rather than queueing it.
+// An operation may refer to its caller's locals: one not started by the node timeout is never
+// started, and All/Each wait for those already running (bounded by the socket timeouts) before
+// they return, so no operation outlives its call.
 //
 // Thread-safety: All/Each may be called from several threads at once (each call waits for its own
 // answers); the class is safe to share.

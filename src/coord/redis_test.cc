@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "coord/keys.h"
 #include "coord/lock_nodes.h"
 
@@ -108,6 +112,43 @@ TEST(RedisUrlTest, DescribeNeverShowsThePassword) {
   ASSERT_TRUE(c.ok());
   EXPECT_EQ((*c)->Describe(), "h1:1,h2:2");
   EXPECT_EQ((*c)->DescribeCurrent(), "h1:1") << "the first server until another one answers";
+}
+
+// An operation is code of the caller's, which may refer to the caller's locals. A node that
+// answers late must therefore neither start an operation after its caller stopped waiting nor
+// leave one running when All returns (chaos seeds 201 and CI's seed 1: a head-log write that ran
+// after WriteHead returned read freed arguments, and the leader aborted in vector::reserve).
+TEST(LockNodesTest, AnOperationNeverRunsAfterItsCallerStoppedWaiting) {
+  LockNodesOptions options;
+  options.node_timeout_ms = 100;
+  auto nodes = LockNodes::Open({"redis://127.0.0.1:1"}, options);  // the ops use no connection
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  std::atomic<bool> late_ran{false};
+  auto slow_started = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration slow_took{};
+  std::thread slow([&] {
+    (*nodes)->All([](RedisConn&) -> Result<RedisReply> {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      return RedisReply{};
+    });
+    slow_took = std::chrono::steady_clock::now() - slow_started;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    // Queued behind the slow one (busy for less than the timeout yet): not started in time.
+    auto answers = (*nodes)->All([&](RedisConn&) -> Result<RedisReply> {
+      late_ran = true;
+      return RedisReply{};
+    });
+    ASSERT_EQ(answers.size(), 1u);
+    EXPECT_EQ(answers[0].status().code(), Code::kUnavailable);
+  }
+  slow.join();
+  // Past the slow operation's end, when a queued one would run.
+  std::this_thread::sleep_until(slow_started + std::chrono::milliseconds(600));
+  EXPECT_FALSE(late_ran.load()) << "an operation ran after its caller had returned";
+  EXPECT_GE(slow_took, std::chrono::milliseconds(400))
+      << "All returned while its operation was still running";
 }
 
 }  // namespace
