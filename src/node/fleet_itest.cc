@@ -196,6 +196,20 @@ class FleetTest : public ::testing::Test {
   }
   const Keys& keys() { return redis_.keys(); }
 
+  // A worker's `done` for a run without a leader: nothing pending or in processing (read on a
+  // connection of its own; never done when it cannot connect).
+  std::function<bool()> QueueDrained() {
+    auto conn = redis_.Connect();
+    EXPECT_TRUE(conn.ok()) << conn.status().ToString();
+    if (!conn.ok()) return [] { return false; };
+    std::shared_ptr<RedisConn> shared(std::move(*conn));
+    return [shared, keys = keys()] {
+      Queue queue(shared.get(), keys);
+      auto d = queue.Depths();
+      return d.ok() && d->pending == 0 && d->processing == 0;
+    };
+  }
+
   PgTestDb db_;
   RedisTestDb redis_;
   std::unique_ptr<PgPool> pool_;
@@ -265,14 +279,8 @@ TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   ASSERT_EQ(requeued->size(), 1u);
 
   // Worker B (a real Worker) claims it with a higher token, commits and completes it.
-  auto probe = redis_.Connect();
-  ASSERT_TRUE(probe.ok());
-  Queue probe_queue(probe->get(), keys());
   WorkerOptions b = FastWorker("B");
-  b.done = [&] {
-    auto d = probe_queue.Depths();
-    return d.ok() && d->pending == 0 && d->processing == 0;
-  };
+  b.done = QueueDrained();
   Worker worker(b, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
   std::atomic<bool> stop{false};
   ASSERT_TRUE(worker.Run(stop).ok());
@@ -313,16 +321,10 @@ TEST_F(FleetTest, AReorgFenceRefusalRaisesALaggingCounterInsteadOfDeadLettering)
   Queue queue(redis_.conn(), keys());
   ASSERT_TRUE(queue.Push({TaskRange{10, 19}}).ok());
 
-  auto probe = redis_.Connect();
-  ASSERT_TRUE(probe.ok());
-  Queue probe_queue(probe->get(), keys());
   WorkerOptions options = FastWorker("w");
   options.local_attempts = 1;
   options.max_attempts = 2;
-  options.done = [&] {
-    auto d = probe_queue.Depths();
-    return d.ok() && d->pending == 0 && d->processing == 0;
-  };
+  options.done = QueueDrained();
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
   std::atomic<bool> stop{false};
   ASSERT_TRUE(worker.Run(stop).ok());
@@ -347,14 +349,8 @@ TEST_F(FleetTest, AWorkerStartedWhileTheCoordinationRedisIsDownWaitsForIt) {
   // The worker's link to Redis leads nowhere at first (nothing listens on port 1).
   TcpProxy link("127.0.0.1", 1);
   const std::string url = fmt::format("redis://127.0.0.1:{}/{}", link.port(), parsed->db);
-  auto probe = redis_.Connect();
-  ASSERT_TRUE(probe.ok());
-  Queue probe_queue(probe->get(), keys());
   WorkerOptions options = FastWorker("w");
-  options.done = [&] {
-    auto d = probe_queue.Depths();
-    return d.ok() && d->pending == 0 && d->processing == 0;
-  };
+  options.done = QueueDrained();
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), url, keys(), pool_.get());
   std::atomic<bool> stop{false};
   Status result;
