@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -49,6 +50,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kChainId = 31337;  // anvil's
+// How long a balances check may take to hold after the fleet recovered (see Check).
+constexpr int64_t kBalancesSettleMs = 60000;
 
 int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -124,6 +127,108 @@ void DumpRedisGroups(const std::string& url, const std::string& group,
         out << "  " << r.status().ToString() << '\n';
       }
     }
+  }
+}
+
+// Writes what a failed balances check needs to be explained to `path`: each balance row that
+// differs from the aggregate of token_transfers (expected and actual), every transfer of those
+// (holder, token) pairs with its block hash and incarnation, and for each incarnation up to the
+// current one the transfer's event id and its applied_events row in the group's schema (applied,
+// reverted, or absent); then the retractions not pruned yet. `url` is the group's BalancesUrl.
+void DumpBalances(const std::string& url, const std::string& path) {
+  std::ofstream out(path, std::ios::trunc);
+  auto conn = PgConn::Connect(url);
+  if (!conn.ok()) {
+    out << "cannot connect: " << conn.status().ToString() << '\n';
+    return;
+  }
+  auto query = [&](const char* sql, std::vector<PgParam> params = {}) -> std::optional<PgResult> {
+    auto r = (*conn)->Query(sql, params);
+    if (!r.ok()) {
+      out << "query failed: " << r.status().ToString() << '\n';
+      return std::nullopt;
+    }
+    return std::move(*r);
+  };
+  static constexpr char kDiffering[] = R"sql(
+WITH moves AS (
+  SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
+         value AS delta
+    FROM token_transfers WHERE to_address <> '\x0000000000000000000000000000000000000000'
+  UNION ALL
+  SELECT from_address, token_address, COALESCE(token_id, -1), -value
+    FROM token_transfers WHERE from_address <> '\x0000000000000000000000000000000000000000'
+), expected AS (
+  SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3
+)
+SELECT encode(COALESCE(e.holder, a.holder), 'hex'), encode(COALESCE(e.token, a.token), 'hex'),
+       COALESCE(e.token_id, a.token_id)::text, COALESCE(e.balance::text, '-'),
+       COALESCE(a.balance::text, '-'), COALESCE(a.transfer_count::text, '-')
+  FROM expected e FULL JOIN token_balances a
+    ON a.holder = e.holder AND a.token = e.token AND a.token_id = e.token_id
+ WHERE e.balance IS DISTINCT FROM a.balance
+ ORDER BY 1, 2, 3
+)sql";
+  auto differing = query(kDiffering);
+  if (!differing) return;
+  out << "balances that differ (holder token token_id expected actual transfer_count):\n";
+  for (int i = 0; i < differing->rows(); ++i) {
+    out << ' ';
+    for (int c = 0; c < 6; ++c) out << ' ' << differing->Get(i, c);
+    out << '\n';
+    auto transfers = query(
+        "SELECT t.block_number, t.log_index, t.batch_index, '0x' || encode(b.hash, 'hex'), "
+        "COALESCE(bi.incarnation, 0), encode(t.from_address, 'hex'), encode(t.to_address, 'hex'), "
+        "t.value::text FROM token_transfers t JOIN blocks b ON b.number = t.block_number "
+        "LEFT JOIN block_incarnations bi ON bi.block_hash = b.hash "
+        "WHERE t.token_address = decode($2, 'hex') AND "
+        "(t.from_address = decode($1, 'hex') OR t.to_address = decode($1, 'hex')) "
+        "ORDER BY 1, 2, 3",
+        {std::string(differing->Get(i, 0)), std::string(differing->Get(i, 1))});
+    if (!transfers) continue;
+    for (int t = 0; t < transfers->rows(); ++t) {
+      auto number = transfers->GetInt64(t, 0);
+      auto log_index = transfers->GetInt64(t, 1);
+      auto batch_index = transfers->GetInt64(t, 2);
+      auto incarnation = transfers->GetInt64(t, 4);
+      if (!number.ok() || !log_index.ok() || !batch_index.ok() || !incarnation.ok()) continue;
+      out << fmt::format("    block {} {} log {}.{} incarnation {}: {} -> {} value {}\n", *number,
+                         transfers->Get(t, 3), *log_index, *batch_index, *incarnation,
+                         transfers->Get(t, 5), transfers->Get(t, 6), transfers->Get(t, 7));
+      for (int64_t n = 0; n <= *incarnation; ++n) {
+        std::string id =
+            TransferEventId(kChainId, transfers->Get(t, 3), static_cast<uint64_t>(*log_index),
+                            static_cast<uint64_t>(*batch_index), static_cast<uint64_t>(n));
+        auto applied = query(
+            "SELECT applied_at::text, COALESCE(reverted_at::text, '-') FROM applied_events "
+            "WHERE event_id = $1::uuid",
+            {id});
+        if (!applied) continue;
+        if (applied->rows() == 0) {
+          // Written into another schema's table? (A session whose search_path was lost.)
+          auto tables = (*conn)->Query(
+              "SELECT string_agg(schemaname, ',') FROM pg_catalog.pg_tables "
+              "WHERE tablename = 'applied_events'");
+          if (tables.ok()) out << "      (applied_events in: " << tables->Get(0, 0) << ")\n";
+        }
+        out << fmt::format(
+            "      #{} {}: {}\n", n, id,
+            applied->rows() == 0
+                ? std::string("not applied")
+                : fmt::format("applied {}, reverted {}", applied->Get(0, 0), applied->Get(0, 1)));
+      }
+    }
+  }
+  auto retractions = query(
+      "SELECT seq, generation, block_number, '0x' || encode(block_hash, 'hex'), incarnation, "
+      "(SELECT count(*) FROM event_retraction_transfers t WHERE t.seq = r.seq), reverted_at::text "
+      "FROM event_retractions r ORDER BY seq");
+  if (!retractions) return;
+  out << "retractions not pruned (seq generation block hash incarnation transfers reverted_at):\n";
+  for (int i = 0; i < retractions->rows(); ++i) {
+    out << ' ';
+    for (int c = 0; c < 7; ++c) out << ' ' << retractions->Get(i, c);
+    out << '\n';
   }
 }
 
@@ -924,7 +1029,7 @@ Status Scenario::Setup() {
                 "--chain-id",
                 std::to_string(kChainId),
                 "--log-level",
-                "info"};
+                "debug"};  // each event's outcome, for a balances check that fails
       AddClock(&c);
       procs_[c.name] = std::move(c);
     }
@@ -1810,13 +1915,34 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
   for (const Bus& bus : buses_) {
     CheckEvents(report, tip, bus);
     std::string problem;
-    auto conn = PgConn::Connect(BalancesUrl(bus.name));
-    auto check =
-        conn.ok() ? CheckBalancesAgainstTransfers(**conn) : Result<BalancesCheck>(conn.status());
+    // `recovered` cannot see every event still to be applied: on RabbitMQ the group's lag counts
+    // the ready messages only, not the deliveries a consumer holds unacked while they wait for a
+    // retry (5 s after a database error, more after a second one). So the balances must match
+    // within kBalancesSettleMs of the first look, not at once; a lost event never matches.
+    Result<BalancesCheck> check = Unavailable("not checked");
+    const Clock::time_point first_look = Clock::now();
+    while (true) {
+      auto conn = PgConn::Connect(BalancesUrl(bus.name));
+      check =
+          conn.ok() ? CheckBalancesAgainstTransfers(**conn) : Result<BalancesCheck>(conn.status());
+      if ((check.ok() && check->differing == 0) || MillisSince(first_look) >= kBalancesSettleMs) {
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    if (check.ok() && check->differing == 0 && MillisSince(first_look) >= 1000) {
+      Note(fmt::format("balances ({}) matched {} ms after the first look", bus.name,
+                       MillisSince(first_look)));
+    }
     if (!check.ok()) {
       problem = check.status().ToString();
     } else if (check->differing != 0) {
       problem = fmt::format("{} balances differ from the transfers", check->differing);
+    }
+    if (!problem.empty()) {
+      const std::string path = dir_ + "/balances-" + bus.name + ".txt";
+      DumpBalances(BalancesUrl(bus.name), path);
+      problem += " (the rows and their events: " + path + ")";
     }
     if (!problem.empty() && bus.name == "redis") {
       const std::string path = dir_ + "/groups-redis.txt";

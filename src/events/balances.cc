@@ -195,9 +195,15 @@ Status BalancesService::ApplyTransfer(const std::string& event_id, std::string_v
   GAPLESS_ASSIGN_OR_RETURN(bool first, RecordApplied(*conn, event_id));
   // Already applied (or retracted): commit nothing else (the transaction is rolled back when tx
   // goes).
-  if (!first) return Status::Ok();
+  if (!first) {
+    spdlog::debug("balances: transfer {} was applied or retracted before: skipped", event_id);
+    return Status::Ok();
+  }
   GAPLESS_RETURN_IF_ERROR(ApplyMoves(*conn, std::move(moves)));
-  return tx.Commit();
+  GAPLESS_RETURN_IF_ERROR(tx.Commit());
+  spdlog::debug("balances: transfer {} applied (block {}, log {})", event_id, t.block_number,
+                t.log_index);
+  return Status::Ok();
 }
 
 Status BalancesService::RevertBlock(const std::string& event_id, std::string_view payload_json) {

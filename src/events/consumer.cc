@@ -382,16 +382,24 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
   // its retry, and one that stops the consumer keep the turn.
   switch (out.kind) {
     case Outcome::Kind::kProcessed:
+      spdlog::debug("consumer {}: event {} ({}@{}) processed", options_.name, out.event_id, d.topic,
+                    d.position);
       st.processed++;
       ack();
       EndTurn(out.item, st);
       return;
     case Outcome::Kind::kDuplicate:
+      spdlog::debug("consumer {}: event {} ({}@{}) was completed before: acked as a duplicate",
+                    options_.name, out.event_id, d.topic, d.position);
       st.duplicates++;
       ack();
       EndTurn(out.item, st);
       return;
     case Outcome::Kind::kHeld:
+      spdlog::debug(
+          "consumer {}: event {} ({}@{}) is held by another consumer: looked at again "
+          "in {} ms",
+          options_.name, out.event_id, d.topic, d.position, options_.held_recheck_ms);
       st.scheduled.emplace_back(now + options_.held_recheck_ms * 1000, std::move(out.item));
       return;
     case Outcome::Kind::kMalformed:
@@ -542,8 +550,13 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
       it = st.paused.erase(it);
     }
     std::erase_if(st.resting, [now](int64_t until) { return until <= now; });
+    // A retry never runs while its partition is paused, even when a later failure lengthened
+    // the pause past the retry's due time; it goes with the resume.
+    auto paused = [&st](const Item& item) {
+      return st.paused.contains({item.delivery.topic, item.delivery.partition});
+    };
     for (auto it = st.scheduled.begin(); it != st.scheduled.end();) {
-      if (it->first <= now) {
+      if (it->first <= now && !paused(it->second)) {
         st.pending.push_back(std::move(it->second));
         it = st.scheduled.erase(it);
       } else {
@@ -567,6 +580,8 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
             ++it;
             continue;
           }
+          spdlog::debug("consumer {}: {}@{} to a worker (attempt {})", options_.name,
+                        it->delivery.topic, it->delivery.position, it->attempt + 1);
           sh.work.push_back(std::move(*it));
           it = st.pending.erase(it);
           st.in_flight++;
@@ -579,7 +594,9 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
 
     // 4. The next timer bounds every wait.
     int64_t next = st.next_report;
-    for (const auto& [due, item] : st.scheduled) next = std::min(next, due);
+    for (const auto& [due, item] : st.scheduled) {
+      if (!paused(item)) next = std::min(next, due);  // else the resume below bounds the wait
+    }
     for (const auto& [key, due] : st.paused) next = std::min(next, due);
     for (int64_t until : st.resting) next = std::min(next, until);
     if (st.poll_blocked_until > now) next = std::min(next, st.poll_blocked_until);

@@ -265,6 +265,48 @@ TEST_F(ConsumerTest, DatabaseErrorPausesThePartitionForFiveSecondsThenResumes) {
   EXPECT_TRUE(r.consumer().LastStatus().paused.empty());
 }
 
+// A second failure of the partition while it is paused lengthens the pause; a retry scheduled
+// before that must wait for the later resume too (it ran at its own due time before: seed 209).
+TEST_F(ConsumerTest, ARetryWaitsForItsPartitionsPauseWhenALaterFailureLengthensIt) {
+  const std::string db_failure = TestEvent(1).event_id;
+  const std::string rate_limited = TestEvent(2).event_id;
+  std::map<std::string, int> tries;
+  std::mutex mu;
+  handler_.process = [&](const ConsumedEvent& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (++tries[e.envelope.event_id] > 1) return Status::Ok();
+    if (e.envelope.event_id == db_failure) {
+      return Aborted("deadlock detected").WithReason("sqlstate:40P01");
+    }
+    if (e.envelope.event_id == rate_limited) {
+      // Fails after the database failure has paused the partition (virtual time stands still
+      // while this runs).
+      mu.unlock();
+      bool paused = WaitFor([&] { return !sub_.ops("pause").empty(); }, 10'000);
+      mu.lock();
+      if (!paused) return Internal("the partition was never paused");
+      return Unavailable("too many requests").WithReason(std::string(kRateLimitedReason));
+    }
+    return Status::Ok();
+  };
+  uint64_t a = sub_.Add(TestEvent(1).body, "test.event.1", 0);
+  uint64_t b = sub_.Add(TestEvent(2).body, "test.event.1", 0);
+  ConsumerOptions o = Options();
+  o.concurrency = 2;
+  Running r(o, &sub_, &locks_, &handler_);
+  ASSERT_TRUE(WaitFor([&] { return sub_.acked(a) && sub_.acked(b); }, 20'000));
+  ASSERT_TRUE(r.Stop().ok());
+
+  auto pauses = sub_.ops("pause");
+  auto resumes = sub_.ops("resume");
+  ASSERT_EQ(pauses.size(), 1u);
+  ASSERT_EQ(resumes.size(), 1u);
+  EXPECT_EQ(resumes[0].at - pauses[0].at, 30 * kSecond) << "the rate limit's delay";
+  std::vector<int64_t> calls = handler_.calls(db_failure);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_GE(calls[1], resumes[0].at) << "retried while its partition was paused";
+}
+
 TEST_F(ConsumerTest, ConcurrencyNeverExceedsTheBound) {
   for (int n = 0; n < 40; ++n) sub_.Add(TestEvent(n).body);
   std::atomic<size_t> max_reported_active{0};

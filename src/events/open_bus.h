@@ -16,8 +16,9 @@ Result<std::unique_ptr<Subscriber>> OpenSubscriber(std::string_view url,
                                                    const SubscribeOptions& options);
 
 // Events published to `options.topics` that consumer group `options.group` has not acknowledged
-// (the Subscriber::Lag of the group), read without joining the group. NotFound when the bus has
-// no such group.
+// (the Subscriber::Lag of the group), read without joining the group; on RabbitMQ only the
+// messages ready in the group's queue (AmqpGroupLag: deliveries consumers hold unacked cannot be
+// counted from a client). NotFound when the bus has no such group.
 Result<int64_t> GroupLag(std::string_view url, const SubscribeOptions& options);
 
 // The bus's name without credentials, for logs and cursors ("kafka://h:9092").
