@@ -283,7 +283,9 @@ uint64_t PgResult::affected_rows() const {
 
 // ---- PgConn ----
 
-PgConn::PgConn(pg_conn* conn, std::string address) : conn_(conn), address_(std::move(address)) {}
+PgConn::PgConn(pg_conn* conn, std::string address) : conn_(conn), address_(std::move(address)) {
+  PQsetNoticeReceiver(conn_, &PgConn::OnNotice, this);  // kept by PQreset
+}
 
 PgConn::~PgConn() {
   if (conn_ != nullptr) PQfinish(conn_);
@@ -323,10 +325,6 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
     }
     return Unavailable(msg);
   }
-  // Server notices ("table does not exist, skipping") are informational; libpq would print them
-  // on stderr.
-  PQsetNoticeProcessor(
-      conn, [](void*, const char*) {}, nullptr);
   return std::unique_ptr<PgConn>(new PgConn(conn, std::move(address)));
 }
 
@@ -348,7 +346,11 @@ void PgConn::set_session_flag(std::string_view name) {
 }
 
 Result<bool> PgConn::WaitForNotification(int64_t timeout_ms) {
+  const uint64_t session = session_id_;
   GAPLESS_RETURN_IF_ERROR(EnsureOpen());
+  if (session_id_ != session) {  // the new session does not listen: the caller must LISTEN again
+    return Unavailable("LISTEN connection to " + address_ + " was lost and reconnected");
+  }
   auto drain = [this] {
     bool any = false;
     while (PGnotify* n = PQnotifies(conn_)) {
@@ -371,10 +373,46 @@ Result<bool> PgConn::WaitForNotification(int64_t timeout_ms) {
   return drain();
 }
 
+// True when the server ended this idle connection (a restart, pg_terminate_backend, an idle
+// timeout): its socket is readable while no statement runs, and what it holds is the end, or the
+// FATAL message the server sends before it (libpq hands an error that arrives while idle to the
+// notice receiver: OnNotice). A NOTIFY also makes the socket readable; libpq keeps it for
+// PQnotifies. No round trip: polls with no wait.
+bool PgConn::PeerEnded() {
+  if (server_ended_) return true;  // parsed earlier (a WaitForNotification, say)
+  for (int round = 0; round < 4; ++round) {  // a few rounds: NOTIFYs could keep coming
+    pollfd fd{PQsocket(conn_), POLLIN, 0};
+    if (fd.fd < 0) return true;
+    if (poll(&fd, 1, 0) <= 0) return false;
+    if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) != CONNECTION_OK) return true;
+    (void)PQisBusy(conn_);  // parses what came: an error goes to OnNotice
+    if (server_ended_) return true;
+  }
+  return false;
+}
+
+void PgConn::OnNotice(void* self, const pg_result* res) {
+  // Server notices ("table does not exist, skipping") are informational and dropped; libpq would
+  // print them on stderr. A FATAL one is the server ending the session.
+  const char* severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+  if (severity != nullptr &&
+      (std::strcmp(severity, "FATAL") == 0 || std::strcmp(severity, "PANIC") == 0)) {
+    static_cast<PgConn*>(self)->server_ended_ = true;
+  }
+}
+
 Status PgConn::EnsureOpen() {
   if (in_copy_) return Internal("connection to " + address_ + " is busy with a COPY");
-  if (PQstatus(conn_) == CONNECTION_OK) return Status::Ok();
+  // Outside a transaction a connection the server ended while it was idle is reconnected before
+  // the statement, instead of failing it: after a server restart each pooled connection would
+  // otherwise cost its next user an error (and a consumer a retry delay each). Inside a
+  // transaction the statement must fail: a new session does not hold the transaction.
+  if (PQstatus(conn_) == CONNECTION_OK &&
+      (PQtransactionStatus(conn_) != PQTRANS_IDLE || !PeerEnded())) {
+    return Status::Ok();
+  }
   PQreset(conn_);
+  server_ended_ = false;
   session_flags_.clear();
   ++session_id_;
   if (PQstatus(conn_) != CONNECTION_OK) {

@@ -129,7 +129,11 @@ class PgConn {
   // reconnect: it is session state). Must not be called inside a transaction or a COPY.
   Result<bool> WaitForNotification(int64_t timeout_ms);
 
-  // True when the last operation found the connection dead; the next operation reconnects.
+  // True when the last operation found the connection dead; the next operation reconnects. A
+  // connection the server ended while it was idle (a restart, pg_terminate_backend) is noticed
+  // before the next statement outside a transaction, without a round trip, and reconnected then,
+  // so that statement runs; one that dies during a statement or inside a transaction fails it
+  // with Unavailable.
   bool broken() const;
   // Incremented on every reconnect: session state (temporary tables, SET) is gone when it changes.
   uint64_t session_id() const { return session_id_; }
@@ -145,13 +149,16 @@ class PgConn {
 
  private:
   PgConn(pg_conn* conn, std::string address);
-  // Reconnects a dead connection; Unavailable if that fails.
+  // Reconnects a dead connection (or an idle one the server ended); Unavailable if that fails.
   Status EnsureOpen();
+  bool PeerEnded();
+  static void OnNotice(void* self, const pg_result* res);
   Status ErrorFrom(pg_result* res, std::string_view what);
 
   pg_conn* conn_;
   std::string address_;
   uint64_t session_id_ = 1;
+  bool server_ended_ = false;  // a FATAL notice came: the server is ending this session
   std::vector<std::string> session_flags_;
   bool in_copy_ = false;
 };

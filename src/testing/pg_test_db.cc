@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "store/migrate.h"
 #include "store/queries.h"
@@ -52,6 +54,21 @@ Result<std::unique_ptr<PgConn>> PgTestDb::Connect() const {
   if (skipped_) return FailedPrecondition("GAPLESS_TEST_PG_URL is not set");
   if (!error_.ok()) return error_;
   return PgConn::Connect(url_);
+}
+
+Status PgTestDb::EndSession(PgConn& conn) const {
+  GAPLESS_ASSIGN_OR_RETURN(PgResult pid, conn.Query("SELECT pg_backend_pid()"));
+  const std::string backend(pid.Get(0, 0));
+  GAPLESS_ASSIGN_OR_RETURN(auto killer, Connect());
+  GAPLESS_RETURN_IF_ERROR(killer->Query("SELECT pg_terminate_backend($1)", {backend}).status());
+  for (int i = 0; i < 1000; ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        PgResult left,
+        killer->Query("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", {backend}));
+    if (left.Get(0, 0) == "0") return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Internal("backend " + backend + " did not end");
 }
 
 Result<std::unique_ptr<PgConn>> PgTestDb::ConnectMigrated() const {

@@ -43,6 +43,10 @@ class PgTestDb {
   Result<std::unique_ptr<PgConn>> Connect() const;
   // A new connection with the schema migrated (store/migrate.h).
   Result<std::unique_ptr<PgConn>> ConnectMigrated() const;
+  // Ends `conn`'s session from another connection (pg_terminate_backend) and waits until its
+  // backend is gone, so the server's FATAL message and the end are in conn's socket. `conn` is
+  // left alone (its next statement finds out).
+  Status EndSession(PgConn& conn) const;
 
  private:
   bool skipped_ = false;
