@@ -6,9 +6,10 @@
 # one machine never collide; the shared epmd on 4369 that the first node starts stays running.
 # Debian's rabbitmq-server runs as user rabbitmq, so as root the node is started through runuser
 # and its directory belongs to rabbitmq. Each start begins empty (the directory is wiped when
-# the node is not running). Idempotent; start waits until the AMQP port answers (at
-# most 60 s, then prints the log's tail); stop signals only the pid this node wrote (SIGTERM: a
-# graceful shutdown, persistent messages kept) and waits for it to exit.
+# the node is not running). Idempotent; start waits until the AMQP port answers (at most 180 s;
+# a node that dies while booting, as one did on a loaded machine, is started again, twice at most;
+# then it prints the log's tail and the VM's crash dump head); stop signals only the pid this node
+# wrote (SIGTERM: a graceful shutdown, persistent messages kept) and waits for it to exit.
 #   GAPLESS_AMQP_PORT  AMQP port (default 56720); the node's pid file, data and log are in
 #                      ${TMPDIR:-/tmp}/gapless-rabbitmq-<port>
 set -euo pipefail
@@ -48,6 +49,7 @@ EOF
       as_rabbit=(runuser -u rabbitmq --)
     fi
     rm -f "$pid_file"
+    launch() {
     "${as_rabbit[@]}" env HOME="$dir" \
       RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
       RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
@@ -56,13 +58,33 @@ EOF
       RABBITMQ_NODENAME="$node" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$port" \
       RABBITMQ_DIST_PORT="$dist_port" \
       RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
-      RABBITMQ_PID_FILE="$pid_file" \
+      RABBITMQ_PID_FILE="$pid_file" ERL_CRASH_DUMP="$dir/log/erl_crash.dump" \
       "$server" -detached
-    for _ in $(seq 1 600); do
-      if port_open && running; then exit 0; fi
-      sleep 0.1
+    }
+    # The Erlang VM of a node that is booting, found by its home directory (-detached leaves no
+    # launcher to wait for).
+    booting() { pgrep -u rabbitmq -f -- "beam.smp.* -home $dir( |$)" >/dev/null 2>&1 ||
+      pgrep -f -- "beam.smp.* -home $dir( |$)" >/dev/null 2>&1; }
+    # On a loaded machine a node has died while booting, before it logged anything (a CI run
+    # beside a chaos run): such a node is started again, twice at most. The wait is for
+    # readiness, not a timing check: up to 180 s per attempt.
+    for attempt in 1 2 3; do
+      if [ "$attempt" -gt 1 ]; then  # what the dead node left of its database goes
+        rm -rf "$dir/mnesia" && mkdir -p "$dir/mnesia"
+        [ "$(id -u)" = 0 ] && chown rabbitmq:rabbitmq "$dir/mnesia"
+      fi
+      launch
+      for i in $(seq 1 1800); do
+        if port_open && running; then exit 0; fi
+        # Gone 5 s after the launch with no pid written: it died while booting.
+        if [ "$i" -gt 50 ] && ! running && ! booting; then break; fi
+        sleep 0.1
+      done
+      if running || booting; then break; fi  # still booting after 180 s: give up
+      echo "rabbitmq.sh: the node on port $port exited while starting (attempt $attempt)" >&2
+      head -c 2000 "$dir/log/erl_crash.dump" >&2 2>/dev/null || true
     done
-    echo "rabbitmq.sh: RabbitMQ on port $port did not answer within 60 s; log tail:" >&2
+    echo "rabbitmq.sh: RabbitMQ on port $port did not answer; log tail:" >&2
     tail -n 30 "$dir/log/$node.log" >&2 2>/dev/null || true
     exit 1
     ;;
