@@ -115,6 +115,16 @@ Status RedisProcessingLocks::Release(const std::string& event_id, const std::str
   return Status::Ok();
 }
 
+Result<bool> RedisProcessingLocks::Renew(const std::string& event_id, const std::string& token,
+                                         int64_t ttl_ms) {
+  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
+  auto r = conn->Eval(LoadScript("consumer_renew.lua"), {ProcessingKey(prefix_, event_id)},
+                      {token, std::to_string(ttl_ms)}, /*idempotent=*/true);
+  Give(std::move(conn));
+  if (!r.ok()) return r.status().WithContext("renew processing key of " + event_id);
+  return r->integer == 1;
+}
+
 // --- status ---
 
 int64_t ResidentBytes() {
@@ -202,6 +212,8 @@ struct EventConsumer::Shared {
   std::deque<Outcome> done;
   bool closing = false;
   std::atomic<size_t> active{0};
+  // The processing keys workers hold now: token -> event id (the poll thread renews them).
+  std::map<std::string, std::string> held;
 };
 
 // Everything only the poll thread touches.
@@ -221,6 +233,7 @@ struct EventConsumer::PollState {
   int64_t start = 0;
   int64_t start_wall = 0;
   int64_t next_report = 0;
+  int64_t next_renew = 0;
   int64_t poll_blocked_until = 0;
   Status fatal;
 };
@@ -301,6 +314,10 @@ EventConsumer::Outcome EventConsumer::Handle(Item item) {
   } else if (!*acquired) {
     out.kind = Outcome::Kind::kHeld;
   } else {
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->held[token] = id;
+    }
     // The key is released whatever happens below ("finally"); if the release fails the key
     // expires with its TTL.
     auto completed = handler_->IsCompleted(id);
@@ -316,6 +333,10 @@ EventConsumer::Outcome EventConsumer::Handle(Item item) {
       handler_->OnSuccess(event);
       out.kind = Outcome::Kind::kProcessed;
     }
+    {
+      std::lock_guard<std::mutex> lock(shared_->mu);
+      shared_->held.erase(token);
+    }
     if (Status rel = locks_->Release(id, token); !rel.ok()) {
       spdlog::warn("consumer {}: {} (the key expires in {} ms)", options_.name, rel.ToString(),
                    options_.processing_ttl_ms);
@@ -323,6 +344,23 @@ EventConsumer::Outcome EventConsumer::Handle(Item item) {
   }
   out.item = std::move(item);
   return out;
+}
+
+void EventConsumer::RenewKeys() {
+  std::map<std::string, std::string> held;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    held = shared_->held;
+  }
+  for (const auto& [token, id] : held) {
+    auto renewed = locks_->Renew(id, token, options_.processing_ttl_ms);
+    if (!renewed.ok()) {
+      spdlog::warn("consumer {}: renewing the processing key of {}: {}", options_.name, id,
+                   renewed.status().ToString());
+    }
+    // false: the attempt released the key meanwhile (the usual case), or the key expired (a
+    // renewal came late); the completion record keeps the event applied once either way.
+  }
 }
 
 bool EventConsumer::Ordered(const std::string& topic) const {
@@ -511,6 +549,8 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
   st.start = env_->NowMicros();
   st.start_wall = env_->WallMicros();
   st.next_report = st.start + options_.status_interval_ms * 1000;
+  const int64_t renew_every = std::max<int64_t>(1, options_.processing_ttl_ms / 3) * 1000;
+  st.next_renew = st.start + renew_every;
 
   std::vector<std::thread> workers;
   for (size_t i = 0; i < options_.concurrency; ++i) workers.emplace_back([this] { WorkerLoop(); });
@@ -563,6 +603,10 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
         ++it;
       }
     }
+    if (now >= st.next_renew) {
+      RenewKeys();
+      st.next_renew = now + renew_every;
+    }
     if (now >= st.next_report) {
       Report(st);
       st.next_report = now + options_.status_interval_ms * 1000;
@@ -593,7 +637,7 @@ Status EventConsumer::Run(const std::atomic<bool>& stop) {
     }
 
     // 4. The next timer bounds every wait.
-    int64_t next = st.next_report;
+    int64_t next = std::min(st.next_report, st.next_renew);
     for (const auto& [due, item] : st.scheduled) {
       if (!paused(item)) next = std::min(next, due);  // else the resume below bounds the wait
     }

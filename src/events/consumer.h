@@ -7,8 +7,10 @@
 //   1. ParseEnvelope (events/event.h). A body that is not an envelope is dead-lettered at once
 //      (retrying cannot mend it) and acked.
 //   2. The processing key "{key_prefix}:processing:{event_id}" is taken with a TTL (default
-//      300 s): seed 003's "virtual state", nothing in any database says "processing", and the key
-//      expires by itself if this consumer dies. The key holds a token unique to the attempt and is
+//      30 s, renewed by the poll thread every third of it while the handler runs): seed 003's
+//      "virtual state", nothing in any database says "processing", and the key expires by itself
+//      soon after this consumer dies (a 5-minute TTL held a killed consumer's event, and its
+//      group's lag, that long). The key holds a token unique to the attempt and is
 //      released (compare-and-delete) when the attempt ends, whatever its outcome.
 //      A key held by someone else means another consumer (or another worker of this one, for a
 //      duplicate in the same batch) is working on the event right now. The delivery is NOT acked
@@ -153,12 +155,16 @@ class ProcessingLocks {
                                   int64_t ttl_ms) = 0;
   // Deletes the key if `token` holds it; Ok (doing nothing) otherwise.
   virtual Status Release(const std::string& event_id, const std::string& token) = 0;
+  // Gives the key ttl_ms more if `token` still holds it; false (and no key made) otherwise.
+  virtual Result<bool> Renew(const std::string& event_id, const std::string& token,
+                             int64_t ttl_ms) = 0;
 };
 
 // "{prefix}:processing:{event_id}".
 std::string ProcessingKey(std::string_view prefix, std::string_view event_id);
 
-// ProcessingLocks in Redis: scripts consumer_acquire.lua / consumer_release.lua (coord/lua), one
+// ProcessingLocks in Redis: scripts consumer_acquire.lua / consumer_release.lua /
+// consumer_renew.lua (coord/lua), one
 // connection per concurrent caller, opened on first use. Bound: one key per event being worked
 // on, each with a TTL.
 class RedisProcessingLocks : public ProcessingLocks {
@@ -170,6 +176,8 @@ class RedisProcessingLocks : public ProcessingLocks {
   Result<bool> TryAcquire(const std::string& event_id, const std::string& token,
                           int64_t ttl_ms) override;
   Status Release(const std::string& event_id, const std::string& token) override;
+  Result<bool> Renew(const std::string& event_id, const std::string& token,
+                     int64_t ttl_ms) override;
 
  private:
   RedisProcessingLocks(std::string url, std::string key_prefix, const RedisOptions& options)
@@ -199,7 +207,9 @@ struct ConsumerOptions {
   size_t concurrency = 4;         // worker threads (>= 1)
   size_t max_buffered = 0;  // polled deliveries waiting for a slot or a retry; 0 = 2 * concurrency
   int64_t poll_timeout_ms = 100;  // longest Poll wait while idle
-  int64_t processing_ttl_ms = 300'000;
+  // The processing key's TTL; the poll thread renews the keys of events in a handler every
+  // processing_ttl_ms / 3, so only a consumer that died leaves one for up to this long.
+  int64_t processing_ttl_ms = 30'000;
   int max_retries = 3;
   int64_t retry_base_ms = 1'000;  // retry n waits retry_base_ms * 2^(n-1)
   int64_t held_recheck_ms = 1'000;
@@ -272,6 +282,8 @@ class EventConsumer {
   Outcome Handle(Item item);
   void OnOutcome(Outcome outcome, PollState& st);
   bool Ordered(const std::string& topic) const;
+  // Renews the processing keys the workers hold (poll thread).
+  void RenewKeys();
   bool TakeTurn(const Item& item, PollState& st);
   void EndTurn(const Item& item, PollState& st);
   ConsumerStatus BuildStatus(PollState& st);

@@ -149,6 +149,65 @@ TEST_F(ConsumerRedisTest, ProcessingKeyHasItsTtlWhileWorkingAndIsGoneAfter) {
   EXPECT_EQ(KeysLeft(), 0);
 }
 
+// A handler that runs longer than the key's TTL keeps its key: the poll thread renews it, so
+// another consumer never takes the event over from a live one (and the TTL can be short enough
+// that a dead consumer's event waits seconds, not minutes).
+TEST_F(ConsumerRedisTest, TheProcessingKeyIsRenewedWhileAHandlerRunsLongerThanItsTtl) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  Env* env = Env::Default();
+  FakeSubscriber sub(env);
+  uint64_t h = sub.Add(TestEvent(1).body);
+  SharedHandler handler;
+  auto checker = NewConnection();
+  ASSERT_TRUE(checker);
+  constexpr int64_t kTtlMs = 600;
+  const std::string key = ProcessingKey(Prefix(), TestEvent(1).event_id);
+  std::vector<std::string> holders;  // the key's holder every 100 ms while the handler runs
+  handler.during_process = [&](const ConsumedEvent&) {
+    for (int i = 0; i < 20; ++i) {  // 2 s: more than three TTLs
+      auto v = checker->Command({"GET", key});
+      holders.push_back(v.ok() ? v->str : "error");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  };
+  ConsumerOptions o = FastOptions("renew");
+  o.processing_ttl_ms = kTtlMs;
+  std::atomic<bool> stop{false};
+  EventConsumer c(o, &sub, locks.get(), &handler);
+  std::thread t([&] { (void)c.Run(stop); });
+  bool acked = WaitFor([&] { return sub.acked(h); }, 30'000);
+  stop = true;
+  t.join();
+  ASSERT_TRUE(acked);
+  ASSERT_EQ(holders.size(), 20u);
+  for (size_t i = 0; i < holders.size(); ++i) {
+    EXPECT_FALSE(holders[i].empty()) << "the key was gone " << (i * 100) << " ms into the handler";
+  }
+  EXPECT_EQ(KeysLeft(), 0);
+}
+
+// A renewal racing with the attempt's release must not bring the key back.
+TEST_F(ConsumerRedisTest, RenewExtendsOnlyAKeyItsTokenHoldsAndNeverMakesOne) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  ASSERT_TRUE(locks->TryAcquire("e2", "tok-a", 1'000).ok());
+  auto renewed = locks->Renew("e2", "tok-a", 60'000);
+  ASSERT_TRUE(renewed.ok()) << renewed.status().ToString();
+  EXPECT_TRUE(*renewed);
+  auto pttl = conn().Command({"PTTL", ProcessingKey(Prefix(), "e2")});
+  ASSERT_TRUE(pttl.ok());
+  EXPECT_GT(pttl->integer, 50'000);
+  auto other = locks->Renew("e2", "tok-b", 60'000);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(*other);
+  ASSERT_TRUE(locks->Release("e2", "tok-a").ok());
+  auto late = locks->Renew("e2", "tok-a", 60'000);
+  ASSERT_TRUE(late.ok());
+  EXPECT_FALSE(*late);
+  EXPECT_EQ(KeysLeft(), 0) << "a renewal after the release made the key again";
+}
+
 TEST_F(ConsumerRedisTest, AcquireIsIdempotentForItsTokenAndReleaseChecksTheToken) {
   auto locks = Locks();
   ASSERT_TRUE(locks);

@@ -224,6 +224,14 @@ class FakeLocks : public ProcessingLocks {
     if (it != keys_.end() && it->second.first == token) keys_.erase(it);
     return Status::Ok();
   }
+  Result<bool> Renew(const std::string& id, const std::string& token, int64_t ttl_ms) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = keys_.find(id);
+    int64_t now = env_->NowMicros();
+    if (it == keys_.end() || it->second.first != token || it->second.second <= now) return false;
+    it->second.second = now + ttl_ms * 1000;
+    return true;
+  }
   // Holds `id` for someone else, as another consumer would.
   void HoldForOther(const std::string& id, int64_t ttl_ms) {
     std::lock_guard<std::mutex> lock(mu_);
