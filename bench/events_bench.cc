@@ -385,6 +385,11 @@ class LocalLocks : public ProcessingLocks {
     if (it != held_.end() && it->second == token) held_.erase(it);
     return Status::Ok();
   }
+  Result<bool> Renew(const std::string& event_id, const std::string& token, int64_t) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = held_.find(event_id);
+    return it != held_.end() && it->second == token;  // no TTL here: held until released
+  }
 
  private:
   std::mutex mu_;
