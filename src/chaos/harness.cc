@@ -142,7 +142,8 @@ void DumpBalances(const std::string& url, const std::string& path) {
     out << "cannot connect: " << conn.status().ToString() << '\n';
     return;
   }
-  auto query = [&](const char* sql, std::vector<PgParam> params = {}) -> std::optional<PgResult> {
+  auto query = [&](const std::string& sql,
+                   std::vector<PgParam> params = {}) -> std::optional<PgResult> {
     auto r = (*conn)->Query(sql, params);
     if (!r.ok()) {
       out << "query failed: " << r.status().ToString() << '\n';
@@ -150,17 +151,7 @@ void DumpBalances(const std::string& url, const std::string& path) {
     }
     return std::move(*r);
   };
-  static constexpr char kDiffering[] = R"sql(
-WITH moves AS (
-  SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
-         value AS delta
-    FROM token_transfers WHERE to_address <> '\x0000000000000000000000000000000000000000'
-  UNION ALL
-  SELECT from_address, token_address, COALESCE(token_id, -1), -value
-    FROM token_transfers WHERE from_address <> '\x0000000000000000000000000000000000000000'
-), expected AS (
-  SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3
-)
+  static const std::string kDiffering = std::string(kExpectedBalancesCte) + R"sql(
 SELECT encode(COALESCE(e.holder, a.holder), 'hex'), encode(COALESCE(e.token, a.token), 'hex'),
        COALESCE(e.token_id, a.token_id)::text, COALESCE(e.balance::text, '-'),
        COALESCE(a.balance::text, '-'), COALESCE(a.transfer_count::text, '-')
@@ -204,13 +195,6 @@ SELECT encode(COALESCE(e.holder, a.holder), 'hex'), encode(COALESCE(e.token, a.t
             "WHERE event_id = $1::uuid",
             {id});
         if (!applied) continue;
-        if (applied->rows() == 0) {
-          // Written into another schema's table? (A session whose search_path was lost.)
-          auto tables = (*conn)->Query(
-              "SELECT string_agg(schemaname, ',') FROM pg_catalog.pg_tables "
-              "WHERE tablename = 'applied_events'");
-          if (tables.ok()) out << "      (applied_events in: " << tables->Get(0, 0) << ")\n";
-        }
         out << fmt::format(
             "      #{} {}: {}\n", n, id,
             applied->rows() == 0

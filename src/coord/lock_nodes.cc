@@ -52,24 +52,24 @@ struct LockNodes::Node {
         if (stop) return;
         job = std::move(jobs.front());
         jobs.pop_front();
+      }
+      {
+        std::lock_guard lock(job.batch->mu);
+        if (job.batch->closed) continue;  // its caller had stopped waiting: never started
+        ++job.batch->running;
+      }
+      {
+        std::lock_guard lock(mu);
         busy = true;
         busy_since = std::chrono::steady_clock::now();
       }
-      bool start = false;
-      {
-        std::lock_guard lock(job.batch->mu);
-        start = !job.batch->closed;
-        if (start) ++job.batch->running;
-      }
-      std::optional<Result<RedisReply>> r;
-      if (start) r = job.op(*conn);
+      Result<RedisReply> r = job.op(*conn);
       {
         std::lock_guard lock(mu);
         busy = false;
       }
-      if (!r.has_value()) continue;  // its caller had stopped waiting: never started
       std::lock_guard lock(job.batch->mu);
-      job.batch->results[job.index] = std::move(*r);
+      job.batch->results[job.index] = std::move(r);
       ++job.batch->answered;
       --job.batch->running;
       job.batch->cv.notify_all();

@@ -135,8 +135,7 @@ Result<bool> RecordApplied(PgConn& conn, const std::string& event_id) {
 
 }  // namespace
 
-Result<BalancesCheck> CheckBalancesAgainstTransfers(PgConn& conn) {
-  static constexpr char kSql[] = R"sql(
+const char kExpectedBalancesCte[] = R"sql(
 WITH moves AS (
   SELECT to_address AS holder, token_address AS token, COALESCE(token_id, -1) AS token_id,
          value AS delta
@@ -146,7 +145,12 @@ WITH moves AS (
     FROM token_transfers WHERE from_address <> '\x0000000000000000000000000000000000000000'
 ), expected AS (
   SELECT holder, token, token_id, sum(delta) AS balance FROM moves GROUP BY 1, 2, 3
-), actual AS (
+)
+)sql";
+
+Result<BalancesCheck> CheckBalancesAgainstTransfers(PgConn& conn) {
+  static const std::string kSql = std::string(kExpectedBalancesCte) + R"sql(
+, actual AS (
   SELECT holder, token, token_id, balance FROM token_balances
 )
 SELECT (SELECT count(*) FROM (SELECT * FROM expected EXCEPT SELECT * FROM actual) a) +

@@ -85,6 +85,11 @@ class BalancesService : public EventHandler {
   PgPool* pool_;
 };
 
+// The aggregate of token_transfers as SQL that begins a WITH clause: it defines `expected(holder,
+// token, token_id, balance)` (token_id -1 for ERC-20, the zero address excluded) and ends after
+// that CTE, so a query appends further CTEs (", name AS (...)") or its SELECT.
+extern const char kExpectedBalancesCte[];
+
 // Checks token_balances against the indexer's token_transfers when both live in `conn`'s
 // database: the aggregate of token_transfers (incoming minus outgoing per holder, token and id,
 // the zero address excluded) compared with token_balances, both ways. `differing` counts the rows

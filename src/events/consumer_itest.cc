@@ -208,6 +208,38 @@ TEST_F(ConsumerRedisTest, RenewExtendsOnlyAKeyItsTokenHoldsAndNeverMakesOne) {
   EXPECT_EQ(KeysLeft(), 0) << "a renewal after the release made the key again";
 }
 
+// The three scripts share their argument checks (lua/consumer_lib.lua): each refuses a bad
+// argument naming itself and the argument, and writes nothing.
+TEST_F(ConsumerRedisTest, EveryProcessingKeyScriptRefusesABadArgumentByNameBeforeAnyWrite) {
+  auto locks = Locks();
+  ASSERT_TRUE(locks);
+  auto empty = locks->TryAcquire("e3", "", 10'000);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.status().message().find("consumer_acquire: empty token"), std::string::npos)
+      << empty.status().ToString();
+  auto zero = locks->TryAcquire("e3", "tok-a", 0);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("consumer_acquire: ttl must be an integer >= 1 ms, got 0"),
+            std::string::npos)
+      << zero.status().ToString();
+  EXPECT_EQ(KeysLeft(), 0);
+  ASSERT_TRUE(locks->TryAcquire("e3", "tok-a", 60'000).ok());
+  auto renew = locks->Renew("e3", "tok-a", -5);
+  ASSERT_FALSE(renew.ok());
+  EXPECT_NE(renew.status().message().find("consumer_renew: ttl must be an integer >= 1 ms, got -5"),
+            std::string::npos)
+      << renew.status().ToString();
+  auto pttl = conn().Command({"PTTL", ProcessingKey(Prefix(), "e3")});
+  ASSERT_TRUE(pttl.ok());
+  EXPECT_GT(pttl->integer, 50'000) << "a refused renewal changed the TTL";
+  auto release = locks->Release("e3", "");
+  ASSERT_FALSE(release.ok());
+  EXPECT_NE(release.message().find("consumer_release: empty token"), std::string::npos)
+      << release.ToString();
+  EXPECT_EQ(KeysLeft(), 1);
+  ASSERT_TRUE(locks->Release("e3", "tok-a").ok());
+}
+
 TEST_F(ConsumerRedisTest, AcquireIsIdempotentForItsTokenAndReleaseChecksTheToken) {
   auto locks = Locks();
   ASSERT_TRUE(locks);

@@ -10,15 +10,15 @@
 --          token holds it.
 -- Errors   "consumer_acquire: ..." for a bad argument, raised before any write.
 
+-- needs: consumer_lib.lua
+
 local key = KEYS[1]
 local token = ARGV[1]
-local ttl = tonumber(ARGV[2])
-
-if not token or token == '' then return redis.error_reply('consumer_acquire: empty token') end
-if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
-  return redis.error_reply('consumer_acquire: ttl must be an integer >= 1 ms, got ' ..
-                           tostring(ARGV[2]))
-end
+local bad = check_token('consumer_acquire', token)
+if bad then return bad end
+local ttl
+ttl, bad = parse_ttl('consumer_acquire', ARGV[2])
+if bad then return bad end
 
 local holder = redis.call('GET', key)
 if holder == token then

@@ -7,10 +7,13 @@
 -- Returns  1 if the key was held with this token and is now deleted, else 0. Idempotent.
 -- Errors   "consumer_release: ..." for a bad argument.
 
+-- needs: consumer_lib.lua
+
 local key = KEYS[1]
 local token = ARGV[1]
+local bad = check_token('consumer_release', token)
+if bad then return bad end
 
-if not token or token == '' then return redis.error_reply('consumer_release: empty token') end
 if redis.call('GET', key) == token then
   return redis.call('DEL', key)
 end

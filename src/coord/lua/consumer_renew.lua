@@ -10,15 +10,15 @@
 --          was released, expired, or another token holds it). Idempotent.
 -- Errors   "consumer_renew: ..." for a bad argument, raised before any write.
 
+-- needs: consumer_lib.lua
+
 local key = KEYS[1]
 local token = ARGV[1]
-local ttl = tonumber(ARGV[2])
-
-if not token or token == '' then return redis.error_reply('consumer_renew: empty token') end
-if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
-  return redis.error_reply('consumer_renew: ttl must be an integer >= 1 ms, got ' ..
-                           tostring(ARGV[2]))
-end
+local bad = check_token('consumer_renew', token)
+if bad then return bad end
+local ttl
+ttl, bad = parse_ttl('consumer_renew', ARGV[2])
+if bad then return bad end
 
 if redis.call('GET', key) ~= token then return 0 end
 redis.call('PEXPIRE', key, ttl)
