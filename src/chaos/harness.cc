@@ -1634,8 +1634,7 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
   auto read = [&](const std::string& type) { return (*events)[type]; };
   simdjson::dom::parser parser;
   struct BlockNew {
-    uint64_t number;
-    std::string hash;
+    BlockNewSeen seen;
     const Envelope* envelope;
   };
   std::vector<BlockNew> blocks;
@@ -1644,11 +1643,12 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
     simdjson::dom::element doc;
     uint64_t n = 0;
     std::string_view hash;
+    std::string_view parent;
     if (parser.parse(e.payload_json).get(doc) || doc["block_number"].get_uint64().get(n) ||
-        doc["hash"].get_string().get(hash)) {
+        doc["hash"].get_string().get(hash) || doc["parent_hash"].get_string().get(parent)) {
       continue;
     }
-    blocks.push_back({n, std::string(hash), &e});
+    blocks.push_back({{n, std::string(hash), std::string(parent), e.event_id}, &e});
   }
   uint64_t events_from = 0;
   {
@@ -1656,28 +1656,25 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
     auto r = conn->Query("SELECT value::bigint FROM indexer_state WHERE key = 'events_from'");
     if (r.ok() && r->rows() == 1) events_from = static_cast<uint64_t>(r->GetInt64(0, 0).value());
   }
-  // Order: from events_from, never forward by more than one height.
-  std::string order;
-  for (size_t i = 0; i < blocks.size() && order.empty(); ++i) {
-    const uint64_t expected = i == 0 ? events_from : blocks[i - 1].number + 1;
-    if (blocks[i].number > expected) {
-      order = fmt::format("block.new of block {} came after block {} (hole)", blocks[i].number,
-                          i == 0 ? std::string("none") : std::to_string(blocks[i - 1].number));
-    }
-  }
+  std::vector<BlockNewSeen> stream;
+  stream.reserve(blocks.size());
+  for (const BlockNew& b : blocks) stream.push_back(b.seen);
+  std::string order = BlockNewOrderViolation(events_from, stream);
   if (!order.empty()) {
     // What the bus holds, in its order, for whoever looks into it.
     const std::string path = dir_ + "/block-new-" + bus.name + ".txt";
     std::ofstream out(path, std::ios::trunc);
+    out << "# number hash parent_hash event_id producer timestamp\n";
     for (const BlockNew& b : blocks) {
-      out << b.number << ' ' << b.hash << ' ' << b.envelope->event_id << ' ' << b.envelope->producer
-          << ' ' << b.envelope->timestamp << '\n';
+      out << b.seen.number << ' ' << b.seen.hash << ' ' << b.seen.parent_hash << ' '
+          << b.envelope->event_id << ' ' << b.envelope->producer << ' ' << b.envelope->timestamp
+          << '\n';
     }
     order += " (the bus's block.new in order: " + path + ")";
   }
   report->invariants.push_back({"events-order" + suffix, order.empty(), order});
   std::set<std::string> published;
-  for (const BlockNew& b : blocks) published.insert(b.hash);
+  for (const BlockNew& b : blocks) published.insert(b.seen.hash);
   std::set<std::string> canonical;
   std::string missing;
   for (const HeadEntry& h : *headers) {
@@ -1697,8 +1694,9 @@ void Scenario::CheckEvents(SeedReport* report, uint64_t tip, const Bus& bus) {
   }
   std::string unretracted;
   for (const BlockNew& b : blocks) {
-    if (!canonical.count(b.hash) && !reverted.count(b.hash)) {
-      unretracted = fmt::format("orphaned block {} ({}) has no block.reverted", b.number, b.hash);
+    if (!canonical.count(b.seen.hash) && !reverted.count(b.seen.hash)) {
+      unretracted =
+          fmt::format("orphaned block {} ({}) has no block.reverted", b.seen.number, b.seen.hash);
       break;
     }
   }
@@ -2239,7 +2237,12 @@ Result<SeedReport> Scenario::Run() {
     if (!inv.ok) Note("VIOLATION " + inv.name + ": " + inv.detail);
   }
   Teardown();
-  if (report.violations() == 0 && !options_.keep_passing_logs) {
+  const bool slow = options_.keep_logs_over_ms >= 0 &&
+                    (report.recovery_ms < 0 || report.recovery_ms > options_.keep_logs_over_ms);
+  if (slow) {
+    Note(fmt::format("recovery took over {} ms: the logs are kept", options_.keep_logs_over_ms));
+  }
+  if (report.violations() == 0 && !options_.keep_passing_logs && !slow) {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);
   }
@@ -2247,6 +2250,29 @@ Result<SeedReport> Scenario::Run() {
 }
 
 }  // namespace
+
+std::string BlockNewOrderViolation(uint64_t events_from, const std::vector<BlockNewSeen>& stream) {
+  std::set<std::string> delivered;                 // event ids
+  std::map<uint64_t, const BlockNewSeen*> latest;  // height -> the latest first delivery there
+  for (const BlockNewSeen& b : stream) {
+    if (!delivered.insert(b.event_id).second) continue;  // a repeated delivery
+    if (b.number > events_from) {
+      auto below = latest.find(b.number - 1);
+      if (below == latest.end()) {
+        return fmt::format("block.new of block {} ({}) came before any of block {} (hole)",
+                           b.number, b.hash, b.number - 1);
+      }
+      if (below->second->hash != b.parent_hash) {
+        return fmt::format(
+            "block.new of block {} ({}, parent {}) came when the latest block.new of block {} "
+            "was {} (its parent not announced again)",
+            b.number, b.hash, b.parent_hash, b.number - 1, below->second->hash);
+      }
+    }
+    latest[b.number] = &b;
+  }
+  return "";
+}
 
 size_t SeedReport::violations() const {
   return static_cast<size_t>(

@@ -58,9 +58,10 @@
 //                        within its lease) still holds the task after the revoked holder tried
 //                        to complete it: not lease gone and task ended meanwhile
 // The events invariants and balances are checked per bus, named "events-order (redis)" etc.:
-//   events-order         the bus's block.new stream starts at events_from and never skips a
-//                        height (a re-org or a republished batch may go back, never forward by
-//                        more than one)
+//   events-order         in the bus's block.new stream, each block above events_from comes
+//                        after its parent's: the latest block.new at the height below (among
+//                        first deliveries of an event id) names the block's parent hash
+//                        (BlockNewOrderViolation)
 //   events-complete      every canonical block from events_from on has its block.new
 //   events-retracted     every block.new of an orphaned block has a block.reverted
 //   events-transfers     every canonical block's token.transfer events in effect (less the ids a
@@ -110,6 +111,9 @@ struct HarnessOptions {
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;
   bool keep_passing_logs = false;  // keep the directory of a seed without violations
+  // Keep the directory of a seed without violations that took longer than this to recover
+  // (milliseconds; negative: never on that account).
+  int64_t keep_logs_over_ms = 30'000;
   // The safety check the gapless processes run without (GAPLESS_MUTATION, core/mutation.h; the
   // gapless binary must be built with GAPLESS_MUTATIONS=ON). Empty: none.
   std::string mutation;
@@ -135,6 +139,25 @@ struct SeedReport {
   std::string dir;           // where its timeline and logs are (removed when it passed)
   size_t violations() const;
 };
+
+// One block.new as the harness read it off a bus, in the bus's order.
+struct BlockNewSeen {
+  uint64_t number = 0;
+  std::string hash;
+  std::string parent_hash;
+  std::string event_id;
+};
+
+// The events-order invariant over one bus's block.new stream: "" when it holds, else what broke
+// first. What a consumer that follows the chain needs: when it receives the block.new of a block
+// above events_from, it has already received its parent's, and the latest block.new it received
+// at that height is the parent (so a new fork's blocks come from the fork point up, and a block
+// that came back in a flip-flop is announced again before its child). A delivery of an event id
+// already delivered (a batch published again: a relay killed before its cursor moved, or a
+// deposed leader's relay whose batch reached the broker after its successor's) changes nothing a
+// consumer that deduplicates by id sees, so it is not looked at. So the stream starts at
+// events_from (or below) and never skips a height.
+std::string BlockNewOrderViolation(uint64_t events_from, const std::vector<BlockNewSeen>& stream);
 
 // One scenario. A failure to set the deployment up is an error (not a violation).
 Result<SeedReport> RunSeed(uint64_t seed, const HarnessOptions& options);

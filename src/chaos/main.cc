@@ -148,6 +148,11 @@ int main(int argc, char** argv) {
   app.add_option("--gapless", options.gapless_bin, "The gapless binary")->capture_default_str();
   app.add_option("--anvil", options.anvil_bin, "The anvil binary (default: $GAPLESS_ANVIL)");
   app.add_flag("--keep-logs", options.keep_passing_logs, "Keep the directories of passing seeds");
+  double keep_logs_over_s = 30;
+  app.add_option("--keep-logs-over", keep_logs_over_s,
+                 "Keep the directory of a passing seed that took more than this many seconds to "
+                 "recover (negative: never)")
+      ->capture_default_str();
   app.add_option("--parallel", parallel,
                  "Seeds run at once (each is a whole deployment: about 2 cores apiece)")
       ->capture_default_str()
@@ -159,6 +164,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(
           {"fence", "reorg-floor", "relay-contiguity", "lease-owner", "head-log-height"}));
   CLI11_PARSE(app, argc, argv);
+  options.keep_logs_over_ms =
+      keep_logs_over_s < 0 ? -1 : static_cast<int64_t>(keep_logs_over_s * 1000);
 
   std::vector<uint64_t> seeds;
   if (!ParseSeeds(seeds_text, &seeds)) {
