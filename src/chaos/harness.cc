@@ -2115,9 +2115,6 @@ Result<SeedReport> Scenario::Run() {
 
   StartTraffic();
   if (kafka_source_) StartProducer();
-  // Let the fleet start before the first fault.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3'000));
-  const Clock::time_point faults_start = Clock::now();
   std::multimap<int64_t, Fault> heals;  // due time (ms since faults_start) -> fault
   size_t next = 0;
   auto watch = [&] {
@@ -2133,28 +2130,6 @@ Result<SeedReport> Scenario::Run() {
         Note(what + "; restarted");
         p.pid = -1;
         p.Start();
-      }
-    }
-    // A worker that stopped itself at the failpoint: resumed after twice the lease TTL, when
-    // its range has been re-leased (and most likely committed) by another.
-    for (auto& [name, p] : procs_) {
-      if (p.pid <= 0 || p.stopped) continue;
-      const int64_t now = MillisSince(start_);
-      if (p.self_stopped_ms < 0 && ProcessState(p.pid) == 'T') {
-        p.self_stopped_ms = now;
-        if (name == kStaleCompleter) {
-          Note(name + " stopped itself before its completion (failpoint)");
-          if (StaleCompleteUnder(p)) continue;
-        } else {
-          Note(name + " stopped itself before its write (failpoint)");
-          if (ReorgUnder(p)) continue;
-        }
-      } else if (p.self_stopped_ms >= 0 && now - p.self_stopped_ms > 2 * options_.lease_ttl_ms &&
-                 ProcessState(p.pid) == 'T') {
-        kill(p.pid, SIGCONT);
-        Note(name + (name == kStaleCompleter
-                         ? " resumed: its completion must be refused (not the lease holder)"
-                         : " resumed: its write must be refused by the fence"));
       }
     }
     if (frontier_violation_.empty()) {
@@ -2176,7 +2151,41 @@ Result<SeedReport> Scenario::Run() {
       }
     }
   };
+  // The failpoint stops, often (the lease of a worker that stopped itself lives 3 s at most, so
+  // it must be found within that time): a worker that stopped itself is re-orged under, or
+  // resumed after twice the lease TTL, when its range has been re-leased (and most likely
+  // committed) by another.
+  auto watch_failpoints = [&] {
+    for (auto& [name, p] : procs_) {
+      if (p.pid <= 0 || p.stopped) continue;
+      const int64_t now = MillisSince(start_);
+      if (p.self_stopped_ms < 0 && ProcessState(p.pid) == 'T') {
+        p.self_stopped_ms = now;
+        if (name == kStaleCompleter) {
+          Note(name + " stopped itself before its completion (failpoint)");
+          if (StaleCompleteUnder(p)) continue;
+        } else {
+          Note(name + " stopped itself before its write (failpoint)");
+          if (ReorgUnder(p)) continue;
+        }
+      } else if (p.self_stopped_ms >= 0 && now - p.self_stopped_ms > 2 * options_.lease_ttl_ms &&
+                 ProcessState(p.pid) == 'T') {
+        kill(p.pid, SIGCONT);
+        Note(name + (name == kStaleCompleter
+                         ? " resumed: its completion must be refused (not the lease holder)"
+                         : " resumed: its write must be refused by the fence"));
+      }
+    }
+  };
+  // Let the fleet start before the first fault, watching the failpoints (the first stop comes
+  // within seconds: a worker's first task).
+  for (int i = 0; i < 30; ++i) {
+    watch_failpoints();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const Clock::time_point faults_start = Clock::now();
   auto last_check = Clock::now();
+  auto last_failpoints = Clock::now();
   auto interrupted = [&] { return options_.stop != nullptr && options_.stop->load(); };
   while (true) {
     if (interrupted()) {
@@ -2192,6 +2201,10 @@ Result<SeedReport> Scenario::Run() {
     while (!heals.empty() && heals.begin()->first <= now) {
       Heal(heals.begin()->second);
       heals.erase(heals.begin());
+    }
+    if (Clock::now() - last_failpoints > std::chrono::milliseconds(100)) {
+      watch_failpoints();
+      last_failpoints = Clock::now();
     }
     if (Clock::now() - last_check > std::chrono::seconds(1)) {
       watch();
@@ -2217,6 +2230,7 @@ Result<SeedReport> Scenario::Run() {
       return Aborted("interrupted");
     }
     watch();
+    watch_failpoints();
     if (Recovered(tip, &why)) {
       recovered = true;
       break;
