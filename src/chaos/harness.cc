@@ -854,6 +854,10 @@ void Scenario::FailOverCoord(const Fault& f) {
 }
 
 Status Scenario::Setup() {
+  // A directory an earlier run of this seed left (failed, slow, or --keep-logs) goes: the
+  // processes append to their logs, and one-leader-per-epoch reads the leaders' logs whole.
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
   std::filesystem::create_directories(dir_);
   timeline_.open(dir_ + "/timeline.txt", std::ios::trunc);
   start_ = Clock::now();
