@@ -11,6 +11,7 @@
 #include "events/kafka_bus.h"
 #include "events/open_bus.h"
 #include "node/commands.h"
+#include "node/startup.h"
 #include "source/block_message.h"
 #include "store/reader.h"
 #include "store/retractions.h"
@@ -190,8 +191,13 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   options.topics = {EventTopic(kTokenTransfer, command.chain_id),
                     EventTopic(kBlockReverted, command.chain_id)};
   options.from_beginning = true;
-  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber,
-                           OpenSubscriber(command.bus, options));
+  SignalStop signals;
+  // The bus, the database and the processing keys' Redis may be away as the consumer (re)starts:
+  // it waits for them (node/startup.h). A signal ends the wait.
+  Result<std::unique_ptr<Subscriber>> opened = OpenWhenReachable<std::unique_ptr<Subscriber>>(
+      "the events bus", [&] { return OpenSubscriber(command.bus, options); }, &signals.flag());
+  if (!opened.ok() && signals.flag().load()) return Outcome::kStopped;
+  GAPLESS_ASSIGN_OR_RETURN(std::unique_ptr<Subscriber> subscriber, std::move(opened));
   BalancesOptions balances;
   balances.pg_url = command.db;
   balances.redis_url = command.redis;
@@ -209,8 +215,13 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   }
   spdlog::info("consuming {} on {} as group {} into token_balances",
                fmt::join(options.topics, ", "), subscriber->name(), command.group);
-  SignalStop signals;
-  GAPLESS_RETURN_IF_ERROR(RunBalancesConsumer(balances, subscriber.get(), signals.flag()));
+  // Unavailable from RunBalancesConsumer is its set-up's (EventConsumer::Run retries what fails
+  // while it runs): the database or the processing keys' Redis is away.
+  Status st = RetryWhileUnavailable(
+      "the balances database or the processing keys' Redis",
+      [&] { return RunBalancesConsumer(balances, subscriber.get(), signals.flag()); },
+      &signals.flag());
+  if (!st.ok() && !signals.flag().load()) return st;
   return Outcome::kStopped;
 }
 

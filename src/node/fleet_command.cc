@@ -28,6 +28,7 @@
 #include "node/kafka_worker.h"
 #include "node/leader.h"
 #include "node/progress.h"
+#include "node/startup.h"
 #include "node/worker.h"
 
 namespace gapless {
@@ -333,18 +334,10 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     return OpenCoordination(command.redis, *conn, chain.chain_id,
                             EvictionCheck::kRequireNoEviction);
   };
-  // The coordination Redis (or PostgreSQL) may be away as a fleet process (re)starts: a restart
-  // or a failover in progress. The process waits for it, as its roles wait out any later outage;
-  // only a configuration error (a bad URL, a replica, an evicting policy: FailedPrecondition)
-  // stops it. Nothing is held yet, so a signal may end the wait as it likes.
-  Result<Coordination> opened = open_coordination();
-  for (int attempt = 0; !opened.ok() && opened.status().code() == Code::kUnavailable; ++attempt) {
-    const int64_t delay = BackoffMicros(Env::Default(), std::min(attempt, 5), 200'000, 5'000'000);
-    spdlog::warn("the coordination state cannot be opened yet ({}); trying again in {:.1f} s",
-                 opened.status().ToString(), static_cast<double>(delay) / 1e6);
-    Env::Default()->SleepMicros(delay);
-    opened = open_coordination();
-  }
+  // The coordination Redis (or PostgreSQL) may be away as a fleet process (re)starts
+  // (node/startup.h). Nothing is held yet, so a signal may end the wait as it likes.
+  Result<Coordination> opened = OpenWhenReachable<Coordination>(
+      "the coordination state", open_coordination, /*stop=*/nullptr);
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, std::move(opened));
   GAPLESS_ASSIGN_OR_RETURN(
       SharedRateLimiter limiter,

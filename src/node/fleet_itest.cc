@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -27,6 +28,8 @@
 #include "coord/frontier.h"
 #include "coord/lock_nodes.h"
 #include "coord/queue.h"
+#include "events/event.h"
+#include "node/commands.h"
 #include "node/head_tracker.h"
 #include "node/indexer.h"
 #include "node/leader.h"
@@ -366,6 +369,60 @@ TEST_F(FleetTest, AWorkerStartedWhileTheCoordinationRedisIsDownWaitsForIt) {
   EXPECT_TRUE(result.ok()) << "the worker gave up: " << result.ToString();
   EXPECT_EQ(worker.counters().tasks.load(), 1u);
   ExpectComplete(pool_.get(), 0, 9);
+}
+
+// `gapless consume balances` (re)started while its bus and its database are away (a broker
+// restart, a failover) waits for them, as the fleet does, instead of exiting (chaos seed 270: a
+// balances consumer killed while RabbitMQ restarted exited six times as the harness restarted
+// it). Here the bus (Redis Streams) and PostgreSQL are reached through links that lead nowhere
+// until healed one after the other; the consumer must then make its group on the streams.
+TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForThem) {
+  auto redis = ParseRedisUrl(redis_.url());
+  ASSERT_TRUE(redis.ok());
+  const std::string pg_host = "@127.0.0.1:";
+  const size_t at = db_.url().find(pg_host);
+  ASSERT_NE(at, std::string::npos) << db_.url();
+  const size_t port_end = db_.url().find('/', at + pg_host.size());
+  const int pg_port = std::stoi(db_.url().substr(at + pg_host.size(), port_end - at));
+  TcpProxy bus_link("127.0.0.1", 1);  // nothing listens on port 1
+  TcpProxy pg_link("127.0.0.1", 1);
+  ConsumeBalancesCommand command;
+  command.bus = fmt::format("redis://127.0.0.1:{}/{}", bus_link.port(), redis->db);
+  command.redis = command.bus;
+  command.db = db_.url().substr(0, at + pg_host.size()) + std::to_string(pg_link.port()) +
+               db_.url().substr(port_end);
+  command.chain_id = 424242;
+  command.group = "waits";
+  std::atomic<bool> returned{false};
+  Result<Outcome> result = Outcome::kDone;
+  std::thread run([&] {
+    result = RunConsumeBalances(command);
+    returned.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
+  EXPECT_FALSE(returned.load()) << "it gave up while the bus was away: "
+                                << (result.ok() ? "ok" : result.status().ToString());
+  bus_link.SetTarget("127.0.0.1", redis->hosts[0].port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
+  EXPECT_FALSE(returned.load()) << "it gave up while PostgreSQL was away: "
+                                << (result.ok() ? "ok" : result.status().ToString());
+  pg_link.SetTarget("127.0.0.1", pg_port);
+  const std::string stream = EventTopic(kTokenTransfer, command.chain_id);
+  bool grouped = false;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!grouped && !returned.load() && std::chrono::steady_clock::now() < deadline) {
+    auto groups = redis_.conn()->Command({"XINFO", "GROUPS", stream});
+    grouped = groups.ok() && !groups->elements.empty();
+    if (!grouped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(grouped) << "the consumer never made its group on " << stream;
+  if (!returned.load()) std::raise(SIGTERM);  // its SignalStop ends it
+  run.join();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(*result, Outcome::kStopped);
+  auto cleanup =
+      redis_.conn()->Command({"DEL", stream, EventTopic(kBlockReverted, command.chain_id)});
+  EXPECT_TRUE(cleanup.ok());
 }
 
 TEST_F(FleetTest, RedisLossMidRunReconcilesAndCompletesWithoutAGap) {
