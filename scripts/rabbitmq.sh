@@ -2,8 +2,10 @@
 # rabbitmq.sh start|stop|status|url: a RabbitMQ node of the project's own on 127.0.0.1, for tests
 # and the demo. Its own node name (gapless-amqp-<port>@localhost), data, logs, config and Erlang
 # cookie in its own directory (below), no plugins, and nothing read from /etc/rabbitmq. The
-# distribution port is set explicitly (port + 1000, or port - 1000 above 64535) so two nodes on
-# one machine never collide; the shared epmd on 4369 that the first node starts stays running.
+# distribution port is set explicitly (port + 1000, or port - 1000 above 64535, or the next port
+# up when a socket already holds that one: a CI run beside other work once lost all three start
+# attempts to a connection whose local port it was) so two nodes on one machine never collide;
+# the shared epmd on 4369 that the first node starts stays running.
 # Debian's rabbitmq-server runs as user rabbitmq, so as root the node is started through runuser
 # and its directory belongs to rabbitmq. Each start begins empty (the directory is wiped when
 # the node is not running). Idempotent; start waits until the AMQP port answers (at most 180 s;
@@ -26,6 +28,11 @@ server=/usr/lib/rabbitmq/bin/rabbitmq-server
 running() { [ -s "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null &&
   ! grep -q '^State:\s*Z' "/proc/$(cat "$pid_file")/status" 2>/dev/null; }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+# True when a socket (listening or connected) has local port $1: the node could not bind it.
+port_taken() {
+  awk -v p="$(printf '%04X' "$1")" 'FNR > 1 { split($2, a, ":"); if (a[2] == p) found = 1 }
+    END { exit !found }' /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
 
 case "${1:-}" in
   start)
@@ -50,6 +57,7 @@ EOF
     fi
     rm -f "$pid_file"
     launch() {
+    for _ in $(seq 1 100); do port_taken "$dist_port" || break; dist_port=$((dist_port + 1)); done
     "${as_rabbit[@]}" env HOME="$dir" \
       RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
       RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf" \
