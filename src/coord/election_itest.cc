@@ -577,6 +577,53 @@ TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldF
   EXPECT_EQ(reader.CommittedAt(4)->hash, Block(4, "b").hash);
 }
 
+// Chaos seed 323 (docs/chaos.md "Not covered yet"): a leader's truncation (fork generation 1)
+// reached one lock node only, and the leader went away. A later candidate over the re-orged chain
+// must still lead and commit the new fork. Today it cannot: Committed skips the two nodes below
+// the newest generation but counts them as answers and returns an empty map, and HeadLogReader
+// counts them as unanswered, so every promotion's repair fails "1 of 3 lock nodes answered".
+// DISABLED until the fix (issue 16): it reproduces the defect.
+TEST_F(ElectionTest,
+       DISABLED_ATruncationThatReachedOneNodeOnlyStillLetsACandidateLeadOnTheNewFork) {
+  Election a = Candidate("a", /*ttl_ms=*/1'000);
+  QuorumOutcome p = a.Promote();
+  ASSERT_TRUE(p.quorum);
+  const uint64_t token = p.max_epoch;
+  std::vector<HeadEntry> old_fork;
+  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
+  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+  // The re-org's write (blocks above 3 become fork "b") reaches node 0 only; then "a" is gone.
+  auto conn = RedisConn::Connect(servers_[0]->url());
+  ASSERT_TRUE(conn.ok());
+  auto r = (*conn)->Eval(
+      LoadScript("election_write_head.lua"),
+      {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+       keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+      {"a", std::to_string(token), "1000", "1000", "1", "3", "3", Block(3).hash, Block(3).parent,
+       "4", Block(4, "b").hash, Block(3).hash, "5", Block(5, "b").hash, Block(4, "b").hash});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->elements[0].str, "OK");
+
+  Election eb = Candidate("b", 900);
+  auto committed = eb.Committed(1, 10);
+  EXPECT_FALSE(committed.ok() && committed->empty())
+      << "blocks 1..3 are on every node, yet the committed log reads as empty";
+
+  FakeChain chain;
+  chain.ReorgAbove(3, "b");
+  chain.height = 8;
+  Elector b(&eb, &chain, Opts("b"));
+  b.Start();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto tip = b.committed_tip();
+        return tip.has_value() && tip->hash == Block(8, "b").hash;
+      },
+      15'000))
+      << "no candidate leads after a truncation reached one node";
+  b.Stop();
+}
+
 // The elector follows a re-orging source: it truncates the log at the fork point, continues on the
 // new fork, and tells the leader's duties where to roll back to (ForksSince).
 TEST_F(ElectionTest, TheElectorTruncatesTheLogWhenTheChainReorgs) {
