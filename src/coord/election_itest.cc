@@ -136,6 +136,22 @@ class ElectionTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
+  // The re-org's write of a leader over blocks 1..6: fork generation 1 above block 3, fork "b" at
+  // heights 4 and 5, to node i alone, as `owner` with `token` (its lock renewed for `ttl_ms`).
+  void TruncateOn(size_t i, const std::string& owner, uint64_t token, int64_t ttl_ms) {
+    auto conn = RedisConn::Connect(servers_[i]->url());
+    ASSERT_TRUE(conn.ok());
+    auto r = (*conn)->Eval(
+        LoadScript("election_write_head.lua"),
+        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
+         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
+        {owner, std::to_string(token), std::to_string(ttl_ms), "1000", "1", "3", "3", Block(3).hash,
+         Block(3).parent, "4", Block(4, "b").hash, Block(3).hash, "5", Block(5, "b").hash,
+         Block(4, "b").hash});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_EQ(r->elements[0].str, "OK") << "node " << i;
+  }
+
   // Heights 1..top are committed, each the chain's block and the child of the one below.
   void ExpectCommittedIsTheChain(const Election& e, const FakeChain& chain, uint64_t top) {
     HeadLogReader reader(&e);
@@ -519,18 +535,7 @@ TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldF
   // The re-org's write (blocks above 3 become fork "b") reaches nodes 0 and 1 only (the leader
   // died before sending it to node 2).
   const HeadFork fork{1, 3};
-  for (size_t n : {0, 1}) {
-    auto conn = RedisConn::Connect(servers_[n]->url());
-    ASSERT_TRUE(conn.ok());
-    auto r = (*conn)->Eval(
-        LoadScript("election_write_head.lua"),
-        {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-         keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
-        {"a", std::to_string(token), "3000", "1000", "1", "3", "3", Block(3).hash, Block(3).parent,
-         "4", Block(4, "b").hash, Block(3).hash, "5", Block(5, "b").hash, Block(4, "b").hash});
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    ASSERT_EQ(r->elements[0].str, "OK") << "node " << n;
-  }
+  for (size_t n : {0, 1}) TruncateOn(n, "a", token, 3'000);
 
   auto committed = a.Committed(1, 10);
   ASSERT_TRUE(committed.ok()) << committed.status().ToString();
@@ -593,16 +598,7 @@ TEST_F(ElectionTest,
   for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
   ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
   // The re-org's write (blocks above 3 become fork "b") reaches node 0 only; then "a" is gone.
-  auto conn = RedisConn::Connect(servers_[0]->url());
-  ASSERT_TRUE(conn.ok());
-  auto r = (*conn)->Eval(
-      LoadScript("election_write_head.lua"),
-      {keys_.election_lock(), keys_.election_epoch(), keys_.head_log(), keys_.head_heights(),
-       keys_.head_floor(), keys_.head_incarnation(), keys_.head_fork()},
-      {"a", std::to_string(token), "1000", "1000", "1", "3", "3", Block(3).hash, Block(3).parent,
-       "4", Block(4, "b").hash, Block(3).hash, "5", Block(5, "b").hash, Block(4, "b").hash});
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->elements[0].str, "OK");
+  TruncateOn(0, "a", token, 1'000);
 
   Election eb = Candidate("b", 900);
   auto committed = eb.Committed(1, 10);
