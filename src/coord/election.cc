@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <limits>
 #include <map>
 
 #include "coord/redis.h"
@@ -129,6 +130,23 @@ HeadFork HeadFork::Parse(std::string_view text) {
   f.generation = gen;
   f.point = gen == 0 ? -1 : point;
   return f;
+}
+
+HeadFork NewestFork(std::span<const HeadFork> forks) {
+  HeadFork newest;
+  for (const HeadFork& f : forks) {
+    if (f.generation > newest.generation ||
+        (f.generation == newest.generation && f.point < newest.point)) {
+      newest = f;
+    }
+  }
+  return newest;
+}
+
+int64_t VotesUpTo(uint64_t node_generation, const HeadFork& newest) {
+  if (node_generation >= newest.generation) return std::numeric_limits<int64_t>::max();
+  if (node_generation + 1 == newest.generation) return newest.point;
+  return -1;
 }
 
 Election::Election(LockNodes* nodes, Keys keys, ElectionOptions options)
@@ -285,21 +303,22 @@ Result<std::map<uint64_t, HeadEntry>> Election::Committed(uint64_t from, uint64_
     return both;
   });
   size_t answered = 0;
-  uint64_t newest = 0;
+  std::vector<HeadFork> forks;
   for (const auto& r : replies) {
-    if (r.ok()) newest = std::max(newest, HeadFork::Parse(r->elements[0].str).generation);
+    if (r.ok()) forks.push_back(HeadFork::Parse(r->elements[0].str));
   }
+  const HeadFork newest = NewestFork(forks);
   // height -> hash -> (entry, count)
   std::map<uint64_t, std::map<std::string, std::pair<HeadEntry, size_t>>> seen;
   for (const auto& r : replies) {
     if (!r.ok()) continue;
     ++answered;
-    // A node behind the newest truncation holds the old fork above its point: it counts for
-    // nothing (as if it had no entries) until a write brings it up.
-    if (HeadFork::Parse(r->elements[0].str).generation < newest) continue;
+    // A node behind the newest truncation holds the old fork above its point: those entries
+    // count for nothing until a write brings it up; below the point it still votes (VotesUpTo).
+    const int64_t limit = VotesUpTo(HeadFork::Parse(r->elements[0].str).generation, newest);
     for (const RedisReply& m : r->elements[1].elements) {
       auto e = ParseMember(m.str);
-      if (!e.has_value()) continue;
+      if (!e.has_value() || static_cast<int64_t>(e->height) > limit) continue;
       auto& slot = seen[e->height][e->hash];
       if (slot.second == 0 || e->epoch > slot.first.epoch) slot.first = *e;
       ++slot.second;
@@ -345,34 +364,34 @@ Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
       };
     });
     bool more = false;
-    // The newest truncation any node applied; nodes behind it count for nothing (their entries
+    // The newest truncation any node applied (a node that lost its data forgets the one it
+    // applied; the reader keeps it). Nodes behind it vote only up to VotesUpTo (their entries
     // above its point are the old fork) and are re-read from the start once a write truncates
     // them (which gives them a new incarnation).
+    std::vector<HeadFork> forks = {fork_};
     for (const auto& r : replies) {
       if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() != 3) continue;
-      HeadFork f = HeadFork::Parse(r->elements[2].str);
-      if (f.generation > fork_.generation) fork_ = f;
+      forks.push_back(HeadFork::Parse(r->elements[2].str));
     }
+    if (HeadFork newest = NewestFork(forks); newest.generation > fork_.generation) fork_ = newest;
     for (size_t i = 0; i < replies.size(); ++i) {
       const auto& r = replies[i];
       if (!r.ok() || r->type != RedisReply::Type::kArray || r->elements.size() != 3) continue;
       answered[i] = true;
       node_forks_[i] = HeadFork::Parse(r->elements[2].str).generation;
-      if (node_forks_[i] < fork_.generation) {
-        uint64_t bit = uint64_t{1} << i;
-        for (auto& [h, cands] : by_height_) {
-          for (Candidate& c : cands) c.node_mask &= ~bit;
+      const int64_t limit = VotesUpTo(node_forks_[i], fork_);
+      const uint64_t bit = uint64_t{1} << i;
+      if (limit != std::numeric_limits<int64_t>::max()) {
+        auto above =
+            limit < 0 ? by_height_.begin() : by_height_.upper_bound(static_cast<uint64_t>(limit));
+        for (; above != by_height_.end(); ++above) {
+          for (Candidate& c : above->second) c.node_mask &= ~bit;
         }
-        cursors_[i] = "-";
-        incarnations_[i].clear();
-        answered[i] = false;  // not a voice on the current fork
-        continue;
       }
       const std::string& incarnation = r->elements[0].str;
       if (incarnation != incarnations_[i]) {
         // New (or first) incarnation: this node's earlier entries no longer count.
         if (!incarnations_[i].empty() || cursors_[i] != "-") {
-          uint64_t bit = uint64_t{1} << i;
           for (auto& [h, cands] : by_height_) {
             for (Candidate& c : cands) c.node_mask &= ~bit;
           }
@@ -397,6 +416,7 @@ Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
           if (f[k].str == "parent") e.parent = f[k + 1].str;
           if (f[k].str == "epoch") e.epoch = ToU64(f[k + 1].str);
         }
+        if (static_cast<int64_t>(e.height) > limit) continue;  // the old fork: no vote
         auto& cands = by_height_[e.height];
         auto it = std::find_if(cands.begin(), cands.end(),
                                [&](const Candidate& c) { return c.entry.hash == e.hash; });
@@ -405,7 +425,7 @@ Result<size_t> HeadLogReader::Sync(size_t max_per_node) {
           it = cands.end() - 1;
         }
         it->entry.epoch = std::max(it->entry.epoch, e.epoch);
-        it->node_mask |= uint64_t{1} << i;
+        it->node_mask |= bit;
       }
       read[i] += entries.size();
       total += entries.size();

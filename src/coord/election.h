@@ -51,7 +51,8 @@ struct HeadEntry {
 
 // The head log's re-org generation (lua/election_write_head.lua): 0 until the first re-org; each
 // re-org the leader handles is generation + 1 with the fork point, the highest height whose entry
-// both forks share. Nodes at a lower generation drop their entries above the point when written.
+// both forks share. Nodes at a lower generation drop their entries above the point when written
+// (all of them when they missed more than one generation).
 struct HeadFork {
   uint64_t generation = 0;
   int64_t point = -1;  // -1 with generation 0
@@ -60,6 +61,18 @@ struct HeadFork {
   static HeadFork Parse(std::string_view text);
   bool operator==(const HeadFork&) const = default;
 };
+
+// The newest truncation among the forks the lock nodes answered with: the highest generation and,
+// should nodes at it differ, the lowest point.
+HeadFork NewestFork(std::span<const HeadFork> forks);
+// The highest height at which a node at `node_generation` still votes for an entry when `newest`
+// is the newest truncation any node applied: every height at the newest generation; one
+// generation behind, the heights up to the newest fork point (the truncation it missed removed
+// nothing there, and the write that brings it up keeps them); further behind, none (it missed a
+// truncation whose point nobody may remember; the write that brings it up empties it). A node
+// behind still answers: a truncation that reached one node only must not silence the others
+// (chaos seed 323).
+int64_t VotesUpTo(uint64_t node_generation, const HeadFork& newest);
 
 // What one node answered.
 enum class NodeVerdict {
@@ -132,8 +145,9 @@ class Election {
   std::vector<NodeView> Views() const;
 
   // The hashes committed (present with one hash on a quorum of nodes) at heights [from, to],
-  // read from every node's height index. Only the nodes at the highest fork generation among the
-  // answers count (a node that missed a re-org truncation still holds the old fork's entries).
+  // read from every node's height index. A node behind the highest fork generation among the
+  // answers (it missed a re-org truncation and still holds the old fork's entries) votes only as
+  // VotesUpTo allows.
   // Heights with no committed entry are absent. Unavailable when fewer than a quorum of nodes
   // answered (nothing can be called committed then).
   Result<std::map<uint64_t, HeadEntry>> Committed(uint64_t from, uint64_t to) const;
@@ -173,7 +187,8 @@ class HeadLogReader {
   // The committed entry at a height, if any.
   std::optional<HeadEntry> CommittedAt(uint64_t height) const;
   // The highest fork generation seen on any node (with its point). Nodes at a lower generation
-  // missed a truncation: their entries count for nothing until a write brings them up.
+  // missed a truncation: their entries vote only as VotesUpTo allows until a write brings them
+  // up. Never goes down (a node that lost its data forgets its truncation; the reader does not).
   const HeadFork& fork() const { return fork_; }
 
  private:

@@ -582,14 +582,13 @@ TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldF
   EXPECT_EQ(reader.CommittedAt(4)->hash, Block(4, "b").hash);
 }
 
-// Chaos seed 323 (docs/chaos.md "Not covered yet"): a leader's truncation (fork generation 1)
-// reached one lock node only, and the leader went away. A later candidate over the re-orged chain
-// must still lead and commit the new fork. Today it cannot: Committed skips the two nodes below
-// the newest generation but counts them as answers and returns an empty map, and HeadLogReader
-// counts them as unanswered, so every promotion's repair fails "1 of 3 lock nodes answered".
-// DISABLED until the fix (issue 16): it reproduces the defect.
-TEST_F(ElectionTest,
-       DISABLED_ATruncationThatReachedOneNodeOnlyStillLetsACandidateLeadOnTheNewFork) {
+// Chaos seed 323: a deposed leader's truncation (fork generation 1) reached one lock node only,
+// and the leader went away. The two nodes behind still vote below the fork point (VotesUpTo), so
+// blocks 1..3 stay committed; a candidate's repair spreads the truncation and the new fork's
+// entries, and it leads on the re-orged chain. Before the fix Committed skipped the nodes behind
+// but counted them as answers (an empty map: "re-orged deeper than --max-reorg-depth") and the
+// reader counted them as unanswered, so every repair failed "1 of 3 lock nodes answered".
+TEST_F(ElectionTest, ATruncationThatReachedOneNodeOnlyStillLetsACandidateLeadOnTheNewFork) {
   Election a = Candidate("a", /*ttl_ms=*/1'000);
   QuorumOutcome p = a.Promote();
   ASSERT_TRUE(p.quorum);
@@ -602,8 +601,9 @@ TEST_F(ElectionTest,
 
   Election eb = Candidate("b", 900);
   auto committed = eb.Committed(1, 10);
-  EXPECT_FALSE(committed.ok() && committed->empty())
-      << "blocks 1..3 are on every node, yet the committed log reads as empty";
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  ASSERT_EQ(committed->size(), 3u) << "blocks 1..3 are on every node; nothing above on a quorum";
+  for (uint64_t h = 1; h <= 3; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
 
   FakeChain chain;
   chain.ReorgAbove(3, "b");
@@ -617,7 +617,80 @@ TEST_F(ElectionTest,
       },
       15'000))
       << "no candidate leads after a truncation reached one node";
+  ASSERT_TRUE(b.ForksSince(0).has_value()) << "the duties would not roll back the old fork";
+  EXPECT_EQ(*b.ForksSince(0), (HeadFork{1, 3}));
   b.Stop();
+  ExpectCommittedIsTheChain(eb, chain, 8);
+  for (size_t n = 0; n < 3; ++n) {
+    EXPECT_EQ(On(n, {"GET", keys_.head_fork()}).str, "1:3") << "node " << n;
+    for (const RedisReply& m :
+         On(n, {"ZRANGEBYSCORE", keys_.head_heights(), "4", "+inf"}).elements) {
+      EXPECT_NE(m.str.substr(m.str.find(':') + 1, 3), "0xa") << "node " << n << " kept " << m.str;
+    }
+  }
+}
+
+// The second half of seed 323: the one node that took the truncation then lost its data. A reader
+// that saw the truncation keeps it (the nodes behind still answer and vote below its point), so
+// it neither stalls ("0 of 3 lock nodes answered", forever) nor calls the old fork committed.
+TEST_F(ElectionTest, AReaderKeepsATruncationWhoseOnlyNodeLostItsData) {
+  Election a = Candidate("a", /*ttl_ms=*/1'000);
+  QuorumOutcome p = a.Promote();
+  ASSERT_TRUE(p.quorum);
+  std::vector<HeadEntry> old_fork;
+  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
+  ASSERT_TRUE(a.WriteHead(p.max_epoch, old_fork).quorum);
+  TruncateOn(0, "a", p.max_epoch, 1'000);
+
+  HeadLogReader reader(&a);
+  ASSERT_TRUE(reader.Sync().ok());
+  EXPECT_EQ(reader.fork(), (HeadFork{1, 3}));
+  ASSERT_TRUE(reader.CommittedTip().has_value());
+  EXPECT_EQ(reader.CommittedTip()->hash, Block(3).hash);
+  // Node 0's new fork is what a repair re-proposes, on the committed tip.
+  std::vector<HeadEntry> orphans = reader.SubQuorum();
+  ASSERT_EQ(orphans.size(), 2u);
+  EXPECT_EQ(orphans[0].hash, Block(4, "b").hash);
+  EXPECT_EQ(orphans[1].hash, Block(5, "b").hash);
+
+  On(0, {"FLUSHALL"});
+  auto synced = reader.Sync();
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(reader.fork(), (HeadFork{1, 3}));
+  ASSERT_TRUE(reader.CommittedTip().has_value());
+  EXPECT_EQ(reader.CommittedTip()->hash, Block(3).hash) << "the old fork above 3 counted again";
+  EXPECT_FALSE(reader.CommittedAt(4).has_value());
+  EXPECT_TRUE(reader.SubQuorum().empty());
+}
+
+// A node that missed two truncations cannot know where the first one cut: the write that brings
+// it up empties its log instead of keeping the first fork's entries below the second's point
+// (which would refuse the current fork's entries there and vote for the old ones).
+TEST_F(ElectionTest, ANodeThatMissedTwoTruncationsIsEmptiedByTheWriteThatBringsItUp) {
+  Election a = Candidate("a", /*ttl_ms=*/3'000);
+  QuorumOutcome p = a.Promote();
+  ASSERT_TRUE(p.quorum);
+  const uint64_t token = p.max_epoch;
+  std::vector<HeadEntry> old_fork;
+  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
+  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+  for (size_t n : {0, 1}) TruncateOn(n, "a", token, 3'000);  // generation 1 above 3; not node 2
+  // Generation 2 above 4 (fork "b" at 4 stays, "c" from 5), written everywhere.
+  HeadEntry c5 = Block(5, "c");
+  c5.parent = Block(4, "b").hash;
+  std::vector<HeadEntry> second = {Block(4, "b"), c5};
+  second[0].parent = Block(3).hash;
+  QuorumOutcome out = a.WriteHead(token, second, HeadFork{2, 4});
+  ASSERT_TRUE(out.quorum) << out.Summary();
+  EXPECT_EQ(out.accepted, 3u) << "node 2 refused: " << out.Summary();
+  EXPECT_EQ(On(2, {"GET", keys_.head_fork()}).str, "2:4");
+  EXPECT_EQ(On(2, {"ZCARD", keys_.head_heights()}).integer, 2) << "node 2 kept the first fork";
+  auto committed = a.Committed(1, 10);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  ASSERT_EQ(committed->size(), 5u);
+  for (uint64_t h = 1; h <= 3; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
+  EXPECT_EQ(committed->at(4).hash, Block(4, "b").hash);
+  EXPECT_EQ(committed->at(5).hash, c5.hash);
 }
 
 // The elector follows a re-orging source: it truncates the log at the fork point, continues on the

@@ -242,10 +242,15 @@ Status Elector::Repair(uint64_t token) {
   auto synced = reader_.Sync();
   if (!synced.ok()) return synced.status().WithContext("cannot read the head log");
   HeadFork fork;
+  bool adopted = false;
   {
-    // The newest truncation a node shows (a leader died after truncating): write with it.
+    // The newest truncation a node shows (a leader died after truncating, maybe on one node
+    // only): write with it, so the repair spreads it.
     std::lock_guard lock(mu_);
-    if (reader_.fork().generation > fork_.generation) fork_ = reader_.fork();
+    if (reader_.fork().generation > fork_.generation) {
+      AdoptFork(reader_.fork());
+      adopted = true;
+    }
     fork = fork_;
   }
   std::vector<HeadEntry> orphans = reader_.SubQuorum();
@@ -268,7 +273,18 @@ Status Elector::Repair(uint64_t token) {
                  options_.name, orphans.size(), orphans.front().height, orphans.back().height);
     (void)reader_.Sync();
   }
+  if (adopted) {
+    std::lock_guard lock(mu_);
+    tip_ = reader_.CommittedTip();
+  }
   return Status::Ok();
+}
+
+void Elector::AdoptFork(const HeadFork& fork) {
+  fork_ = fork;
+  forks_applied_.push_back(fork);
+  if (forks_applied_.size() > 64) forks_applied_.erase(forks_applied_.begin());
+  if (tip_.has_value() && static_cast<int64_t>(tip_->height) > fork.point) tip_.reset();
 }
 
 void Elector::Lead() {
@@ -315,21 +331,15 @@ void Elector::Lead() {
       std::lock_guard lock(mu_);
       spdlog::warn("elector {}: a lock node has a newer head-log fork {}; adopting it",
                    options_.name, out.newer_fork.ToString());
-      fork_ = out.newer_fork;
-      forks_applied_.push_back(fork_);
-      if (tip_.has_value() && static_cast<int64_t>(tip_->height) > fork_.point) tip_.reset();
+      AdoptFork(out.newer_fork);
       return;
     }
     if (out.quorum) {
       {
         std::lock_guard lock(mu_);
         valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
+        if (fork.generation != fork_.generation) AdoptFork(fork);
         if (!entries.empty()) tip_ = entries.back();
-        if (fork.generation != fork_.generation) {
-          fork_ = fork;
-          forks_applied_.push_back(fork);
-          if (forks_applied_.size() > 64) forks_applied_.erase(forks_applied_.begin());
-        }
       }
       if (on_write_ && !entries.empty()) on_write_(token, entries.back());
       // Entries below a quorum while leading: a node came back empty (its lock retaken by the

@@ -134,6 +134,9 @@ class Elector {
   void Lead();
   // Re-proposes the head log's sub-quorum entries (the highest epoch of each height) under token.
   Status Repair(uint64_t token);
+  // Takes `fork` as the log's generation (written or read), remembers it for ForksSince, and
+  // forgets a tip above its point. mu_ held.
+  void AdoptFork(const HeadFork& fork);
   void StepDown(const std::string& why, bool release);
   void SetRole(Role role, uint64_t token);
   // Sleeps up to `ms`, or until woken (a notification, Stop()).
@@ -158,7 +161,7 @@ class Elector {
   int64_t valid_until_ = 0;  // steady micros
   std::optional<HeadEntry> tip_;
   HeadFork fork_;
-  std::vector<HeadFork> forks_applied_;  // re-orgs written by this process, oldest first
+  std::vector<HeadFork> forks_applied_;  // re-orgs written or adopted here, oldest first
   Status source_error_;
   Stats stats_;
   std::function<void(uint64_t, const HeadEntry&)> on_write_;

@@ -102,6 +102,14 @@ Result<HeadEntry> HeadTracker::FindForkPoint(uint64_t tip_height, uint64_t top) 
   // The node's chain differs at `top`, already below the bound's reach (a chain much shorter).
   if (top < lo) return too_deep(tip_height);
   GAPLESS_ASSIGN_OR_RETURN(auto committed, election_->Committed(lo, top));
+  // No committed entry to compare with is not a deep re-org: the log is short of a quorum there
+  // (a truncation that reached too few nodes, nodes that lost their data) until a repair.
+  if (committed.empty()) {
+    return Unavailable(fmt::format(
+        "the chain no longer holds the head log's block {}, and the head log has no committed "
+        "entry at heights {}..{} to find the fork point with; retrying",
+        top, lo, top));
+  }
   GAPLESS_ASSIGN_OR_RETURN(auto headers, FetchHeaders(*rpc_, lo, top));
   for (uint64_t h = top + 1; h-- > lo;) {
     auto it = committed.find(h);

@@ -43,11 +43,11 @@
 -- Re-orgs (issue 10): the head log is append-only within a fork generation. A re-org is a new
 -- generation: the leader found where its log and the node's chain last agree (the fork point) and
 -- writes with generation + 1. A node still at a lower generation first drops every entry above
--- the fork point (height index and stream; the stream is rebuilt from the index and the node gets
+-- the fork point (all of them when it is more than one generation behind) (height index and stream; the stream is rebuilt from the index and the node gets
 -- a new incarnation, so readers re-read it whole), then takes the entries. A node at a higher
 -- generation refuses: a leader that has not seen the latest truncation must not write, so the old
--- fork's entries can never again reach a quorum. Readers count only the nodes at the highest
--- generation they see (election.cc).
+-- fork's entries can never again reach a quorum. Readers count a node behind the highest
+-- generation they see only where it still holds that fork (VotesUpTo, election.h).
 -- Errors   "election_write_head: ..." for bad arguments, before any write.
 
 local lock, epoch_key, log, heights, floor_key, incarnation, fork_key =
@@ -90,6 +90,12 @@ local stored_fork = redis.call('GET', fork_key) or '0:-1'
 local stored_gen = tonumber(string.match(stored_fork, '^(%d+):')) or 0
 if stored_gen > fork_gen then return {'FORK_BEHIND', stored_fork} end
 local truncate = stored_gen < fork_gen
+-- The height above which a truncation drops entries: the fork point; everything (-1) when this
+-- node missed more than one generation, since the truncations it missed may have had lower points
+-- nobody remembers (a node emptied so is one that lost its data: repair re-proposes from the
+-- others).
+local cut = fork_point
+if stored_gen + 1 < fork_gen then cut = -1 end
 -- 4. Entries: well-formed, ascending, and no other hash at any of their heights (above the fork
 -- point of a truncation, none: they are about to go).
 local floor = tonumber(redis.call('GET', floor_key) or '-1') or -1
@@ -109,7 +115,7 @@ for i = 7, #ARGV, 3 do
     skipped = skipped + 1
   else
     local found = {}
-    if not (truncate and h > fork_point) then
+    if not (truncate and h > cut) then
       found = redis.call('ZRANGEBYSCORE', heights, h, h, 'LIMIT', 0, 1)
     end
     local stored_hash = found[1] and string.match(found[1], '^%d+:([^:]*):')
@@ -132,7 +138,7 @@ if token > epoch then redis.call('SET', epoch_key, ARGV[2]) end
 -- 6. Truncate: drop the entries above the fork point, rebuild the stream from what is left, and
 -- start a new incarnation so readers re-read this node whole.
 if truncate then
-  redis.call('ZREMRANGEBYSCORE', heights, '(' .. fork_point, '+inf')
+  redis.call('ZREMRANGEBYSCORE', heights, '(' .. cut, '+inf')
   redis.call('DEL', log)
   for _, m in ipairs(redis.call('ZRANGE', heights, 0, -1)) do
     local h, hash, parent, e = string.match(m, '^(%d+):([^:]*):([^:]*):(%d+)$')
