@@ -136,6 +136,19 @@ class ElectionTest : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
+  // Promotes `e` (token persisted) and commits blocks 1..6 of fork "a" on every node. Returns
+  // the token, 0 when a step failed (reported).
+  uint64_t CommitOldFork(const Election& e) {
+    QuorumOutcome p = e.Promote();
+    EXPECT_TRUE(p.quorum) << p.Summary();
+    if (!p.quorum || !e.Renew(p.max_epoch).quorum) return 0;
+    std::vector<HeadEntry> old_fork;
+    for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
+    QuorumOutcome w = e.WriteHead(p.max_epoch, old_fork);
+    EXPECT_TRUE(w.quorum) << w.Summary();
+    return w.quorum ? p.max_epoch : 0;
+  }
+
   // The re-org's write of a leader over blocks 1..6: fork generation 1 above block 3, fork "b" at
   // heights 4 and 5, to node i alone, as `owner` with `token` (its lock renewed for `ttl_ms`).
   void TruncateOn(size_t i, const std::string& owner, uint64_t token, int64_t ttl_ms) {
@@ -524,13 +537,8 @@ TEST_F(ElectionTest, ALeaderThatCannotReachItsSourceLosesTheLease) {
 // committed, and the next write brings it up. A writer that has not seen the truncation is refused.
 TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldForkBack) {
   Election a = Candidate("a", /*ttl_ms=*/3'000);
-  QuorumOutcome p = a.Promote();
-  ASSERT_TRUE(p.quorum);
-  const uint64_t token = p.max_epoch;
-  ASSERT_TRUE(a.Renew(token).quorum);
-  std::vector<HeadEntry> old_fork;
-  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
-  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+  const uint64_t token = CommitOldFork(a);
+  ASSERT_NE(token, 0u);
 
   // The re-org's write (blocks above 3 become fork "b") reaches nodes 0 and 1 only (the leader
   // died before sending it to node 2).
@@ -590,12 +598,8 @@ TEST_F(ElectionTest, AReorgTruncatesTheLogAndANodeThatMissedItNeverBringsTheOldF
 // reader counted them as unanswered, so every repair failed "1 of 3 lock nodes answered".
 TEST_F(ElectionTest, ATruncationThatReachedOneNodeOnlyStillLetsACandidateLeadOnTheNewFork) {
   Election a = Candidate("a", /*ttl_ms=*/1'000);
-  QuorumOutcome p = a.Promote();
-  ASSERT_TRUE(p.quorum);
-  const uint64_t token = p.max_epoch;
-  std::vector<HeadEntry> old_fork;
-  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
-  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+  const uint64_t token = CommitOldFork(a);
+  ASSERT_NE(token, 0u);
   // The re-org's write (blocks above 3 become fork "b") reaches node 0 only; then "a" is gone.
   TruncateOn(0, "a", token, 1'000);
 
@@ -635,12 +639,9 @@ TEST_F(ElectionTest, ATruncationThatReachedOneNodeOnlyStillLetsACandidateLeadOnT
 // it neither stalls ("0 of 3 lock nodes answered", forever) nor calls the old fork committed.
 TEST_F(ElectionTest, AReaderKeepsATruncationWhoseOnlyNodeLostItsData) {
   Election a = Candidate("a", /*ttl_ms=*/1'000);
-  QuorumOutcome p = a.Promote();
-  ASSERT_TRUE(p.quorum);
-  std::vector<HeadEntry> old_fork;
-  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
-  ASSERT_TRUE(a.WriteHead(p.max_epoch, old_fork).quorum);
-  TruncateOn(0, "a", p.max_epoch, 1'000);
+  const uint64_t token = CommitOldFork(a);
+  ASSERT_NE(token, 0u);
+  TruncateOn(0, "a", token, 1'000);
 
   HeadLogReader reader(&a);
   ASSERT_TRUE(reader.Sync().ok());
@@ -668,12 +669,8 @@ TEST_F(ElectionTest, AReaderKeepsATruncationWhoseOnlyNodeLostItsData) {
 // (which would refuse the current fork's entries there and vote for the old ones).
 TEST_F(ElectionTest, ANodeThatMissedTwoTruncationsIsEmptiedByTheWriteThatBringsItUp) {
   Election a = Candidate("a", /*ttl_ms=*/3'000);
-  QuorumOutcome p = a.Promote();
-  ASSERT_TRUE(p.quorum);
-  const uint64_t token = p.max_epoch;
-  std::vector<HeadEntry> old_fork;
-  for (uint64_t h = 1; h <= 6; ++h) old_fork.push_back(Block(h));
-  ASSERT_TRUE(a.WriteHead(token, old_fork).quorum);
+  const uint64_t token = CommitOldFork(a);
+  ASSERT_NE(token, 0u);
   for (size_t n : {0, 1}) TruncateOn(n, "a", token, 3'000);  // generation 1 above 3; not node 2
   // Generation 2 above 4 (fork "b" at 4 stays, "c" from 5), written everywhere.
   HeadEntry c5 = Block(5, "c");
