@@ -43,8 +43,9 @@
 -- Re-orgs (issue 10): the head log is append-only within a fork generation. A re-org is a new
 -- generation: the leader found where its log and the node's chain last agree (the fork point) and
 -- writes with generation + 1. A node still at a lower generation first drops every entry above
--- the fork point (all of them when it is more than one generation behind) (height index and stream; the stream is rebuilt from the index and the node gets
--- a new incarnation, so readers re-read it whole), then takes the entries. A node at a higher
+-- the fork point, or all of them when it is more than one generation behind (height index and
+-- stream; the stream is rebuilt from the index and the node gets a new incarnation, so readers
+-- re-read it whole), then takes the entries. A node at a higher
 -- generation refuses: a leader that has not seen the latest truncation must not write, so the old
 -- fork's entries can never again reach a quorum. Readers count a node behind the highest
 -- generation they see only where it still holds that fork (VotesUpTo, election.h).
@@ -135,7 +136,7 @@ end
 
 -- Checks done; the writes. 5. Retake a free lock; heal this node's epoch up to the token.
 if token > epoch then redis.call('SET', epoch_key, ARGV[2]) end
--- 6. Truncate: drop the entries above the fork point, rebuild the stream from what is left, and
+-- 6. Truncate: drop the entries above the cut, rebuild the stream from what is left, and
 -- start a new incarnation so readers re-read this node whole.
 if truncate then
   redis.call('ZREMRANGEBYSCORE', heights, '(' .. cut, '+inf')
