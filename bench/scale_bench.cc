@@ -99,6 +99,7 @@
 #include "bench_util.h"
 #include "coord/keys.h"
 #include "coord/redis.h"
+#include "core/redact.h"
 #include "decode/decode.h"
 #include "events/bus.h"
 #include "events/open_bus.h"
@@ -1078,7 +1079,7 @@ int Main(int argc, char** argv) {
   // The database: created afresh, migrated, dropped at the end.
   const std::string db_name = "gapless_scale_bench";
   auto admin_pg = PgConn::Connect(args.pg);
-  Check(admin_pg.status(), ("connect " + RedactPgUrl(args.pg)).c_str());
+  Check(admin_pg.status(), ("connect " + RedactUrl(args.pg)).c_str());
   Check((*admin_pg)->Exec("DROP DATABASE IF EXISTS " + db_name + " WITH (FORCE)"), "drop database");
   Check((*admin_pg)->Exec("CREATE DATABASE " + db_name), "create database");
   auto db_url = PgUrlWithDatabase(args.pg, db_name);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -81,6 +82,75 @@ Result<std::vector<std::string>> LayerArguments(
   }
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+const std::set<std::string>& SecretKeys() {
+  static const std::set<std::string> kKeys = {"db",  "redis",      "rpc",          "events",
+                                              "bus", "lock-nodes", "redis-replica"};
+  return kKeys;
+}
+
+Result<std::vector<std::string>> ReadSecretFiles(
+    const std::vector<std::string>& args, const std::set<std::string>& secret_keys,
+    const std::function<std::optional<std::string>(const std::string&)>& read_file) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0) {
+      out.push_back(arg);
+      continue;
+    }
+    size_t eq = arg.find('=');
+    std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    bool file_flag = name.size() > 5 && name.compare(name.size() - 5, 5, "-file") == 0 &&
+                     secret_keys.count(name.substr(0, name.size() - 5)) > 0;
+    if (!file_flag && secret_keys.count(name) == 0) {
+      out.push_back(arg);
+      continue;
+    }
+    std::string value;
+    bool has_value = eq != std::string::npos;
+    if (has_value) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+      has_value = true;
+    }
+    std::string key = file_flag ? name.substr(0, name.size() - 5) : name;
+    std::string path;
+    if (file_flag) {
+      if (!has_value || value.empty()) {
+        return FailedPrecondition(fmt::format("--{}: expected a file path", name));
+      }
+      path = value;
+    } else if (has_value && !value.empty() && value[0] == '@') {
+      path = value.substr(1);
+    } else {
+      out.push_back("--" + key);
+      if (has_value) out.push_back(value);
+      continue;
+    }
+    std::optional<std::string> content = read_file(path);
+    if (!content) {
+      return FailedPrecondition(fmt::format("--{}: cannot read the file {}", name, path));
+    }
+    while (!content->empty() && std::isspace(static_cast<unsigned char>(content->back()))) {
+      content->pop_back();
+    }
+    if (content->empty()) {
+      return FailedPrecondition(fmt::format("--{}: the file {} is empty", name, path));
+    }
+    out.push_back(fmt::format("--{}={}", key, *content));
+  }
+  return out;
+}
+
+std::optional<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
 }
 
 }  // namespace gapless

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,5 +44,21 @@ Result<std::vector<std::string>> LayerArguments(
     const std::vector<std::string>& argv, const std::set<std::string>& known_keys,
     const std::set<std::string>& all_keys, const std::vector<ConfigEntry>& config,
     const std::string& config_path, const std::function<const char*(const char*)>& getenv);
+
+// The options whose values hold credentials (URLs with passwords or API keys). Each can also be
+// read from a file, so the secret stays out of argv, where every user sees it in `ps`:
+// `--db-file PATH` (also GAPLESS_DB_FILE and `db-file = PATH` in a config file) or `--db @PATH`.
+const std::set<std::string>& SecretKeys();
+
+// Rewrites the layered arguments so that every `--KEY-file PATH`, `--KEY-file=PATH`, `--KEY @PATH`
+// and `--KEY=@PATH` of a key in secret_keys becomes `--KEY=<the file's content>` (trailing
+// whitespace and newlines removed). read_file returns nullopt when the file cannot be read; the
+// error names the option and the path, never the content.
+Result<std::vector<std::string>> ReadSecretFiles(
+    const std::vector<std::string>& args, const std::set<std::string>& secret_keys,
+    const std::function<std::optional<std::string>(const std::string&)>& read_file);
+
+// read_file for ReadSecretFiles: the whole file, nullopt when it cannot be opened.
+std::optional<std::string> ReadWholeFile(const std::string& path);
 
 }  // namespace gapless

@@ -53,5 +53,44 @@ TEST(LayeredArgs, EnvNames) {
   EXPECT_EQ(EnvNameForKey("db"), "GAPLESS_DB");
 }
 
+TEST(SecretFiles, EveryFormReadsTheFileAndKeepsOtherArguments) {
+  std::map<std::string, std::string> files = {{"/run/db", "postgresql://u:pw@h/x\n"},
+                                              {"/run/rpc", "https://h/v2/KEY123456"}};
+  auto read = [&](const std::string& path) -> std::optional<std::string> {
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  };
+  auto args = ReadSecretFiles({"--db-file", "/run/db", "--rpc=@/run/rpc", "--from", "5", "--redis",
+                               "redis://h:1", "--events-timeout=3"},
+                              SecretKeys(), read);
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_EQ(*args, (std::vector<std::string>{"--db=postgresql://u:pw@h/x",
+                                             "--rpc=https://h/v2/KEY123456", "--from", "5",
+                                             "--redis", "redis://h:1", "--events-timeout=3"}));
+  // The environment's and the config file's forms arrive as --key-file=PATH.
+  args = ReadSecretFiles({"--lock-nodes-file=/run/rpc", "--db", "@/run/db"}, SecretKeys(), read);
+  ASSERT_TRUE(args.ok()) << args.status().ToString();
+  EXPECT_EQ(*args, (std::vector<std::string>{"--lock-nodes=https://h/v2/KEY123456",
+                                             "--db=postgresql://u:pw@h/x"}));
+}
+
+TEST(SecretFiles, AFileThatCannotBeReadNamesTheOptionAndPath) {
+  auto none = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  auto args = ReadSecretFiles({"--db-file", "/nope"}, SecretKeys(), none);
+  ASSERT_FALSE(args.ok());
+  EXPECT_EQ(args.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(args.status().message().find("--db-file"), std::string::npos);
+  EXPECT_NE(args.status().message().find("/nope"), std::string::npos);
+  auto empty = [](const std::string&) -> std::optional<std::string> { return "\n"; };
+  args = ReadSecretFiles({"--rpc", "@/e"}, SecretKeys(), empty);
+  ASSERT_FALSE(args.ok());
+  EXPECT_NE(args.status().message().find("empty"), std::string::npos);
+  // Not a secret key: an @ value is passed on as is.
+  args = ReadSecretFiles({"--topic", "@blocks"}, SecretKeys(), none);
+  ASSERT_TRUE(args.ok());
+  EXPECT_EQ(*args, (std::vector<std::string>{"--topic", "@blocks"}));
+}
+
 }  // namespace
 }  // namespace gapless

@@ -233,8 +233,13 @@ void AddCommon(CLI::App* sub, CommonArgs* common) {
 void DocumentEnv(CLI::App* sub) {
   for (CLI::Option* opt : sub->get_options()) {
     if (opt->get_lnames().empty() || opt->get_lnames()[0] == "help") continue;
-    opt->description(opt->get_description() + " [env: " + EnvNameForKey(opt->get_lnames()[0]) +
-                     "]");
+    const std::string& key = opt->get_lnames()[0];
+    std::string doc = opt->get_description() + " [env: " + EnvNameForKey(key) + "]";
+    if (SecretKeys().count(key) > 0) {
+      doc += " [or from a file, out of `ps`: --" + key + "-file PATH, --" + key + " @PATH, " +
+             EnvNameForKey(key + "-file") + "]";
+    }
+    opt->description(doc);
   }
 }
 
@@ -654,8 +659,16 @@ Result<std::vector<std::string>> LayeredCommandLine(int argc, char** argv,
     for (CLI::App* sub : subcommands.all()) {
       for (CLI::Option* opt : sub->get_options()) {
         if (opt->get_lnames().empty()) continue;
-        all.insert(opt->get_lnames()[0]);
-        if (sub == chosen) known.insert(opt->get_lnames()[0]);
+        const std::string& key = opt->get_lnames()[0];
+        // A secret's value may come from a file (--db-file PATH): a key of its own for the
+        // config file and the environment, resolved by ReadSecretFiles below.
+        const bool secret = SecretKeys().count(key) > 0;
+        all.insert(key);
+        if (secret) all.insert(key + "-file");
+        if (sub == chosen) {
+          known.insert(key);
+          if (secret) known.insert(key + "-file");
+        }
       }
     }
     std::vector<std::string> rest(raw.begin() + static_cast<long>(sub_pos) + 1, raw.end());
@@ -669,8 +682,9 @@ Result<std::vector<std::string>> LayeredCommandLine(int argc, char** argv,
     if (!config_path.empty()) {
       GAPLESS_ASSIGN_OR_RETURN(config, ReadConfigFile(config_path));
     }
-    GAPLESS_ASSIGN_OR_RETURN(auto args,
+    GAPLESS_ASSIGN_OR_RETURN(auto layered_args,
                              LayerArguments(rest, known, all, config, config_path, std::getenv));
+    GAPLESS_ASSIGN_OR_RETURN(auto args, ReadSecretFiles(layered_args, SecretKeys(), ReadWholeFile));
     layered.assign(raw.begin(), raw.begin() + static_cast<long>(sub_pos) + 1);
     layered.insert(layered.end(), args.begin(), args.end());
   }

@@ -213,8 +213,8 @@ namespace {
 // A bus URL as logs and status show it: without credentials, also for a Redis bus given as a
 // primary with its replica.
 TEST(BusName, DropsCredentialsOfMultiServerRedisUrls) {
-  EXPECT_EQ(BusName("redis://:hunter2@p:6379,r:6380/2"), "redis://p:6379,r:6380/2");
-  EXPECT_EQ(BusName("redis://user:hunter2@p:6379"), "redis://p:6379");
+  EXPECT_EQ(BusName("redis://:hunter2@p:6379,r:6380/2"), "redis://***@p:6379,r:6380/2");
+  EXPECT_EQ(BusName("redis://user:hunter2@p:6379"), "redis://***@p:6379");
   EXPECT_EQ(BusName("kafka://h1:9092,h2:9092?acks=all"), "kafka://h1:9092,h2:9092");
 }
 

@@ -1,5 +1,6 @@
 #include "events/open_bus.h"
 
+#include "core/redact.h"
 #include "events/redis_bus.h"
 #if GAPLESS_HAVE_KAFKA
 #include "events/kafka_bus.h"
@@ -28,17 +29,8 @@ Status UnknownScheme(std::string_view url) {
 }  // namespace
 
 std::string BusName(std::string_view url) {
-  std::string out(url);
-  size_t scheme = out.find("://");
-  size_t start = scheme == std::string::npos ? 0 : scheme + 3;
-  size_t at = out.find('@', start);
-  size_t slash = out.find('/', start);
-  if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-    out.erase(start, at + 1 - start);
-  }
-  size_t query = out.find('?');
-  if (query != std::string::npos) out.erase(query);
-  return out;
+  // The query holds client settings (Kafka's may hold a SASL password): not part of the name.
+  return RedactUrl(url.substr(0, url.find('?')));
 }
 
 Result<std::unique_ptr<Publisher>> OpenPublisher(std::string_view url,

@@ -21,7 +21,7 @@ Result<std::unique_ptr<Subscriber>> OpenSubscriber(std::string_view url,
 // counted from a client). NotFound when the bus has no such group.
 Result<int64_t> GroupLag(std::string_view url, const SubscribeOptions& options);
 
-// The bus's name without credentials, for logs and cursors ("kafka://h:9092").
+// The bus URL for status output: redacted (core/redact.h), without its query ("kafka://h:9092").
 std::string BusName(std::string_view url);
 
 }  // namespace gapless

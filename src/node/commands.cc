@@ -171,7 +171,9 @@ namespace {
 struct FleetState {
   std::unique_ptr<PgPool> pool;
   uint64_t chain_id = 0;
-  std::optional<Coordination> coord;
+  // Set by OpenFleetState. A pointer, not an optional: GCC 12 at -O3 reported the optional's
+  // payload "may be used uninitialized" in RunDlq (a false positive, but noise in every build).
+  std::unique_ptr<Coordination> coord;
 };
 
 Result<FleetState> OpenFleetState(const FleetStateOptions& options) {
@@ -185,7 +187,7 @@ Result<FleetState> OpenFleetState(const FleetStateOptions& options) {
   }
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, OpenCoordination(options.redis, *conn, out.chain_id,
                                                                 EvictionCheck::kSkip));
-  out.coord.emplace(std::move(coord));
+  out.coord = std::make_unique<Coordination>(std::move(coord));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "coord/frontier.h"
 #include "coord/queue.h"
@@ -92,9 +93,15 @@ Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const st
   GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
   Queue queue(&redis, keys);
   GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
-  // 0: a fresh start (nothing fenced yet); above: Redis lost its data and the floor restored it.
-  spdlog::log(counter > 0 ? spdlog::level::warn : spdlog::level::info,
-              "{}: the fence counter was missing from Redis; floored at {}", who, counter);
+  // Above 0: Redis lost its data and the floor restored it, worth a warning each time. 0: a fresh
+  // start (nothing fenced yet), which every worker of a new fleet meets on its first claims:
+  // said once per process, at debug after that.
+  static std::atomic<bool> fresh_start_said{false};
+  spdlog::level::level_enum level = spdlog::level::warn;
+  if (counter == 0) {
+    level = fresh_start_said.exchange(true) ? spdlog::level::debug : spdlog::level::info;
+  }
+  spdlog::log(level, "{}: the fence counter was missing from Redis; floored at {}", who, counter);
   return Status::Ok();
 }
 

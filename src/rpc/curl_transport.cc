@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/redact.h"
 #include "core/text.h"
 
 namespace gapless {
@@ -110,7 +111,10 @@ struct CurlTransport::Handle {
 };
 
 CurlTransport::CurlTransport(std::string url, CurlTransportOptions options)
-    : url_(std::move(url)), redacted_url_(RedactUrl(url_)), options_(std::move(options)) {
+    : url_(std::move(url)),
+      redacted_url_(RedactUrl(url_)),
+      secrets_(SecretsOf(url_)),
+      options_(std::move(options)) {
   GlobalInitOnce();
   if (options_.env == nullptr) options_.env = Env::Default();
   handle_ = std::make_unique<Handle>();
@@ -144,6 +148,10 @@ CurlTransport::CurlTransport(std::string url, CurlTransportOptions options)
 }
 
 CurlTransport::~CurlTransport() = default;
+
+std::string CurlTransport::Scrub(std::string text) const {
+  return ScrubSecrets(std::move(text), secrets_);
+}
 
 Result<HttpResponse> CurlTransport::Post(std::string_view body) {
   if (handle_ == nullptr || handle_->curl == nullptr) {

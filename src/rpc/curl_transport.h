@@ -47,11 +47,13 @@ class CurlTransport : public HttpTransport {
 
   Result<HttpResponse> Post(std::string_view body) override;
   std::string Describe() const override { return redacted_url_; }
+  std::string Scrub(std::string text) const override;
 
  private:
   struct Handle;
   std::string url_;
   std::string redacted_url_;
+  std::vector<std::string> secrets_;  // SecretsOf(url_)
   CurlTransportOptions options_;
   std::unique_ptr<Handle> handle_;
 };

@@ -36,12 +36,12 @@ class HttpTransport {
   virtual Result<HttpResponse> Post(std::string_view body) = 0;
 
   // The endpoint, safe for logs and error messages (credentials removed), e.g.
-  // "https://eth-mainnet.example.com/v2/<redacted>".
+  // "https://eth-mainnet.example.com/v2/***" (core/redact.h).
   virtual std::string Describe() const = 0;
-};
 
-// Removes credentials from a URL for messages: user:password@, the query string, and path
-// segments that look like API keys (16 or more characters of [A-Za-z0-9_-]) become "<redacted>".
-std::string RedactUrl(std::string_view url);
+  // text without anything of the endpoint's URL that Describe hides: an answer's body, quoted in
+  // an error, can echo the API key or user it was sent with (core/redact.h SecretsOf).
+  virtual std::string Scrub(std::string text) const { return text; }
+};
 
 }  // namespace gapless

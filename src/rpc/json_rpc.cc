@@ -582,7 +582,9 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     if (failure.ok()) {
       failure = ParseAnswer(parser_->parser, response->body, single, base_id, calls, pending,
                             results, what, endpoint);
+      for (size_t i : pending) results[i] = ScrubbedResult(std::move(results[i]));
     }
+    failure = Scrubbed(failure);
     if (!failure.ok()) {
       if (failure.code() != Code::kUnavailable) return failure;
       if (last_attempt) {
@@ -617,6 +619,18 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     pending = std::move(again);
   }
   return results;
+}
+
+Status JsonRpcClient::Scrubbed(const Status& st) const {
+  if (st.ok()) return st;
+  std::string message = transport_->Scrub(st.message());
+  if (message == st.message()) return st;
+  return Status(st.code(), std::move(message)).WithReason(st.reason());
+}
+
+Result<std::string> JsonRpcClient::ScrubbedResult(Result<std::string> r) const {
+  if (r.ok()) return r;
+  return Scrubbed(r.status());
 }
 
 Result<std::string> JsonRpcClient::Call(std::string_view method, std::string_view params_json) {

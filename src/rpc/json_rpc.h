@@ -133,6 +133,9 @@ class JsonRpcClient {
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
+  // A failure without what the transport's Scrub removes (an answer quoting the API key).
+  Status Scrubbed(const Status& st) const;
+  Result<std::string> ScrubbedResult(Result<std::string> r) const;
 
   std::unique_ptr<HttpTransport> owned_transport_;
   HttpTransport* transport_;

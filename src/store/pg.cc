@@ -10,6 +10,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/redact.h"
+
 namespace gapless {
 namespace {
 
@@ -43,76 +45,6 @@ bool IsUri(std::string_view url) {
   return StartsWith(url, "postgresql://") || StartsWith(url, "postgres://");
 }
 
-// Replaces the value of every `password=` query parameter in a URI's query string.
-std::string RedactUriQuery(std::string_view query) {
-  std::string out;
-  size_t pos = 0;
-  while (pos <= query.size()) {
-    size_t amp = query.find('&', pos);
-    if (amp == std::string_view::npos) amp = query.size();
-    std::string_view param = query.substr(pos, amp - pos);
-    if (StartsWith(param, "password=")) {
-      out += "password=***";
-    } else {
-      out += param;
-    }
-    if (amp < query.size()) out.push_back('&');
-    pos = amp + 1;
-  }
-  return out;
-}
-
-// key=value form: "host=h password = 'it''s' dbname=x" -> "host=h password=*** dbname=x".
-std::string RedactKeyValue(std::string_view s) {
-  std::string out;
-  size_t i = 0;
-  while (i < s.size()) {
-    // Copy whitespace.
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) out.push_back(s[i++]);
-    size_t key_start = i;
-    while (i < s.size() && s[i] != '=' && !std::isspace(static_cast<unsigned char>(s[i]))) i++;
-    std::string_view key = s.substr(key_start, i - key_start);
-    out += key;
-    size_t j = i;
-    while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) j++;
-    if (j >= s.size() || s[j] != '=') {
-      // Not a key=value pair; copy the rest as is (libpq will reject it anyway).
-      out += s.substr(i);
-      return out;
-    }
-    j++;
-    while (j < s.size() && std::isspace(static_cast<unsigned char>(s[j]))) j++;
-    size_t value_start = j;
-    if (j < s.size() && s[j] == '\'') {
-      j++;
-      while (j < s.size()) {
-        // libpq escapes a quote as \' ; '' (SQL style) is not libpq syntax, but a password
-        // written that way must not leak either.
-        if ((s[j] == '\\' || (s[j] == '\'' && j + 1 < s.size() && s[j + 1] == '\'')) &&
-            j + 1 < s.size()) {
-          j += 2;
-          continue;
-        }
-        if (s[j] == '\'') {
-          j++;
-          break;
-        }
-        j++;
-      }
-    } else {
-      while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) j++;
-    }
-    out.push_back('=');
-    if (key == "password") {
-      out += "***";
-    } else {
-      out += s.substr(value_start, j - value_start);
-    }
-    i = j;
-  }
-  return out;
-}
-
 struct ParsedConninfo {
   std::string host, port, dbname, user;
 };
@@ -124,7 +56,7 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
   if (opts == nullptr) {
     std::string why = err != nullptr ? OneLine(err) : "out of memory";
     if (err != nullptr) PQfreemem(err);
-    return FailedPrecondition("database URL " + RedactPgUrl(url) + " does not parse: " + why);
+    return FailedPrecondition("database URL " + RedactUrl(url) + " does not parse: " + why);
   }
   ParsedConninfo out;
   for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
@@ -162,38 +94,6 @@ Code CodeForSqlState(std::string_view state) {
 }
 
 }  // namespace
-
-std::string RedactPgUrl(std::string_view url) {
-  if (!IsUri(url)) return RedactKeyValue(url);
-  size_t scheme_end = url.find("://") + 3;
-  size_t authority_end = url.find_first_of("/?", scheme_end);
-  if (authority_end == std::string_view::npos) authority_end = url.size();
-  std::string_view authority = url.substr(scheme_end, authority_end - scheme_end);
-  std::string out(url.substr(0, scheme_end));
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
-    size_t colon = userinfo.find(':');
-    if (colon != std::string_view::npos) {
-      out += userinfo.substr(0, colon);
-      out += ":***";
-    } else {
-      out += userinfo;
-    }
-    out += authority.substr(at);
-  } else {
-    out += authority;
-  }
-  std::string_view rest = url.substr(authority_end);
-  size_t q = rest.find('?');
-  if (q == std::string_view::npos) {
-    out += rest;
-  } else {
-    out += rest.substr(0, q + 1);
-    out += RedactUriQuery(rest.substr(q + 1));
-  }
-  return out;
-}
 
 Result<std::string> PgUrlWithDatabase(const std::string& url, const std::string& dbname) {
   GAPLESS_ASSIGN_OR_RETURN(auto parsed, ParseConninfo(url));
@@ -321,7 +221,7 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
                              Contains(why, "password") || Contains(why, "pg_hba.conf") ||
                              Contains(why, "invalid");
     if (refused_by_server && !transient) {
-      return FailedPrecondition(msg + " (database URL " + RedactPgUrl(url) + ")");
+      return FailedPrecondition(msg + " (database URL " + RedactUrl(url) + ")");
     }
     return Unavailable(msg);
   }
@@ -379,7 +279,7 @@ Result<bool> PgConn::WaitForNotification(int64_t timeout_ms) {
 // notice receiver: OnNotice). A NOTIFY also makes the socket readable; libpq keeps it for
 // PQnotifies. No round trip: polls with no wait.
 bool PgConn::PeerEnded() {
-  if (server_ended_) return true;  // parsed earlier (a WaitForNotification, say)
+  if (server_ended_) return true;            // parsed earlier (a WaitForNotification, say)
   for (int round = 0; round < 4; ++round) {  // a few rounds: NOTIFYs could keep coming
     pollfd fd{PQsocket(conn_), POLLIN, 0};
     if (fd.fd < 0) return true;

@@ -47,10 +47,6 @@ struct PgConnectOptions {
   std::string application_name = "gapless";
 };
 
-// The URL with any password replaced by "***", for messages and logs. Handles both URI
-// (postgresql://user:pw@host/db?password=pw) and key=value ("password=pw host=h") forms.
-std::string RedactPgUrl(std::string_view url);
-
 // `url` pointing at database `dbname` instead (same host, user, options). FailedPrecondition if
 // the URL does not parse.
 Result<std::string> PgUrlWithDatabase(const std::string& url, const std::string& dbname);

@@ -1,0 +1,79 @@
+#include "core/redact.h"
+
+#include <gtest/gtest.h>
+
+namespace gapless {
+namespace {
+
+TEST(RedactUrl, HidesUserInfoWhateverTheScheme) {
+  EXPECT_EQ(RedactUrl("https://user:SECRETKEY@host/rpc"), "https://***@host/rpc");
+  EXPECT_EQ(RedactUrl("https://SECRETKEY@host"), "https://***@host");
+  EXPECT_EQ(RedactUrl("postgresql://alice:s3cret@db.example:5432/chain1"),
+            "postgresql://***@db.example:5432/chain1");
+  EXPECT_EQ(RedactUrl("redis://:pw@127.0.0.1:6379/2"), "redis://***@127.0.0.1:6379/2");
+  EXPECT_EQ(RedactUrl("amqps://guest:guest@mq:5671/vhost"), "amqps://***@mq:5671/vhost");
+}
+
+TEST(RedactUrl, HidesApiKeysInHttpPaths) {
+  // The issue's example: a 9-character key after a version segment.
+  EXPECT_EQ(RedactUrl("http://user:SECRETKEY@host/v2/APIKEY123"), "http://***@host/v2/***");
+  EXPECT_EQ(RedactUrl("https://mainnet.infura.io/v3/0123456789abcdef0123456789abcdef"),
+            "https://mainnet.infura.io/v3/***");
+  EXPECT_EQ(RedactUrl("https://x.quiknode.pro/abcdefghijklmnopqrstuvwxyzABCDEF/"),
+            "https://x.quiknode.pro/***/");
+  // Words are not keys.
+  EXPECT_EQ(RedactUrl("http://127.0.0.1:8545"), "http://127.0.0.1:8545");
+  EXPECT_EQ(RedactUrl("http://127.0.0.1:8545/"), "http://127.0.0.1:8545/");
+  EXPECT_EQ(RedactUrl("https://eth-mainnet.example.com/rpc/ext/bor"),
+            "https://eth-mainnet.example.com/rpc/ext/bor");
+}
+
+TEST(RedactUrl, HidesQueryValuesButKeepsConnectionSettings) {
+  EXPECT_EQ(RedactUrl("https://node.example.com/rpc?apikey=s3cret"),
+            "https://node.example.com/rpc?apikey=***");
+  EXPECT_EQ(RedactUrl("postgres://alice:s3cret@db/x?sslmode=require&password=other"),
+            "postgres://***@db/x?sslmode=require&password=***");
+  EXPECT_EQ(RedactUrl("https://h/?tok3n"), "https://h/?***");
+  EXPECT_EQ(RedactUrl("https://h/p#frag"), "https://h/p");
+}
+
+TEST(RedactUrl, OtherSchemesKeepTheirPath) {
+  // A database name, a Redis db number and a vhost are not keys.
+  EXPECT_EQ(RedactUrl("postgresql://gapless@127.0.0.1:55433/gapless_test_12345678"),
+            "postgresql://***@127.0.0.1:55433/gapless_test_12345678");
+  EXPECT_EQ(RedactUrl("redis://127.0.0.1:6379/15"), "redis://127.0.0.1:6379/15");
+  EXPECT_EQ(RedactUrl("kafka://127.0.0.1:9092,127.0.0.1:9093"),
+            "kafka://127.0.0.1:9092,127.0.0.1:9093");
+}
+
+TEST(RedactUrl, HidesPasswordsInLibpqKeyValueForm) {
+  EXPECT_EQ(RedactUrl("host=db port=5432 password=s3cret dbname=x"),
+            "host=db port=5432 password=*** dbname=x");
+  EXPECT_EQ(RedactUrl("host=db password = 'it''s secret' user=a"), "host=db password=*** user=a");
+  EXPECT_EQ(RedactUrl("password='a\\'b c' host=h"), "password=*** host=h");
+  EXPECT_EQ(RedactUrl("host=h sslpassword=k3y"), "host=h sslpassword=***");
+  // What does not parse is not shown.
+  EXPECT_EQ(RedactUrl("host=h s3cret"), "host=h ***");
+}
+
+TEST(RedactUrlList, RedactsEachUrlAndKeepsMultiHostUrlsWhole) {
+  EXPECT_EQ(RedactUrlList("redis://:a@h1:1,redis://:b@h2:2"), "redis://***@h1:1,redis://***@h2:2");
+  EXPECT_EQ(RedactUrlList("redis://:a@h1:1,h2:2/0"), "redis://***@h1:1,h2:2/0");
+  EXPECT_EQ(RedactUrlList("redis://h1:1,amqp://u:p@h2/v,kafka://k:9092"),
+            "redis://h1:1,amqp://***@h2/v,kafka://k:9092");
+  EXPECT_EQ(RedactUrlList(""), "");
+}
+
+TEST(SecretsOf, ListsWhatRedactUrlHides) {
+  EXPECT_EQ(
+      SecretsOf("http://RPCUSER1:PASSW0RD@h:1/v2/APIKEY123?key=QKEY0SECRET&sslmode=require#FRAG"),
+      (std::vector<std::string>{"RPCUSER1", "PASSW0RD", "FRAG", "APIKEY123", "QKEY0SECRET"}));
+  EXPECT_EQ(SecretsOf("postgresql://u:pw@h/chain1"), std::vector<std::string>{})
+      << "secrets under 4 characters are not listed; the path of a database URL is no secret";
+  EXPECT_EQ(SecretsOf("host=h password='s3cret' dbname=x"), std::vector<std::string>{"s3cret"});
+  EXPECT_EQ(ScrubSecrets("invalid key APIKEY123 (APIKEY123)", {"APIKEY123"}),
+            "invalid key *** (***)");
+}
+
+}  // namespace
+}  // namespace gapless
