@@ -5,8 +5,8 @@
 # blocks of real traffic (ETH transfers, contract deployments, ERC-20/721/1155 transfers, every
 # transaction type, reverts), indexes it with `gapless run --workers 4 --events redis://...`
 # (workers coordinated through Redis, events published to Redis Streams) with a live progress
-# display while `gapless events tail` and `gapless consume balances` receive the events, verifies
-# it and prints a summary. The servers keep running so you can explore; `scripts/demo.sh stop`
+# display while `gapless events tail` and `gapless consume balances` receive the events and the
+# run's /metrics is scraped (--metrics-addr), verifies it and prints a summary. The servers keep running so you can explore; `scripts/demo.sh stop`
 # stops them.
 # Environment: GAPLESS_DEMO_BLOCKS (default 400) blocks of traffic.
 set -euo pipefail
@@ -63,14 +63,27 @@ echo "== gapless events tail and gapless consume balances, in the background"
 "$gapless" events tail --bus "$redis" --chain-id "$chain_id" --log-level warn >"$events_log" &
 tail_pid=$!
 "$gapless" consume balances --bus "$redis" --db "$db" --redis "$redis" --chain-id "$chain_id" \
-  --group demo-balances --log-level warn &
+  --group demo-balances --log-level warn --metrics-addr 127.0.0.1:59465 &
 balances_pid=$!
 trap 'kill "$tail_pid" "$balances_pid" 2>/dev/null || true' EXIT
 sleep 1
 
-echo "== gapless run --workers 4 --from 0 --to latest --events $redis"
+echo "== gapless run --workers 4 --from 0 --to latest --events $redis --metrics-addr 127.0.0.1:59464"
+# Its /metrics is scraped every half second while it runs, as Prometheus would.
+metrics="$GAPLESS_RUN_DIR/metrics.txt"
+rm -f "$metrics"
 "$gapless" run --rpc "$rpc" --db "$db" --redis "$redis" --from 0 --to latest --range-size 20 \
-  --workers 4 --events "$redis"
+  --workers 4 --events "$redis" --metrics-addr 127.0.0.1:59464 &
+run_pid=$!
+while kill -0 "$run_pid" 2>/dev/null; do
+  curl -sf http://127.0.0.1:59464/metrics >"$metrics.new" 2>/dev/null && mv "$metrics.new" "$metrics"
+  sleep 0.5
+done
+wait "$run_pid"
+
+echo "== the run's last /metrics scrape (http://127.0.0.1:59464/metrics while it ran), a few lines"
+grep -E '^gapless_(blocks|transactions|logs|token_transfers)_indexed_total|^gapless_ranges_committed_total|^gapless_rpc_requests_total|^gapless_leader |^gapless_frontier_next_block|^gapless_events_published_total|^gapless_range_write_seconds_(count|sum)' \
+  "$metrics" || echo "(no scrape: the run ended before the first one)"
 
 echo "== events received by gapless events tail"
 transfers=$(psql -qtA "$db" -c "SELECT count(*) FROM token_transfers")
@@ -79,6 +92,9 @@ for _ in $(seq 1 60); do
   [ "$applied" = "$transfers" ] && break
   sleep 0.5
 done
+echo "== the balances consumer's /metrics and /readyz (http://127.0.0.1:59465/)"
+curl -sf http://127.0.0.1:59465/metrics | grep -E '^gapless_consumer_events_total' || true
+curl -s http://127.0.0.1:59465/readyz || true
 kill "$tail_pid" "$balances_pid" 2>/dev/null || true
 wait "$tail_pid" "$balances_pid" 2>/dev/null || true
 trap - EXIT

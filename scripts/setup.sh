@@ -2,8 +2,8 @@
 # setup.sh: installs everything gapless needs to build and test, idempotently and without prompts.
 #
 # 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, RabbitMQ, librdkafka,
-#    rabbitmq-c, curl, Crypto++ and libsecp256k1 (block verification), spin for the
-#    protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
+#    rabbitmq-c, curl, Crypto++ and libsecp256k1 (block verification), cpp-httplib (the
+#    /metrics endpoint), spin for the protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
 #    then does it run apt-get update and apt-get install, so a second run is fast and needs no
 #    network.
 # 2. npm packages of package.json into <repo>/node_modules: anvil (@foundry-rs/anvil-linux-amd64,
@@ -22,7 +22,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
-  libcrypto++-dev libsecp256k1-dev
+  libcrypto++-dev libsecp256k1-dev libcpp-httplib-dev
   spin faketime
 )
 # shellcheck disable=SC2206

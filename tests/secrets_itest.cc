@@ -17,161 +17,19 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "devnet_util.h"
-#include "rpc/curl_transport.h"
-#include "testing/http_test_server.h"
+#include "fake_node.h"
 #include "testing/wait_for.h"
 
 namespace gapless::e2e {
 namespace {
 
-// Every secret the URLs below carry. Each is 8+ characters with a digit, so it is unlikely to turn
-// up in output by chance.
-const std::vector<std::string> kSecrets = {
-    "RPCUSER1",  "RPCPASSW0RD", "APIKEY123", "QKEY0SECRET", "PGPASSW0RD", "PGQUERY5ECRET",
-    "R3DISPASS", "L0CKPASS",    "BU5PASS",   "AMQPPASS7",   "KAFKA5ASL",  "RPCFRAG9MENT"};
-
-// Runs gapless with stdout and stderr together, sending SIGINT after timeout_ms (a fleet process
-// that keeps retrying an unreachable server). Returns the exit code (-1: killed) and the output.
-std::pair<int, std::string> RunAll(std::vector<std::string> args, int timeout_ms = 20'000) {
-  args.insert(args.begin(), GaplessBinary());
-  int fds[2];
-  if (pipe(fds) != 0) return {-1, ""};
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], STDOUT_FILENO);
-    dup2(fds[1], STDERR_FILENO);
-    close(fds[0]);
-    close(fds[1]);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(fds[1]);
-  fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool interrupted = false;
-  int status = 0;
-  while (true) {
-    char buf[4096];
-    ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, static_cast<size_t>(n));
-      continue;
-    }
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      while ((n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline && !interrupted) {
-      kill(pid, SIGINT);
-      interrupted = true;
-    }
-    usleep(20'000);
-  }
-  close(fds[0]);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string ReadIfThere(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// The secret of kSecrets found in text, or "".
-std::string FindSecret(const std::string& text) {
-  for (const auto& s : kSecrets) {
-    if (text.find(s) != std::string::npos) return s;
-  }
-  return "";
-}
-
-// A JSON-RPC node of the test's own whose behaviour the test switches.
-class FakeNode {
- public:
-  enum class Mode {
-    kUnauthorized,
-    kTooManyRequests,
-    kServerError,
-    kMalformedBlock,
-    kOtherChain,
-    kProxy,  // forwards every request to the test devnet (anvil answers on "/" only)
-  };
-  FakeNode()
-      : server_([this](const HttpTestServer::Request& r) { return Answer(r); }),
-        devnet_(GAPLESS_TEST_ANVIL_URL) {}
-  void Set(Mode mode) { mode_ = mode; }
-  // The node's URL with a secret in each part: user info, path (the API key, as Alchemy puts it),
-  // query and fragment.
-  std::string SecretUrl() const {
-    return "http://RPCUSER1:RPCPASSW0RD@127.0.0.1:" + std::to_string(server_.port()) +
-           "/v2/APIKEY123?key=QKEY0SECRET#RPCFRAG9MENT";
-  }
-
- private:
-  HttpTestServer::Response Answer(const HttpTestServer::Request& r) {
-    auto id_of = [&] {
-      size_t at = r.body.find("\"id\":");
-      size_t end = r.body.find(',', at);
-      return r.body.substr(at + 5, end - at - 5);
-    };
-    auto result = [&](const std::string& json) {
-      return HttpTestServer::Response::Json(R"({"jsonrpc":"2.0","id":)" + id_of() +
-                                            R"(,"result":)" + json + "}");
-    };
-    switch (mode_.load()) {
-      case Mode::kUnauthorized:
-        // Providers echo the key they were given.
-        return HttpTestServer::Response::Json(
-            R"({"error":"invalid API key APIKEY123 for user RPCUSER1"})", 401);
-      case Mode::kTooManyRequests: {
-        auto res = HttpTestServer::Response::Json(R"({"error":"rate limited: APIKEY123"})", 429);
-        res.headers.push_back({"Retry-After", "0"});
-        return res;
-      }
-      case Mode::kServerError:
-        return HttpTestServer::Response::Json("upstream APIKEY123 failed", 502);
-      case Mode::kOtherChain:
-        return result("\"0x5\"");
-      case Mode::kProxy: {
-        std::lock_guard<std::mutex> lock(devnet_mu_);
-        auto answer = devnet_.Post(r.body);
-        if (!answer.ok()) return HttpTestServer::Response::Json("devnet down", 502);
-        return HttpTestServer::Response::Json(answer->body, static_cast<int>(answer->status));
-      }
-      case Mode::kMalformedBlock:
-        if (r.body.find("eth_chainId") != std::string::npos) return result("\"0x1\"");
-        if (r.body.find("eth_blockNumber") != std::string::npos) return result("\"0x10\"");
-        // A batch: answer each call with a block whose hash is not hex.
-        return HttpTestServer::Response::Json(
-            R"([{"jsonrpc":"2.0","id":0,"result":{"number":"0x0","hash":"0xAPIKEY123"}}])");
-    }
-    return HttpTestServer::Response::Json("{}", 500);
-  }
-
-  std::atomic<Mode> mode_{Mode::kUnauthorized};
-  HttpTestServer server_;
-  std::mutex devnet_mu_;
-  CurlTransport devnet_;
-};
-
 class SecretsTest : public DbRedisTest {
  protected:
-  // The test database's URL with a password in the user info and in the query (trust auth
-  // ignores both).
-  std::string SecretDbUrl() const {
-    std::string url = db_.url();  // postgresql://gapless@127.0.0.1:PORT/DB
-    url.insert(url.find('@'), ":PGPASSW0RD");
-    return url + (url.find('?') == std::string::npos ? "?" : "&") +
-           "password=PGQUERY5ECRET&application_name=gapless";
-  }
+  std::string SecretDbUrl() const { return WithDbSecrets(db_.url()); }
   // The test Redis with a password it does not have: AUTH fails.
   std::string SecretRedisUrl(const std::string& password) const {
     return "redis://:" + password + "@" + redis_url_.substr(redis_url_.find("//") + 2);

@@ -32,6 +32,7 @@ struct CommonArgs {
   std::string config;
   std::string log_level = "info";
   std::string db;
+  std::string metrics_addr;
 };
 
 struct IndexArgs {  // index, run, worker
@@ -208,8 +209,9 @@ struct Subcommands {
 
   // Every subcommand that takes options (a group such as events is not one of them).
   std::vector<CLI::App*> all() const {
-    return {index,  verify, exp,       status,      dlq,          run,
-            leader, worker, reconcile, events_tail, events_replay};
+    return {index,         verify,         exp,     status,          dlq,
+            run,           leader,         worker,  reconcile,       events_tail,
+            events_replay, events_publish, produce, consume_balances};
   }
 };
 
@@ -220,6 +222,13 @@ void AddConfigAndLogging(CLI::App* sub, CommonArgs* common) {
   sub->add_option("--log-level", common->log_level, "trace|debug|info|warn|error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+}
+
+// --metrics-addr: every long-running command (index, run, leader, worker, consume balances).
+void AddMetricsAddr(CLI::App* sub, CommonArgs* common) {
+  sub->add_option("--metrics-addr", common->metrics_addr,
+                  "Serve /metrics (Prometheus), /healthz and /readyz on HOST:PORT, e.g. "
+                  "127.0.0.1:9464 (0.0.0.0:9464: every interface); off when not given");
 }
 
 void AddCommon(CLI::App* sub, CommonArgs* common) {
@@ -297,6 +306,7 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "plain; off")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "tty", "plain", "off"}));
+  AddMetricsAddr(sub, &a->common);
 }
 
 // run and worker: the data path's flags and the fleet's.
@@ -631,6 +641,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
         ->check(CLI::IsMember({"block.new", "transaction.confirmed", "token.transfer",
                                "transaction.pending", "contract.verified", "block.reverted", "all",
                                "none"}));
+    AddMetricsAddr(c, &a->common);
     DocumentEnv(c);
   }
   return s;
@@ -735,6 +746,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
+  out.metrics_addr = common.metrics_addr;
   out.progress = args.progress == "tty"     ? ProgressDisplay::kTty
                  : args.progress == "plain" ? ProgressDisplay::kPlain
                  : args.progress == "off"   ? ProgressDisplay::kOff
@@ -929,6 +941,7 @@ int main(int argc, char** argv) {
     command.concurrency = a.events.concurrency;
     command.status_interval_ms = a.events.status_interval_s * 1000;
     command.ordered_types = a.events.ordered;
+    command.metrics_addr = a.common.metrics_addr;
     return ExitCode(RunConsumeBalances(command));
   }
   if (sub.dlq->parsed()) {

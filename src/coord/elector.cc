@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/metrics.h"
+
 namespace gapless {
 
 const char* RoleName(Role role) {
@@ -121,6 +123,41 @@ void Elector::Wake() {
   cv_.notify_all();
 }
 
+namespace {
+
+struct ElectorMetrics {
+  Gauge& leading;
+  Gauge& epoch;
+  Counter& terms;
+  Counter& renewals;
+  Counter& renewal_failures;
+  Gauge& lock_nodes_answering;
+};
+
+ElectorMetrics& Metrics() {
+  MetricsRegistry& m = MetricsRegistry::Default();
+  static ElectorMetrics metrics{
+      m.GaugeFamily("gapless_leader", "1 while this process is the HA leader, else 0").Get(),
+      m.GaugeFamily("gapless_leader_epoch",
+                    "The epoch (fencing token) of this process's leadership; 0 when not leading")
+          .Get(),
+      m.CounterFamily("gapless_leader_terms_total",
+                      "Times this process became the leader (each a new epoch)")
+          .Get(),
+      m.CounterFamily("gapless_lease_renewals_total",
+                      "Leader lease renewals (head-log writes) that reached a quorum")
+          .Get(),
+      m.CounterFamily("gapless_lease_renewal_failures_total",
+                      "Leader lease renewals that fell short of a quorum or were refused")
+          .Get(),
+      m.GaugeFamily("gapless_lock_nodes_answering",
+                    "Lock nodes that accepted the leader's last lease renewal")
+          .Get()};
+  return metrics;
+}
+
+}  // namespace
+
 void Elector::SetRole(Role role, uint64_t token) {
   bool changed;
   {
@@ -131,6 +168,10 @@ void Elector::SetRole(Role role, uint64_t token) {
     if (role == Role::kLeader && changed) ++stats_.terms;
     if (role != Role::kLeader) valid_until_ = 0;
   }
+  ElectorMetrics& metrics = Metrics();
+  if (role == Role::kLeader && changed) metrics.terms.Inc();
+  metrics.leading.Set(role == Role::kLeader ? 1 : 0);
+  metrics.epoch.Set(role == Role::kLeader ? static_cast<double>(token) : 0);
 }
 
 void Elector::Loop() {
@@ -334,6 +375,8 @@ void Elector::Lead() {
       AdoptFork(out.newer_fork);
       return;
     }
+    Metrics().lock_nodes_answering.Set(static_cast<double>(out.accepted));
+    (out.quorum ? Metrics().renewals : Metrics().renewal_failures).Inc();
     if (out.quorum) {
       {
         std::lock_guard lock(mu_);

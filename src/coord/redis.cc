@@ -12,12 +12,14 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
 
+#include "core/metrics.h"
 #include "core/mutation.h"
 #include "lua_scripts.h"
 
@@ -574,9 +576,30 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
     ptrs.push_back(a.data());
     lens.push_back(a.size());
   }
+  static Counter& round_trips =
+      MetricsRegistry::Default()
+          .CounterFamily("gapless_redis_round_trips_total",
+                         "Commands and scripts sent to Redis servers (coordination, lock nodes, "
+                         "rate limiter, Redis Streams), retries included")
+          .Get();
+  static Counter& failures =
+      MetricsRegistry::Default()
+          .CounterFamily("gapless_redis_round_trip_failures_total",
+                         "Redis round trips that got no answer (timeouts, connections lost)")
+          .Get();
+  static Histogram& latency =
+      MetricsRegistry::Default()
+          .HistogramFamily("gapless_redis_round_trip_seconds",
+                           "Time of one Redis round trip, answered or not", LatencyBuckets())
+          .Get();
+  const auto started = std::chrono::steady_clock::now();
   auto* r = static_cast<redisReply*>(
       redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+  round_trips.Inc();
+  latency.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   if (r == nullptr) {
+    failures.Inc();
     *transport_failure = true;
     std::string err = ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost";
     if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -15,7 +15,24 @@
 #include <thread>
 #include <utility>
 
+#include "core/metrics.h"
+
 namespace gapless {
+
+namespace {
+
+// Deliveries by outcome (processed, duplicate, failed: an attempt that failed and is retried or
+// stops the consumer, dead_lettered), for /metrics.
+void CountConsumerEvent(const std::string& consumer, std::string_view outcome) {
+  static Family<Counter>& events = MetricsRegistry::Default().CounterFamily(
+      "gapless_consumer_events_total",
+      "Event deliveries handled by the consumer, by outcome: processed, duplicate (completed "
+      "before), failed (an attempt), dead_lettered",
+      {"consumer", "outcome"});
+  events.With({consumer, outcome}).Inc();
+}
+
+}  // namespace
 
 const char* ErrorClassName(ErrorClass c) {
   switch (c) {
@@ -410,6 +427,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       return;
     }
     st.dead_lettered++;
+    CountConsumerEvent(options_.name, "dead_lettered");
     spdlog::error("consumer {}: dead-lettered {}@{}: {}", options_.name, d.topic, d.position, text);
     ack();
   };
@@ -423,6 +441,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       spdlog::debug("consumer {}: event {} ({}@{}) processed", options_.name, out.event_id, d.topic,
                     d.position);
       st.processed++;
+      CountConsumerEvent(options_.name, "processed");
       ack();
       EndTurn(out.item, st);
       return;
@@ -430,6 +449,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       spdlog::debug("consumer {}: event {} ({}@{}) was completed before: acked as a duplicate",
                     options_.name, out.event_id, d.topic, d.position);
       st.duplicates++;
+      CountConsumerEvent(options_.name, "duplicate");
       ack();
       EndTurn(out.item, st);
       return;
@@ -442,6 +462,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       return;
     case Outcome::Kind::kMalformed:
       st.failures++;
+      CountConsumerEvent(options_.name, "failed");
       st.last_error = out.error.ToString();
       st.last_error_at = now;
       dead_letter("event_id=unknown attempts=1 error=" + out.error.ToString());
@@ -449,6 +470,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
       return;
     case Outcome::Kind::kStop:
       st.failures++;
+      CountConsumerEvent(options_.name, "failed");
       st.last_error = fmt::format("event {}: {}", out.event_id, out.error.ToString());
       st.last_error_at = now;
       spdlog::error("consumer {}: stopping on {}", options_.name, st.last_error);
@@ -459,6 +481,7 @@ void EventConsumer::OnOutcome(Outcome out, PollState& st) {
   }
 
   st.failures++;
+  CountConsumerEvent(options_.name, "failed");
   st.last_error = fmt::format("event {}: {}", out.event_id, out.error.ToString());
   st.last_error_at = now;
   const int64_t delay = options_.recovery.For(out.cls) * 1000;
@@ -529,7 +552,14 @@ ConsumerStatus EventConsumer::BuildStatus(PollState& st) {
   s.last_error_age_ms = st.last_error.empty() ? -1 : (now - st.last_error_at) / 1000;
   s.rss_bytes = ResidentBytes();
   auto lag = subscriber_->Lag();
-  if (lag.ok()) s.lag = *lag;
+  if (lag.ok()) {
+    s.lag = *lag;
+    static Family<Gauge>& lag_gauge = MetricsRegistry::Default().GaugeFamily(
+        "gapless_consumer_lag_events",
+        "Events on the bus not yet consumed by this consumer's group, as last measured",
+        {"consumer"});
+    lag_gauge.With({options_.name}).Set(static_cast<double>(*lag));
+  }
   return s;
 }
 

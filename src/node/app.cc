@@ -8,6 +8,7 @@
 
 #include "decode/decode.h"
 #include "node/indexer.h"
+#include "node/node_metrics.h"
 #include "rpc/curl_transport.h"
 #include "store/migrate.h"
 #include "store/state.h"
@@ -57,6 +58,7 @@ Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
   // chaos seed 418, a worker that started during a re-org exited on its own --to latest.
   if (request.to.number.has_value()) {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t head, rpc.BlockNumber());
+    SetChainHeadMetric(head);
     if (out.to > head) {
       return FailedPrecondition(fmt::format(
           "--to {}: above the node's head block {}; use --to latest to stop at the head", out.to,

@@ -20,6 +20,7 @@
 #include "node/deep_verify.h"
 #include "node/duties.h"
 #include "node/indexer.h"
+#include "node/ops.h"
 #include "node/progress.h"
 #include "node/reconcile.h"
 #include "store/outbox.h"
@@ -31,6 +32,10 @@ namespace gapless {
 
 Result<Outcome> RunIndex(const IndexCommand& command) {
   const IndexingOptions& args = command.indexing;
+  GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr));
+  ops.SetStarting("checking the node and opening the database");
+  ops.Add("postgresql", PostgresProbe(args.db));
+  ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
   RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
@@ -73,6 +78,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   Status duties_status;
   std::thread duties_thread([&] { duties_status = duties.Run(indexing_over); });
   Status st;
+  ops.SetStarted();
   {
     SignalStop signals(&indexer);
     st = indexer.Run();

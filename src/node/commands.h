@@ -60,6 +60,8 @@ struct IndexingOptions {
   uint32_t db_connections = 2;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   ProgressDisplay progress = ProgressDisplay::kAuto;
+  // --metrics-addr HOST:PORT: /metrics, /healthz, /readyz (node/ops.h); empty: none.
+  std::string metrics_addr;
   // --verify / --verify-senders: every block proven against its header before it is written
   // (source/block_source.h BlockChecks, verify/verify.h).
   bool verify = false;
@@ -262,6 +264,7 @@ struct ConsumeBalancesCommand {
   // Event types consumed in order per partition (ConsumerOptions::ordered_topics); "all" for
   // every type, "none" (or empty) for none.
   std::vector<std::string> ordered_types = {"block.new", "block.reverted"};
+  std::string metrics_addr;  // --metrics-addr (node/ops.h); empty: none
 };
 // Runs until a signal (kStopped) or a fatal error.
 Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "coord/queue.h"
+#include "node/node_metrics.h"
 #include "store/outbox.h"
 #include "store/queries.h"
 #include "store/state.h"
@@ -106,6 +107,7 @@ Status FrontierDuty::Step(uint64_t) {
   // passes a missing block); this duty is done with its own range's committed prefix.
   GAPLESS_RETURN_IF_ERROR(PersistFrontier(*conn, from_, prefix).status());
   frontier_ = prefix;
+  SetFrontierMetric(prefix);
   return Status::Ok();
 }
 

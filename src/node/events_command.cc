@@ -11,6 +11,7 @@
 #include "events/kafka_bus.h"
 #include "events/open_bus.h"
 #include "node/commands.h"
+#include "node/ops.h"
 #include "node/startup.h"
 #include "source/block_message.h"
 #include "store/reader.h"
@@ -191,6 +192,10 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   options.topics = {EventTopic(kTokenTransfer, command.chain_id),
                     EventTopic(kBlockReverted, command.chain_id)};
   options.from_beginning = true;
+  GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(command.metrics_addr));
+  ops.SetStarting("opening the events bus");
+  ops.Add("postgresql", PostgresProbe(command.db));
+  ops.Add("processing-keys redis", RedisProbe(command.redis));
   SignalStop signals;
   // The bus, the database and the processing keys' Redis may be away as the consumer (re)starts:
   // it waits for them (node/startup.h). A signal ends the wait.
@@ -215,6 +220,7 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   }
   spdlog::info("consuming {} on {} as group {} into token_balances",
                fmt::join(options.topics, ", "), subscriber->name(), command.group);
+  ops.SetStarted();
   // Unavailable from RunBalancesConsumer is its set-up's (EventConsumer::Run retries what fails
   // while it runs): the database or the processing keys' Redis is away.
   Status st = RetryWhileUnavailable(

@@ -27,6 +27,7 @@
 #include "node/head_tracker.h"
 #include "node/kafka_worker.h"
 #include "node/leader.h"
+#include "node/ops.h"
 #include "node/progress.h"
 #include "node/startup.h"
 #include "node/worker.h"
@@ -315,6 +316,12 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
                                   ? "--rpc is required (the leader tracks the chain's head)"
                                   : "--rpc is required (or --source kafka)");
   }
+  // The ops endpoint first: /healthz answers and /readyz says what the process waits for while
+  // it checks the node and opens the database and Redis.
+  GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr));
+  ops.SetStarting("checking the node and opening the database");
+  ops.Add("postgresql", PostgresProbe(args.db));
+  if (has_rpc) ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
   RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
   std::unique_ptr<JsonRpcClient> rpc = has_rpc ? make_client() : nullptr;
   const size_t connections =
@@ -336,9 +343,12 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   };
   // The coordination Redis (or PostgreSQL) may be away as a fleet process (re)starts
   // (node/startup.h). Nothing is held yet, so a signal may end the wait as it likes.
+  ops.SetStarting("opening the coordination Redis");
+  ops.Add("coordination redis", RedisProbe(command.redis));
   Result<Coordination> opened = OpenWhenReachable<Coordination>(
       "the coordination state", open_coordination, /*stop=*/nullptr);
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, std::move(opened));
+  ops.Add("lock quorum", LockQuorumProbe(command.election, command.redis, coord.keys));
   GAPLESS_ASSIGN_OR_RETURN(
       SharedRateLimiter limiter,
       OpenRateLimiter(command.redis, coord.keys, has_rpc ? rpc->Describe() : std::string(),
@@ -376,6 +386,17 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
       leader_waker = std::move(waker).value();
       leader->set_waker(leader_waker.get());
     }
+  }
+  // The leader check reads the elector: probing stops (at the latest when this guard goes, before
+  // the elector does) before the elector is destroyed.
+  struct StopProbes {
+    ReadinessProber* prober;
+    ~StopProbes() {
+      if (prober != nullptr) prober->Stop();
+    }
+  } stop_probes{ops.readiness.get()};
+  if (elector != nullptr) {
+    ops.Add("leader", LeaderProbe(elector.get(), command.election, command.redis, coord.keys));
   }
   std::unique_ptr<EventRelays> relays;
   if (command.with_leader) {
@@ -446,6 +467,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
       });
     }
   }
+  ops.SetStarted();
   if (args.progress != ProgressDisplay::kOff) progress.Start();
   WatchFleet(roles, workers, kafka_workers, live_bar, &totals);
   Status first_error = roles.StopAndJoin();

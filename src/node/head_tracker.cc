@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "node/node_metrics.h"
 #include "store/rollback.h"
 
 namespace gapless {
@@ -61,9 +62,11 @@ HeadTracker::HeadTracker(std::unique_ptr<JsonRpcClient> rpc, std::string pg_url,
 Result<uint64_t> HeadTracker::Bound() {
   if (options_.to.has_value()) {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t latest, rpc_->BlockNumber());
+    SetChainHeadMetric(latest);
     return std::min(*options_.to, latest);
   }
   GAPLESS_ASSIGN_OR_RETURN(uint64_t tip, rpc_->ResolveBlockTag(options_.tag));
+  SetChainHeadMetric(tip);
   if (tip < options_.confirmations) return NotFound("the chain is shorter than the confirmations");
   return tip - options_.confirmations;
 }

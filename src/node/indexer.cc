@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "node/node_metrics.h"
 #include "store/queries.h"
 
 namespace gapless {
@@ -109,6 +110,7 @@ Status Indexer::WithRetries(const std::string& what, const std::function<Status(
     int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
                                   options_.retry_cap_micros);
     counters_.retries += 1;
+    CountRangeEvent(RangeEvent::kRetried);
     spdlog::warn("{} failed (attempt {}/{}): {}; retrying in {:.1f} s", what, attempt,
                  options_.max_attempts, st.ToString(), static_cast<double>(delay) / 1e6);
     options_.env->SleepMicros(delay);

@@ -14,6 +14,7 @@
 #include "coord/registry.h"
 #include "core/failpoint.h"
 #include "events/open_bus.h"
+#include "node/node_metrics.h"
 #include "node/range_job.h"
 #include "node/ranges.h"
 #include "node/reconcile.h"
@@ -180,6 +181,7 @@ void KafkaWorker::Take(Delivery delivery) {
       return;
     }
     counters_.dead_lettered += 1;
+    CountRangeEvent(RangeEvent::kDeadLettered);
     (void)subscriber_->Ack(delivery);
     return;
   }
@@ -260,6 +262,7 @@ Status KafkaWorker::ProcessWindow(uint64_t start) {
   }
   if (!error.ok()) {
     counters_.retries += 1;
+    CountRangeEvent(RangeEvent::kRetried);
     w.not_before_micros = options_.env->NowMicros() +
                           BackoffMicros(options_.env, std::min(w.attempts, 5),
                                         options_.retry_base_micros, options_.retry_cap_micros);
@@ -424,7 +427,10 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     // A full TTL ahead of the write; lost (expired while paused, taken over): start again.
     Result<bool> extended = locks.Extend(window, options_.worker_id, options_.lock_ttl_ms);
     if (!extended.ok() || !*extended || lock_lost_.load()) {
-      counters_.leases_lost += extended.ok() ? 1 : 0;
+      if (extended.ok()) {  // refused (not a Redis failure): the lock is someone else's
+        counters_.leases_lost += 1;
+        CountRangeEvent(RangeEvent::kLeaseLost);
+      }
       release();
       return fail(extended.ok() ? Aborted("the range lock was lost before the write")
                                 : extended.status());
@@ -438,7 +444,10 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     counters_.write_micros += static_cast<uint64_t>(options_.env->NowMicros() - write_start);
     if (!st.ok()) {
       release();
-      if (IsFenceRejection(st)) counters_.leases_lost += 1;
+      if (IsFenceRejection(st)) {
+        counters_.leases_lost += 1;
+        CountRangeEvent(RangeEvent::kLeaseLost);
+      }
       if (IsFenceRejection(st) || st.reason() == kReorgFencedReason) {
         // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next token.
         Queue queue(redis_.get(), keys_);
@@ -514,6 +523,7 @@ void KafkaWorker::DeadLetter(Window& w, const Status& error) {
       continue;  // not acknowledged: it comes again after a restart or rebalance
     }
     counters_.dead_lettered += 1;
+    CountRangeEvent(RangeEvent::kDeadLettered);
     (void)subscriber_->Ack(d);
   }
   for (const auto& [n, unused] : w.blocks) held_->Drop(n);

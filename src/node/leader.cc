@@ -9,6 +9,7 @@
 #include "coord/key_watch.h"
 #include "coord/queue.h"
 #include "coord/range_lock.h"
+#include "node/node_metrics.h"
 #include "node/ranges.h"
 #include "node/reconcile.h"
 #include "store/queries.h"
@@ -102,6 +103,7 @@ Status Leader::RollBackTo(uint64_t fork_point, uint64_t head_fork_generation, ui
     auto conn = pool_->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(result, RollBack(*conn, request));
   }
+  CountReorg(result.depth);
   if (result.depth > 0) {
     spdlog::warn(
         "leader {}: re-org: rolled back {} stored blocks above block {} (generation {}); tokens up "
@@ -201,6 +203,7 @@ Status Leader::StartTerm(uint64_t bound, uint64_t epoch) {
   GAPLESS_RETURN_IF_ERROR(
       redis_->Command({"SET", keys_.leader_term(), std::to_string(epoch)}).status());
   ++terms_;
+  SetFrontierMetric(frontier_.load());
   spdlog::info("leader {}: term {} (epoch {}) started: fence counter {}, frontier {}",
                options_.holder_id, terms_, epoch, floors.fence_counter, frontier_.load());
   return Status::Ok();
@@ -270,6 +273,7 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
   }
   uint64_t now = std::max(frontier_.load(), next);
   frontier_ = now;
+  SetFrontierMetric(now);
   if (now > persisted_ && now > options_.from) {
     auto conn = pool_->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(persisted_, PersistFrontier(*conn, options_.from, now));

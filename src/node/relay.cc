@@ -10,6 +10,7 @@
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "fmt/ranges.h"
+#include "node/node_metrics.h"
 #include "store/outbox.h"
 #include "store/reader.h"
 #include "store/retractions.h"
@@ -23,6 +24,7 @@ RelayDuty::RelayDuty(PgPool* pool, Publisher* publisher, RelayOptions options)
       publisher_(publisher),
       options_(std::move(options)),
       bus_(publisher->name()),
+      metric_label_(BusName(bus_)),
       name_("relay " + bus_) {}
 
 Status RelayDuty::Step(uint64_t epoch) {
@@ -39,6 +41,7 @@ Status RelayDuty::Step(uint64_t epoch) {
 
 Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   *idle = true;
+  const auto started = std::chrono::steady_clock::now();
   // Every read of a batch in one snapshot: a rollback commits wholly before or wholly after it,
   // so the batch never mixes forks, never misses the retractions a rollback recorded with the
   // lowered cursor, and never finds an outbox row whose block was deleted since.
@@ -68,6 +71,7 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
       *frontier > *options_.to) {
     done_ = true;
   }
+  SetOutboxBacklog(metric_label_, frontier.has_value() && *frontier > next ? *frontier - next : 0);
   if (!frontier.has_value() || *frontier <= next) {
     GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
     // Idle: also the moment to prune rows that a late rewrite of a published range added (at
@@ -139,6 +143,7 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   if (!batch.empty()) {
     Status published = publisher_->Publish(batch);
     if (!published.ok()) {
+      CountPublishFailure(metric_label_);
       return published.WithContext("relay: publishing blocks " +
                                    std::to_string(rows.front().block_number) + ".." +
                                    std::to_string(rows.back().block_number) + " to " + bus_);
@@ -153,6 +158,9 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   GAPLESS_RETURN_IF_ERROR(
       AdvanceCursor(conn, bus_, next, target, batch.size(), epoch, options_.buses, generation));
   events_published_ += batch.size();
+  CountEventsPublished(
+      metric_label_, batch.size(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   cursor_ = target;
   if (options_.to.has_value() && target > *options_.to) done_ = true;
   if (!batch.empty()) {

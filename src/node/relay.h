@@ -100,6 +100,7 @@ class RelayDuty : public Duty {
   Publisher* publisher_;
   RelayOptions options_;
   std::string bus_;
+  std::string metric_label_;  // BusName(bus_): the /metrics label, without the user name
   std::string name_;
   std::atomic<bool> done_{false};
   std::atomic<uint64_t> events_published_{0};

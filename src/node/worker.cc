@@ -9,6 +9,7 @@
 
 #include "coord/registry.h"
 #include "core/failpoint.h"
+#include "node/node_metrics.h"
 #include "node/reconcile.h"
 #include "store/state.h"
 
@@ -236,6 +237,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
     int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
                                   options_.retry_cap_micros);
     counters_.retries += 1;
+    CountRangeEvent(RangeEvent::kRetried);
     RecordError(st);
     spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
                  options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
@@ -254,6 +256,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
     bool stopping = stop_ != nullptr && stop_->load();
     if (!stopping || lost) {
       counters_.leases_lost += 1;
+      CountRangeEvent(RangeEvent::kLeaseLost);
       spdlog::warn("worker {}: lease of task {} (token {}) lost, dropping it: {}",
                    options_.worker_id, task.id(), lease.token,
                    lost ? st.ToString() : "renewal refused");
@@ -285,6 +288,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   AddSince(options_.env, fail_start, counters_.coord_micros);
   finish();
   counters_.failed += 1;
+  CountRangeEvent(RangeEvent::kFailed);
   RecordError(st);
   if (!failed.ok()) {
     // Not the owner any more (Aborted) or Redis away: the lease expires and the janitor requeues.
@@ -292,6 +296,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
                  task.id(), st.ToString(), failed.status().ToString());
   } else if (failed->outcome == FailOutcome::kDeadLettered) {
     counters_.dead_lettered += 1;
+    CountRangeEvent(RangeEvent::kDeadLettered);
     spdlog::error("worker {}: task {} dead-lettered after {} attempts: {}", options_.worker_id,
                   task.id(), failed->attempts, st.ToString());
   } else {
@@ -332,7 +337,10 @@ void Worker::RecordCompletion(const Committed& done, const Status& completed) {
     // The rows are committed either way; the next owner rewrites them idempotently.
     spdlog::warn("worker {}: task {} committed but not completed: {}", options_.worker_id,
                  done.lease.task.id(), completed.ToString());
-    if (completed.code() == Code::kAborted) counters_.leases_lost += 1;
+    if (completed.code() == Code::kAborted) {
+      counters_.leases_lost += 1;
+      CountRangeEvent(RangeEvent::kLeaseLost);
+    }
     return;
   }
   counters_.transactions += done.transactions;

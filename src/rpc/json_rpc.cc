@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <numeric>
 
+#include "core/metrics.h"
 #include "core/text.h"
 
 namespace gapless {
@@ -533,6 +535,45 @@ Result<uint64_t> ParseHexQuantity(std::string_view text) {
 
 std::string HexQuantity(uint64_t n) { return fmt::format("0x{:x}", n); }
 
+namespace {
+
+// The client's metrics (core/metrics.h), shared by every client of the process.
+struct RpcMetrics {
+  Counter& requests;
+  Counter& calls;
+  Counter& rate_limited;
+  Family<Counter>& errors;
+  Histogram& latency;
+};
+
+RpcMetrics& Metrics() {
+  static RpcMetrics metrics{
+      MetricsRegistry::Default()
+          .CounterFamily("gapless_rpc_requests_total",
+                         "JSON-RPC HTTP requests (POSTs) sent, retries included")
+          .Get(),
+      MetricsRegistry::Default()
+          .CounterFamily("gapless_rpc_calls_total",
+                         "JSON-RPC calls sent (a batch of n counts n), retries included")
+          .Get(),
+      MetricsRegistry::Default()
+          .CounterFamily("gapless_rpc_rate_limited_total", "JSON-RPC requests answered HTTP 429")
+          .Get(),
+      MetricsRegistry::Default().CounterFamily(
+          "gapless_rpc_errors_total",
+          "Failed JSON-RPC requests, by typed reason (http-429, http-502, rpc:-32005, ...) or "
+          "error code (unavailable: a transport failure, invalid_data: a malformed answer)",
+          {"reason"}),
+      MetricsRegistry::Default()
+          .HistogramFamily("gapless_rpc_request_seconds",
+                           "Time from sending a JSON-RPC request to its whole answer",
+                           LatencyBuckets())
+          .Get()};
+  return metrics;
+}
+
+}  // namespace
+
 JsonRpcClient::JsonRpcClient(HttpTransport* transport, JsonRpcClientOptions options)
     : transport_(transport), options_(options), parser_(std::make_unique<Parser>()) {
   if (options_.env == nullptr) options_.env = Env::Default();
@@ -576,7 +617,13 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     ++stats_.posts;
     stats_.calls += pending.size();
     if (attempt > 0) ++stats_.retries;
+    const auto post_started = std::chrono::steady_clock::now();
     Result<HttpResponse> response = transport_->Post(body);
+    RpcMetrics& metrics = Metrics();
+    metrics.requests.Inc();
+    metrics.calls.Inc(static_cast<double>(pending.size()));
+    metrics.latency.Observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - post_started).count());
     Status failure = response.ok() ? CheckHttpStatus(*response, what, endpoint)
                                    : response.status().WithContext(what);
     if (failure.ok()) {
@@ -585,6 +632,12 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
       for (size_t i : pending) results[i] = ScrubbedResult(std::move(results[i]));
     }
     failure = Scrubbed(failure);
+    if (!failure.ok()) {
+      // By the typed reason ("http-429", "rpc:-32005"), else the code: a fixed set of words.
+      metrics.errors.With({failure.reason().empty() ? CodeName(failure.code()) : failure.reason()})
+          .Inc();
+      if (response.ok() && response->status == 429) metrics.rate_limited.Inc();
+    }
     if (!failure.ok()) {
       if (failure.code() != Code::kUnavailable) return failure;
       if (last_attempt) {

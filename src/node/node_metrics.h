@@ -1,0 +1,32 @@
+// node_metrics: what the node's roles count for /metrics (core/metrics.h), in one place so the
+// names and help texts are defined once: range outcomes besides commits (the writer counts those,
+// store/writer.cc), the frontier, the chain head and the lag between them, the event relay and
+// re-orgs. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gapless {
+
+// A local retry of a range, a range handed back to the queue as failed, a range (or a Kafka block
+// message) dead-lettered, a lease lost.
+enum class RangeEvent { kRetried, kFailed, kDeadLettered, kLeaseLost };
+void CountRangeEvent(RangeEvent event);
+
+// The leader's frontier (the next block not known to be committed) and the chain head it tracks;
+// gapless_lag_blocks is head + 1 - frontier once both are known.
+void SetFrontierMetric(uint64_t next_block);
+void SetChainHeadMetric(uint64_t head_block);
+
+// A re-org rolled back: its depth in blocks.
+void CountReorg(uint64_t depth);
+
+// The event relay of one bus (label: its name as BusName gives it, no credentials): events
+// published, a batch that failed, the blocks committed but not yet published to it, and a batch's
+// time from reading the outbox to the bus's confirmation.
+void CountEventsPublished(const std::string& bus, uint64_t events, double batch_seconds);
+void CountPublishFailure(const std::string& bus);
+void SetOutboxBacklog(const std::string& bus, uint64_t blocks);
+
+}  // namespace gapless

@@ -1,0 +1,160 @@
+#include "node/ops.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "coord/election.h"
+#include "coord/elector.h"
+#include "coord/lock_nodes.h"
+#include "coord/redis.h"
+#include "rpc/curl_transport.h"
+#include "rpc/json_rpc.h"
+#include "store/pg.h"
+
+namespace gapless {
+
+void Ops::Add(std::string name, ReadinessProber::Probe probe, std::chrono::milliseconds every) {
+  if (readiness != nullptr) readiness->Add(std::move(name), std::move(probe), every);
+}
+
+void Ops::SetStarting(std::string what) {
+  if (readiness != nullptr) readiness->SetStarting(std::move(what));
+}
+
+void Ops::SetStarted() {
+  if (readiness != nullptr) readiness->SetStarted();
+}
+
+Result<Ops> StartOps(const std::string& metrics_addr,
+                     std::function<Result<std::string>()> status_json) {
+  Ops ops;
+  if (metrics_addr.empty()) return ops;
+  ops.readiness = std::make_unique<ReadinessProber>();
+  ops.readiness->Start();
+  GAPLESS_ASSIGN_OR_RETURN(
+      ops.server, OpsServer::Start({metrics_addr, ops.readiness.get(), std::move(status_json)}));
+  spdlog::info("serving /metrics, /healthz, /readyz at {}", ops.server->url());
+  return ops;
+}
+
+ReadinessProber::Probe PostgresProbe(std::string url) {
+  auto conn = std::make_shared<std::unique_ptr<PgConn>>();
+  return [url = std::move(url), conn]() -> Result<std::string> {
+    if (*conn == nullptr) {
+      PgConnectOptions options;
+      options.connect_timeout_seconds = 2;
+      options.application_name = "gapless readiness";
+      GAPLESS_ASSIGN_OR_RETURN(*conn, PgConn::Connect(url, options));
+    }
+    Result<PgResult> r = (*conn)->Query("SELECT 1");
+    if (!r.ok()) {
+      conn->reset();  // reconnect next time
+      return r.status();
+    }
+    return std::string("answering");
+  };
+}
+
+ReadinessProber::Probe RedisProbe(std::string url) {
+  auto conn = std::make_shared<std::unique_ptr<RedisConn>>();
+  return [url = std::move(url), conn]() -> Result<std::string> {
+    if (*conn == nullptr) {
+      RedisOptions options;
+      options.connect_timeout_ms = 500;
+      options.command_timeout_ms = 1'000;
+      options.max_attempts = 1;
+      GAPLESS_ASSIGN_OR_RETURN(*conn, RedisConn::Connect(url, options));
+    }
+    Result<RedisReply> r = (*conn)->Command({"PING"});
+    if (!r.ok()) return r.status();
+    return "answering (" + (*conn)->DescribeCurrent() + ")";
+  };
+}
+
+ReadinessProber::Probe RpcProbe(RpcOptions rpc) {
+  CurlTransportOptions transport;
+  transport.connect_timeout_ms = 1'000;
+  transport.request_timeout_ms = 2'000;
+  JsonRpcClientOptions client_options;
+  client_options.max_attempts = 1;
+  auto client = std::make_shared<JsonRpcClient>(std::make_unique<CurlTransport>(rpc.url, transport),
+                                                client_options);
+  return [client]() -> Result<std::string> {
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t chain, client->ChainId());
+    return fmt::format("chain {}", chain);
+  };
+}
+
+namespace {
+
+// The lock nodes and an election over them, opened at the first probe (a bad --lock-nodes is
+// refused by the command itself before the probe exists).
+struct LockView {
+  std::unique_ptr<LockNodes> nodes;
+  std::unique_ptr<Election> election;
+};
+
+Result<std::vector<Election::NodeView>> ReadViews(LockView& view,
+                                                  const LeaderElectionOptions& options,
+                                                  const std::string& coordination_url,
+                                                  const Keys& keys) {
+  if (view.election == nullptr) {
+    GAPLESS_ASSIGN_OR_RETURN(view.nodes,
+                             OpenLockNodes(options, coordination_url, EvictionCheck::kSkip));
+    view.election = MakeElection(view.nodes.get(), keys, options);
+  }
+  return view.election->Views();
+}
+
+std::string Unreachable(const std::vector<Election::NodeView>& views, const LockNodes& nodes) {
+  std::string out;
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].reachable) continue;
+    out += (out.empty() ? "" : ", ") + nodes.describe(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::string coordination_url,
+                                       Keys keys) {
+  auto view = std::make_shared<LockView>();
+  return [view, election = std::move(election), url = std::move(coordination_url),
+          keys = std::move(keys)]() -> Result<std::string> {
+    GAPLESS_ASSIGN_OR_RETURN(auto views, ReadViews(*view, election, url, keys));
+    size_t up = 0;
+    for (const auto& v : views) up += v.reachable ? 1 : 0;
+    const size_t quorum = view->nodes->quorum();
+    std::string text =
+        fmt::format("{} of {} lock nodes answer (quorum {})", up, views.size(), quorum);
+    if (up < quorum) {
+      return Unavailable(text + "; unreachable: " + Unreachable(views, *view->nodes));
+    }
+    return text;
+  };
+}
+
+ReadinessProber::Probe LeaderProbe(const Elector* elector, LeaderElectionOptions election,
+                                   std::string coordination_url, Keys keys) {
+  auto view = std::make_shared<LockView>();
+  return [elector, view, election = std::move(election), url = std::move(coordination_url),
+          keys = std::move(keys)]() -> Result<std::string> {
+    if (std::optional<uint64_t> epoch = elector->LeaderToken()) {
+      return fmt::format("this process leads (epoch {})", *epoch);
+    }
+    GAPLESS_ASSIGN_OR_RETURN(auto views, ReadViews(*view, election, url, keys));
+    std::map<std::string, size_t> holders;
+    for (const auto& v : views) {
+      if (v.reachable && !v.holder.empty()) ++holders[v.holder];
+    }
+    for (const auto& [holder, count] : holders) {
+      if (count >= view->nodes->quorum()) return "following " + holder;
+    }
+    return Unavailable(fmt::format("no leader holds a quorum of the {} lock nodes", views.size()));
+  };
+}
+
+}  // namespace gapless

@@ -1,0 +1,50 @@
+// ops: the ops endpoint of a long-running command (node/ops_server.h) and the readiness checks
+// its /readyz reports (node/readiness.h), wired once here for index, run, leader, worker and
+// consume. Each check opens connections of its own with short timeouts, so probing never takes a
+// connection a worker needs and a slow server makes one check fail, not the process hang.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "coord/keys.h"
+#include "node/app.h"
+#include "node/ops_server.h"
+#include "node/readiness.h"
+
+namespace gapless {
+
+class Elector;
+
+struct Ops {
+  std::unique_ptr<ReadinessProber> readiness;  // null when there is no endpoint
+  std::unique_ptr<OpsServer> server;
+  // Adds a check when there is an endpoint (a no-op otherwise).
+  void Add(std::string name, ReadinessProber::Probe probe,
+           std::chrono::milliseconds every = std::chrono::milliseconds(0));
+  void SetStarting(std::string what);
+  void SetStarted();
+};
+
+// Starts the endpoint at metrics_addr ("HOST:PORT"; empty: none, and every method of Ops does
+// nothing), with status_json (nullable) as /status.json. Logs where it listens.
+Result<Ops> StartOps(const std::string& metrics_addr,
+                     std::function<Result<std::string>()> status_json = nullptr);
+
+// The checks. Each describes the state in a few words ("answering", "chain 1", "3 of 3 lock nodes
+// answer") and fails with what is wrong; none shows a URL's credentials.
+ReadinessProber::Probe PostgresProbe(std::string url);
+ReadinessProber::Probe RedisProbe(std::string url);
+ReadinessProber::Probe RpcProbe(RpcOptions rpc);
+// At least a quorum of the lock nodes (the coordination Redis alone when none are given) answer.
+ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::string coordination_url,
+                                       Keys keys);
+// A leader candidate: it leads (elector, not owned, must outlive the probe and the prober), or a
+// holder is on a quorum of the lock nodes (it follows a known leader).
+ReadinessProber::Probe LeaderProbe(const Elector* elector, LeaderElectionOptions election,
+                                   std::string coordination_url, Keys keys);
+
+// How often the RPC node is probed: paid providers bill requests.
+inline constexpr std::chrono::milliseconds kRpcProbeInterval{5'000};
+
+}  // namespace gapless

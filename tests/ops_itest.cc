@@ -1,0 +1,249 @@
+// The ops endpoint of real fleet processes (--metrics-addr): /metrics scraped during a devnet run
+// equals the database at the end (blocks, transactions, logs, token transfers), its histograms
+// are well-formed and no label or value carries a configured secret; /readyz turns unready within
+// the leader's TTL when two of three lock nodes die, and ready again when one returns.
+//
+// Servers: the test PostgreSQL, Redis and anvil devnet (through the test's own node that carries
+// secrets in its URL), and private redis-servers as lock nodes.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "devnet_util.h"
+#include "fake_node.h"
+#include "rpc/curl_transport.h"
+#include "rpc/json_rpc.h"
+#include "testing/free_port.h"
+#include "testing/redis_server.h"
+#include "testing/wait_for.h"
+
+namespace gapless::e2e {
+namespace {
+
+using testing_util::WaitFor;
+
+// One scrape: series ("name{labels}") -> value; TYPE lines name -> type.
+struct Scrape {
+  std::map<std::string, double> series;
+  std::map<std::string, std::string> types;
+  std::string text;
+  double Value(const std::string& s) const {
+    auto it = series.find(s);
+    return it == series.end() ? -1 : it->second;
+  }
+};
+
+Scrape ParseMetrics(const std::string& text) {
+  Scrape out;
+  out.text = text;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      std::istringstream t(line.substr(7));
+      std::string name, type;
+      t >> name >> type;
+      out.types[name] = type;
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    size_t space = line.rfind(' ');
+    std::string value = line.substr(space + 1);
+    out.series[line.substr(0, space)] = value == "+Inf" ? 1e308 : std::stod(value);
+  }
+  return out;
+}
+
+// Every histogram's buckets are cumulative, end with le="+Inf", and that bucket equals _count.
+void ExpectWellFormedHistograms(const Scrape& s) {
+  int histograms = 0;
+  for (const auto& [name, type] : s.types) {
+    if (type != "histogram") continue;
+    // Group the buckets by their other labels, in the order rendered.
+    std::map<std::string, std::vector<std::pair<std::string, double>>> groups;
+    std::istringstream in(s.text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(name + "_bucket{", 0) != 0) continue;
+      // name_bucket{a="x",le="0.1"} 5: the labels other than le, and le.
+      const size_t open = line.find('{'), close = line.rfind('}');
+      std::istringstream labels(line.substr(open + 1, close - open - 1));
+      std::string label, others, le;
+      while (std::getline(labels, label, ',')) {  // no label value here holds a comma
+        if (label.rfind("le=", 0) == 0) {
+          le = label.substr(4, label.size() - 5);
+        } else {
+          others += (others.empty() ? "" : ",") + label;
+        }
+      }
+      groups[others.empty() ? "" : "{" + others + "}"].push_back(
+          {le, std::stod(line.substr(line.rfind(' ') + 1))});
+    }
+    for (const auto& [labels, buckets] : groups) {
+      ++histograms;
+      ASSERT_FALSE(buckets.empty()) << name;
+      EXPECT_EQ(buckets.back().first, "+Inf") << name << labels;
+      for (size_t i = 1; i < buckets.size(); ++i) {
+        EXPECT_LE(buckets[i - 1].second, buckets[i].second) << name << labels << " not cumulative";
+      }
+      EXPECT_EQ(s.Value(name + "_count" + labels), buckets.back().second) << name << labels;
+      EXPECT_GE(s.Value(name + "_sum" + labels), 0) << name << labels;
+    }
+  }
+  EXPECT_GE(histograms, 3) << "rpc, redis and write latency at least";
+}
+
+int64_t Count(PgPool* pool, const std::string& table) {
+  auto conn = pool->Acquire();
+  auto r = conn->Query("SELECT count(*) FROM " + table);
+  return r.ok() ? r->GetInt64(0, 0).value() : -1;
+}
+
+class OpsTest : public DbRedisTest {
+ protected:
+  Devnet devnet_ = OpenDevnet(GAPLESS_TEST_ANVIL_URL, GAPLESS_TEST_DEVNET_MANIFEST);
+};
+
+TEST_F(OpsTest, MetricsScrapedDuringARunEqualTheDatabaseAndCarryNoSecret) {
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxy);
+  const int port = FreePort();  // testing/free_port.h
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/ops_itest-run.log";
+  std::remove(log.c_str());
+  FleetFlags flags;
+  flags.workers = "2";
+  flags.range_size = "7";
+  flags.log_level = "info";
+  flags.extra = {"--follow", "--metrics-addr", "127.0.0.1:" + std::to_string(port)};
+  Devnet via_node = devnet_;
+  via_node.url = node.SecretUrl();
+  // Following the head (--to latest --follow): the process keeps running once it has caught up,
+  // so it can be scraped at the end. The devnet's head does not move during the test (it holds
+  // the anvil_chain lock that the tests mining blocks take).
+  std::vector<std::string> args =
+      FleetCommand("run", via_node, WithDbSecrets(db_.url()), redis_url_, 0, flags);
+  args[std::find(args.begin(), args.end(), "--to") - args.begin() + 1] = "latest";
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(devnet_.url));
+  auto head_block = rpc.BlockNumber();
+  ASSERT_TRUE(head_block.ok()) << head_block.status().ToString();
+  const int64_t head = static_cast<int64_t>(*head_block);
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(2);
+
+  // Until the run has indexed the whole chain and the counters have caught up with it.
+  Scrape last;
+  bool caught_up = WaitFor(
+      [&] {
+        auto res = client.Get("/metrics");
+        if (!res || res->status != 200) return false;
+        last = ParseMetrics(res->body);
+        return last.Value("gapless_blocks_indexed_total") == head + 1 &&
+               Count(pool_.get(), "blocks") == head + 1;
+      },
+      120'000);
+  ASSERT_TRUE(caught_up) << last.text << "\n" << ReadIfThere(log);
+  // The counters equal what the database holds (each range committed once in a healthy run).
+  EXPECT_EQ(last.Value("gapless_transactions_indexed_total"), Count(pool_.get(), "transactions"));
+  EXPECT_EQ(last.Value("gapless_logs_indexed_total"), Count(pool_.get(), "logs"));
+  EXPECT_EQ(last.Value("gapless_token_transfers_indexed_total"),
+            Count(pool_.get(), "token_transfers"));
+  EXPECT_EQ(last.Value("gapless_ranges_committed_total"), Count(pool_.get(), "indexed_ranges"));
+  EXPECT_GT(last.Value("gapless_transactions_indexed_total"), 0);
+  // The leader's view: it leads, the frontier is past the head, no lag.
+  EXPECT_EQ(last.Value("gapless_leader"), 1);
+  EXPECT_GE(last.Value("gapless_leader_epoch"), 1);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto res = client.Get("/metrics");
+        if (!res) return false;
+        last = ParseMetrics(res->body);
+        return last.Value("gapless_frontier_next_block") == head + 1 &&
+               last.Value("gapless_lag_blocks") == 0;
+      },
+      30'000))
+      << last.text;
+  EXPECT_GT(last.Value("gapless_rpc_requests_total"), 0);
+  EXPECT_GT(last.Value("gapless_redis_round_trips_total"), 0);
+  EXPECT_GT(last.Value("gapless_lease_renewals_total"), 0);
+  EXPECT_GT(last.Value("gapless_process_resident_memory_bytes"), 1e6);
+  EXPECT_EQ(last.types["gapless_rpc_requests_total"], "counter");
+  EXPECT_EQ(last.types["gapless_range_write_seconds"], "histogram");
+  ExpectWellFormedHistograms(last);
+  EXPECT_EQ(FindSecret(last.text), "") << last.text;
+
+  auto ready = client.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  EXPECT_NE(ready->body.find("leader: ok: this process leads"), std::string::npos) << ready->body;
+  EXPECT_NE(ready->body.find("rpc node: ok: chain 31337"), std::string::npos) << ready->body;
+  EXPECT_EQ(FindSecret(ready->body), "") << ready->body;
+  EXPECT_EQ(client.Get("/healthz")->status, 200);
+
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << ReadIfThere(log);
+  EXPECT_EQ(FindSecret(ReadIfThere(log)), "") << ReadIfThere(log);
+}
+
+TEST_F(OpsTest, ReadyzTurnsUnreadyWhenTwoOfThreeLockNodesDieAndReadyWhenOneReturns) {
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::string lock_nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto n = RedisServer::Start();
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    lock_nodes += (i > 0 ? "," : "") + (*n)->url();
+    nodes.push_back(std::move(n).value());
+  }
+  const int port = FreePort();  // testing/free_port.h
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/ops_itest-readyz.log";
+  std::remove(log.c_str());
+  FleetFlags flags;
+  flags.extra = {"--follow", "--metrics-addr", "127.0.0.1:" + std::to_string(port), "--lock-nodes",
+                 lock_nodes};
+  std::vector<std::string> args = FleetCommand("run", devnet_, db_.url(), redis_url_, 0, flags);
+  args[std::find(args.begin(), args.end(), "--to") - args.begin() + 1] = "latest";
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(2);
+  auto readyz = [&] {
+    auto res = client.Get("/readyz");
+    return res ? std::make_pair(res->status, res->body) : std::make_pair(-1, std::string());
+  };
+  ASSERT_TRUE(WaitFor([&] { return readyz().first == 200; }, 60'000))
+      << readyz().second << ReadIfThere(log);
+
+  nodes[0]->Kill();
+  nodes[1]->Kill();
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return readyz().first == 503; }, 20'000)) << readyz().second;
+  const double unready_after_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  // The leader's TTL is 3 s (the default): unready within it, give or take a probe interval.
+  EXPECT_LE(unready_after_s, 3.0 + 1.5) << readyz().second;
+  EXPECT_NE(readyz().second.find("lock quorum: FAILED: 1 of 3 lock nodes answer"),
+            std::string::npos)
+      << readyz().second;
+
+  ASSERT_TRUE(nodes[0]->Restart().ok());
+  ASSERT_TRUE(WaitFor([&] { return readyz().first == 200; }, 30'000))
+      << readyz().second << ReadIfThere(log);
+  EXPECT_NE(readyz().second.find("lock quorum: ok: 2 of 3 lock nodes answer"), std::string::npos)
+      << readyz().second;
+
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+}  // namespace
+}  // namespace gapless::e2e
