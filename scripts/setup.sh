@@ -3,7 +3,8 @@
 #
 # 1. Debian packages (compilers, libraries, PostgreSQL 15, redis-server, RabbitMQ, librdkafka,
 #    rabbitmq-c, curl, Crypto++ and libsecp256k1 (block verification), cpp-httplib (the
-#    /metrics endpoint), spin for the protocol model in model/, node + npm if missing). dpkg-query decides what is missing; only
+#    /metrics endpoint), spin for the protocol model in model/, chromium (the status page's test,
+#    headless), node + npm if missing). dpkg-query decides what is missing; only
 #    then does it run apt-get update and apt-get install, so a second run is fast and needs no
 #    network.
 # 2. npm packages of package.json into <repo>/node_modules: anvil (@foundry-rs/anvil-linux-amd64,
@@ -23,7 +24,7 @@ packages=(
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
   libcrypto++-dev libsecp256k1-dev libcpp-httplib-dev
-  spin faketime
+  spin faketime chromium
 )
 # shellcheck disable=SC2206
 packages+=(${GAPLESS_APT_EXTRA:-})

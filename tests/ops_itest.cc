@@ -186,6 +186,22 @@ TEST_F(OpsTest, MetricsScrapedDuringARunEqualTheDatabaseAndCarryNoSecret) {
   EXPECT_EQ(FindSecret(ready->body), "") << ready->body;
   EXPECT_EQ(client.Get("/healthz")->status, 200);
 
+  // /status.json and `gapless status --json` agree on the end state, and name no secret.
+  auto status_json = client.Get("/status.json");
+  ASSERT_TRUE(status_json);
+  EXPECT_EQ(status_json->status, 200) << status_json->body;
+  const std::string frontier = "\"frontier\":" + std::to_string(head + 1) + ",";
+  EXPECT_NE(status_json->body.find(frontier), std::string::npos) << status_json->body;
+  EXPECT_NE(status_json->body.find("\"lag\":0,"), std::string::npos) << status_json->body;
+  EXPECT_EQ(FindSecret(status_json->body), "") << status_json->body;
+  auto [code, json] =
+      RunForOutput({GaplessBinary(), "status", "--json", "--db", WithDbSecrets(db_.url()),
+                    "--redis", redis_url_, "--rpc", node.SecretUrl(), "--log-level", "warn"});
+  EXPECT_EQ(code, 0) << json;
+  EXPECT_EQ(json.front(), '{') << json;
+  EXPECT_NE(json.find(frontier), std::string::npos) << json;
+  EXPECT_EQ(FindSecret(json), "") << json;
+
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -239,6 +255,94 @@ TEST_F(OpsTest, ReadyzTurnsUnreadyWhenTwoOfThreeLockNodesDieAndReadyWhenOneRetur
       << readyz().second << ReadIfThere(log);
   EXPECT_NE(readyz().second.find("lock quorum: ok: 2 of 3 lock nodes answer"), std::string::npos)
       << readyz().second;
+
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+// Headless chromium (Debian's) on a page: its DOM after the page's scripts ran (--dump-dom), or a
+// screenshot. The virtual time budget lets the page's first fetch of /status.json and its render
+// happen before the dump.
+std::string Chromium(const std::string& url, const std::string& mode) {
+  auto [code, out] =
+      RunForOutput({"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", "--hide-scrollbars", "--window-size=1280,900",
+                    "--virtual-time-budget=4000", mode, url});
+  return code == 0 ? out : "";
+}
+
+// The data-value attribute of the element with this id, or -1.
+int64_t DomValue(const std::string& dom, const std::string& id) {
+  size_t at = dom.find("id=\"" + id + "\"");
+  if (at == std::string::npos) return -1;
+  size_t end = dom.find('>', at);
+  size_t v = dom.find("data-value=\"", at);
+  if (v == std::string::npos || v > end) return -1;
+  return std::stoll(dom.substr(v + 12, dom.find('"', v + 12) - v - 12));
+}
+
+TEST_F(OpsTest, TheStatusPageShowsTheFrontierAdvancing) {
+  ASSERT_EQ(access("/usr/bin/chromium", X_OK), 0)
+      << "Debian's chromium is needed (scripts/setup.sh installs it)";
+  const int port = FreePort();
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/ops_itest-page.log";
+  std::remove(log.c_str());
+  // Slowed down (two requests a second, one block per request) so the frontier moves while the
+  // page is looked at.
+  FleetFlags flags;
+  flags.range_size = "2";
+  flags.extra = {"--follow",
+                 "--metrics-addr",
+                 "127.0.0.1:" + std::to_string(port),
+                 "--batch",
+                 "1",
+                 "--rate-limit",
+                 "4"};
+  std::vector<std::string> args = FleetCommand("run", devnet_, db_.url(), redis_url_, 0, flags);
+  args[std::find(args.begin(), args.end(), "--to") - args.begin() + 1] = "latest";
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(5);
+  auto json_frontier = [&]() -> int64_t {
+    auto res = client.Get("/status.json");
+    if (!res || res->status != 200) return -1;
+    size_t at = res->body.find("\"frontier\":");
+    if (at == std::string::npos || res->body.compare(at + 11, 4, "null") == 0) return -1;
+    return std::stoll(res->body.substr(at + 11));
+  };
+  ASSERT_TRUE(WaitFor([&] { return json_frontier() > 0; }, 60'000)) << ReadIfThere(log);
+  const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
+
+  // A look at the page: its frontier equals /status.json's, read before and after (retried when
+  // the frontier moved in between).
+  auto look = [&](int n) -> int64_t {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      int64_t before = json_frontier();
+      std::string dom = Chromium(url, "--dump-dom");
+      int64_t after = json_frontier();
+      int64_t shown = DomValue(dom, "frontier");
+      EXPECT_NE(dom.find("id=\"leader\""), std::string::npos) << dom;
+      EXPECT_EQ(FindSecret(dom), "");
+      if (before == after && before > 0) {
+        EXPECT_EQ(shown, before) << dom;
+        const std::string png =
+            std::string(GAPLESS_BINARY_DIR) + "/ops_itest-page-" + std::to_string(n) + ".png";
+        std::remove(png.c_str());
+        Chromium(url, "--screenshot=" + png);
+        EXPECT_GT(ReadIfThere(png).size(), 10'000u) << "no screenshot at " << png;
+        return shown;
+      }
+    }
+    ADD_FAILURE() << "the frontier never stood still across a look at the page";
+    return -1;
+  };
+  const int64_t first = look(1);
+  ASSERT_TRUE(WaitFor([&] { return json_frontier() > first + 4; }, 60'000)) << ReadIfThere(log);
+  const int64_t second = look(2);
+  EXPECT_GT(second, first) << "the page shows the frontier advancing";
 
   kill(pid, SIGINT);
   int status = 0;

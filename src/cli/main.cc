@@ -145,6 +145,7 @@ struct FleetArgs {  // status, dlq
   uint64_t chain_id = 0;      // 0: the chain recorded in the database
   std::string rpc;            // status: the head, for the lag
   std::string redis_replica;  // status: display data from this replica
+  bool json = false;          // status --json
   std::string dlq_action;
   std::string dlq_task;
 };
@@ -502,6 +503,8 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   AddFleetOptions(s.status, a);
   AddElectionOptions(s.status, a, /*with_lease=*/false);
   s.status->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL, to show the head and the lag");
+  s.status->add_flag("--json", a->fleet.json,
+                     "Print one JSON object (the /status.json of --metrics-addr) instead of text");
   s.status->add_option(
       "--redis-replica", a->fleet.redis_replica,
       "A replica of the coordination Redis, e.g. redis://replica:6379: the display data (keys, "
@@ -887,7 +890,7 @@ int main(int argc, char** argv) {
   if (sub.exp->parsed()) return ExitCode(ExportFromFlags(a));
   if (sub.status->parsed()) {
     return ExitCode(RunStatus({FleetStateFromFlags(a), a.fleet.rpc, SplitUrlList(a.events.bus),
-                               SplitUrlList(a.events.groups), a.fleet.redis_replica},
+                               SplitUrlList(a.events.groups), a.fleet.redis_replica, a.fleet.json},
                               std::cout));
   }
   if (sub.events_tail->parsed()) {

@@ -184,6 +184,7 @@ struct StatusCommand {
   // (key count and memory, Redis frontier, queue depths, leases, workers) instead of the primary.
   // Display only: no coordination path reads it.
   std::string redis_replica;
+  bool json = false;  // --json: one JSON object (node/status.h StatusJson) instead of the text
 };
 
 // The leader (host, pid, epoch, since), each lock node's view (holder, epoch, log length,

@@ -318,7 +318,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   }
   // The ops endpoint first: /healthz answers and /readyz says what the process waits for while
   // it checks the node and opens the database and Redis.
-  GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr));
+  GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr, /*with_status=*/true));
   ops.SetStarting("checking the node and opening the database");
   ops.Add("postgresql", PostgresProbe(args.db));
   if (has_rpc) ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
@@ -349,6 +349,12 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
       "the coordination state", open_coordination, /*stop=*/nullptr);
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, std::move(opened));
   ops.Add("lock quorum", LockQuorumProbe(command.election, command.redis, coord.keys));
+  {
+    StatusCommand status;
+    status.fleet = FleetStateOptions{args.db, command.redis, chain.chain_id, command.election};
+    status.rpc = args.rpc.url;
+    ops.SetStatus(std::move(status));
+  }
   GAPLESS_ASSIGN_OR_RETURN(
       SharedRateLimiter limiter,
       OpenRateLimiter(command.redis, coord.keys, has_rpc ? rpc->Describe() : std::string(),

@@ -27,15 +27,48 @@ void Ops::SetStarted() {
   if (readiness != nullptr) readiness->SetStarted();
 }
 
-Result<Ops> StartOps(const std::string& metrics_addr,
-                     std::function<Result<std::string>()> status_json) {
+void StatusSource::Set(StatusCommand command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  command_ = std::move(command);
+}
+
+Result<std::string> StatusSource::Json() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!command_.has_value()) return Unavailable("starting: the fleet's state is not open yet");
+  const auto now = std::chrono::steady_clock::now();
+  if (!cached_.empty() && now - cached_at_ < std::chrono::seconds(1)) return cached_;
+  if (fleet_ == nullptr) {
+    GAPLESS_ASSIGN_OR_RETURN(FleetState opened, OpenFleetState(command_->fleet));
+    fleet_ = std::make_unique<FleetState>(std::move(opened));
+  }
+  Result<StatusReport> report = GatherStatus(*fleet_, *command_);
+  if (!report.ok()) {
+    fleet_.reset();  // reopen next time (a connection may be what failed)
+    return report.status();
+  }
+  cached_ = StatusJson(*report);
+  cached_at_ = now;
+  return cached_;
+}
+
+void Ops::SetStatus(StatusCommand command) {
+  if (status != nullptr) status->Set(std::move(command));
+}
+
+Result<Ops> StartOps(const std::string& metrics_addr, bool with_status) {
   Ops ops;
   if (metrics_addr.empty()) return ops;
   ops.readiness = std::make_unique<ReadinessProber>();
   ops.readiness->Start();
+  std::function<Result<std::string>()> status_json;
+  if (with_status) {
+    ops.status = std::make_shared<StatusSource>();
+    status_json = [source = ops.status] { return source->Json(); };
+  }
   GAPLESS_ASSIGN_OR_RETURN(
       ops.server, OpsServer::Start({metrics_addr, ops.readiness.get(), std::move(status_json)}));
-  spdlog::info("serving /metrics, /healthz, /readyz at {}", ops.server->url());
+  spdlog::info("serving /metrics, /healthz, /readyz{} at {}",
+               with_status ? " and the status page" : "", ops.server->url());
   return ops;
 }
 

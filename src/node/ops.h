@@ -4,21 +4,44 @@
 // connection a worker needs and a slow server makes one check fail, not the process hang.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "coord/keys.h"
 #include "node/app.h"
 #include "node/ops_server.h"
 #include "node/readiness.h"
+#include "node/status.h"
 
 namespace gapless {
 
 class Elector;
 
+// /status.json of a fleet process: the fleet's status (node/status.h) gathered on connections of
+// its own, opened at the first request, at most once a second (the page polls every 2 s; several
+// viewers share one gathering). Before Set: 503, "starting".
+class StatusSource {
+ public:
+  void Set(StatusCommand command);
+  Result<std::string> Json();
+
+ private:
+  std::mutex mu_;
+  std::optional<StatusCommand> command_;
+  std::unique_ptr<FleetState> fleet_;
+  std::string cached_;
+  std::chrono::steady_clock::time_point cached_at_{};
+};
+
 struct Ops {
   std::unique_ptr<ReadinessProber> readiness;  // null when there is no endpoint
+  std::shared_ptr<StatusSource> status;        // null when there is no endpoint
   std::unique_ptr<OpsServer> server;
+  // Serves /status.json (and the page at /) from now on (a no-op without an endpoint).
+  void SetStatus(StatusCommand command);
   // Adds a check when there is an endpoint (a no-op otherwise).
   void Add(std::string name, ReadinessProber::Probe probe,
            std::chrono::milliseconds every = std::chrono::milliseconds(0));
@@ -27,9 +50,9 @@ struct Ops {
 };
 
 // Starts the endpoint at metrics_addr ("HOST:PORT"; empty: none, and every method of Ops does
-// nothing), with status_json (nullable) as /status.json. Logs where it listens.
-Result<Ops> StartOps(const std::string& metrics_addr,
-                     std::function<Result<std::string>()> status_json = nullptr);
+// nothing). with_status: /status.json and the page are served (503 until SetStatus). Logs where it
+// listens.
+Result<Ops> StartOps(const std::string& metrics_addr, bool with_status = false);
 
 // The checks. Each describes the state in a few words ("answering", "chain 1", "3 of 3 lock nodes
 // answer") and fails with what is wrong; none shows a URL's credentials.

@@ -9,6 +9,7 @@
 #include "core/metrics.h"
 #include "events/event.h"
 #include "node/readiness.h"
+#include "status_page.h"
 
 namespace gapless {
 
@@ -106,9 +107,13 @@ Result<std::unique_ptr<OpsServer>> OpsServer::Start(OpsServerOptions options) {
     res.set_header("Cache-Control", "no-store");
     res.set_content(*body, "application/json");
   });
-  s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("gapless: /metrics /healthz /readyz /status.json\n",
-                    "text/plain; charset=utf-8");
+  s.Get("/", [self](const httplib::Request&, httplib::Response& res) {
+    if (!self->options.status_json) {
+      res.set_content("gapless: /metrics /healthz /readyz (this process serves no status page)\n",
+                      "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(std::string(page::kFiles[0].second), "text/html; charset=utf-8");
   });
   int port = address.second;
   if (port == 0) {

@@ -8,7 +8,9 @@
 //                     probing on the request, so it answers at once however the servers behave
 //   GET /status.json  the fleet's status as `gapless status --json` prints it, when the process
 //                     has one to give (404 otherwise)
-//   GET /             a list of these paths (the live status page is to come: issue 17)
+//   GET /             the live status page (src/node/status_page.html, embedded in the binary),
+//                     which reads /status.json every 2 s; a list of these paths when the
+//                     process serves no status
 //
 // It binds before the process opens its first connection and serves from two threads of its own,
 // so a process that waits for its database or Redis still answers /healthz and says why it is
