@@ -69,6 +69,7 @@ trap 'kill "$tail_pid" "$balances_pid" 2>/dev/null || true' EXIT
 sleep 1
 
 echo "== gapless run --workers 4 --from 0 --to latest --events $redis --metrics-addr 127.0.0.1:59464"
+echo "   the live status page while it runs: http://127.0.0.1:59464/  (/metrics, /readyz there too)"
 # Its /metrics is scraped every half second while it runs, as Prometheus would.
 metrics="$GAPLESS_RUN_DIR/metrics.txt"
 rm -f "$metrics"

@@ -192,7 +192,7 @@ void Elector::Loop() {
       std::lock_guard lock(mu_);
       release = release_on_stop_;
     }
-    StepDown(release ? "stopping" : "stopping without release", release);
+    StepDown(release ? "stopping" : "stopping without release", release, /*asked=*/true);
   }
 }
 
@@ -409,12 +409,14 @@ void Elector::Lead() {
   if (expired) StepDown("the lease ran out without a successful head-log write", true);
 }
 
-void Elector::StepDown(const std::string& why, bool release) {
+void Elector::StepDown(const std::string& why, bool release, bool asked) {
   {
     std::lock_guard lock(mu_);
     valid_until_ = 0;  // LeaderToken() is nullopt from here on
   }
-  spdlog::warn("elector {}: stepping down: {}", options_.name, why);
+  // A stop the process asked for (a signal, the range done) is the normal end, not a warning.
+  spdlog::log(asked ? spdlog::level::info : spdlog::level::warn, "elector {}: stepping down: {}",
+              options_.name, why);
   if (release) {
     QuorumOutcome released = election_->Release();
     spdlog::info("elector {}: released the lock on {}", options_.name, released.Summary());

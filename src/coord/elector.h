@@ -137,7 +137,8 @@ class Elector {
   // Takes `fork` as the log's generation (written or read), remembers it for ForksSince, and
   // forgets a tip above its point. mu_ held.
   void AdoptFork(const HeadFork& fork);
-  void StepDown(const std::string& why, bool release);
+  // asked: the process stops (Stop), logged at info; otherwise a warning.
+  void StepDown(const std::string& why, bool release, bool asked = false);
   void SetRole(Role role, uint64_t token);
   // Sleeps up to `ms`, or until woken (a notification, Stop()).
   void Wait(int64_t ms);
