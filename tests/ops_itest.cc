@@ -7,6 +7,7 @@
 // secrets in its URL), and private redis-servers as lock nodes.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <map>
@@ -222,8 +223,10 @@ TEST_F(OpsTest, ReadyzTurnsUnreadyWhenTwoOfThreeLockNodesDieAndReadyWhenOneRetur
   const std::string log = std::string(GAPLESS_BINARY_DIR) + "/ops_itest-readyz.log";
   std::remove(log.c_str());
   FleetFlags flags;
-  flags.extra = {"--follow", "--metrics-addr", "127.0.0.1:" + std::to_string(port), "--lock-nodes",
-                 lock_nodes};
+  flags.log_level = "info";
+  flags.extra = {"--follow",     "--metrics-addr", "127.0.0.1:" + std::to_string(port),
+                 "--lock-nodes", lock_nodes,       "--log-format",
+                 "json"};
   std::vector<std::string> args = FleetCommand("run", devnet_, db_.url(), redis_url_, 0, flags);
   args[std::find(args.begin(), args.end(), "--to") - args.begin() + 1] = "latest";
   pid_t pid = Spawn(args, log);
@@ -259,6 +262,19 @@ TEST_F(OpsTest, ReadyzTurnsUnreadyWhenTwoOfThreeLockNodesDieAndReadyWhenOneRetur
   kill(pid, SIGINT);
   int status = 0;
   waitpid(pid, &status, 0);
+  // --log-format json: every line of the log is one JSON object with a level and a message.
+  std::istringstream lines(ReadIfThere(log));
+  simdjson::dom::parser parser;
+  int parsed = 0;
+  for (std::string line; std::getline(lines, line);) {
+    simdjson::dom::element e;
+    ASSERT_EQ(parser.parse(line).get(e), simdjson::SUCCESS) << line;
+    std::string_view level, message;
+    EXPECT_EQ(e["level"].get_string().get(level), simdjson::SUCCESS) << line;
+    EXPECT_EQ(e["message"].get_string().get(message), simdjson::SUCCESS) << line;
+    ++parsed;
+  }
+  EXPECT_GE(parsed, 3) << ReadIfThere(log);
 }
 
 // Headless chromium (Debian's) on a page: its DOM after the page's scripts ran (--dump-dom), or a

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/block_bounds.h"
+#include "cli/json_log.h"
 #include "cli/layered_args.h"
 #include "core/status.h"
 #include "node/commands.h"
@@ -31,6 +32,7 @@ constexpr int kExitInterrupted = 130;
 struct CommonArgs {
   std::string config;
   std::string log_level = "info";
+  std::string log_format = "text";
   std::string db;
   std::string metrics_addr;
 };
@@ -223,6 +225,11 @@ void AddConfigAndLogging(CLI::App* sub, CommonArgs* common) {
   sub->add_option("--log-level", common->log_level, "trace|debug|info|warn|error")
       ->capture_default_str()
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  sub->add_option("--log-format", common->log_format,
+                  "text, or json: one object per line (time, level, module, message, and the "
+                  "worker, epoch and block range where the message names them)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
 }
 
 // --metrics-addr: every long-running command (index, run, leader, worker, consume balances).
@@ -706,10 +713,14 @@ Result<std::vector<std::string>> LayeredCommandLine(int argc, char** argv,
   return layered;
 }
 
-void SetUpLogging(const std::string& level) {
+void SetUpLogging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_color_mt("gapless");
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  if (format == "json") {
+    spdlog::set_formatter(std::make_unique<JsonLogFormatter>());
+  } else {
+    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+  }
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
@@ -872,7 +883,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
-  SetUpLogging(a.common.log_level);
+  SetUpLogging(a.common.log_level, a.common.log_format);
   if (sub.index->parsed()) return ExitCode(IndexFromFlags(a));
   if (sub.run->parsed()) return ExitCode(FleetFromFlags(a, /*with_leader=*/true));
   if (sub.leader->parsed()) {
