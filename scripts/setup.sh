@@ -24,7 +24,7 @@ packages=(
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
   libcrypto++-dev libsecp256k1-dev libcpp-httplib-dev
-  spin faketime chromium
+  spin faketime chromium openssl
 )
 # shellcheck disable=SC2206
 packages+=(${GAPLESS_APT_EXTRA:-})

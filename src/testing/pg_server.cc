@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,7 +20,13 @@ constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
 
 }  // namespace
 
-Result<std::unique_ptr<PgServer>> PgServer::Start() {
+Result<std::unique_ptr<PgServer>> PgServer::Start() { return StartWith(nullptr); }
+
+Result<std::unique_ptr<PgServer>> PgServer::StartTls(const TlsCertificates& tls) {
+  return StartWith(&tls);
+}
+
+Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls) {
   if (access((std::string(kBin) + "/pg_ctl").c_str(), X_OK) != 0) {
     return FailedPrecondition(std::string("PgServer: PostgreSQL 15 is not installed (") + kBin +
                               "/pg_ctl); run scripts/setup.sh");
@@ -39,10 +46,33 @@ Result<std::unique_ptr<PgServer>> PgServer::Start() {
   const std::string data = tmpl + "/data";
   GAPLESS_RETURN_IF_ERROR(server->Run("initdb", {"initdb", "-D", data, "-U", "gapless", "-A",
                                                  "trust", "-E", "UTF8", "--locale=C.UTF-8"}));
+  std::string tls_options;
+  if (tls != nullptr) {
+    // The server's own copies (the postgres user must own the key, mode 0600), and TCP over TLS
+    // only: hostssl, no host line.
+    for (const auto& [from, to] : {std::pair{tls->server_cert, tmpl + "/server.pem"},
+                                   std::pair{tls->server_key, tmpl + "/server-key.pem"}}) {
+      std::error_code ec;
+      std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+      if (ec) return Internal("PgServer: cannot copy " + from + ": " + ec.message());
+      if (getuid() == 0) {
+        const passwd* pg = getpwnam("postgres");
+        if (pg == nullptr || chown(to.c_str(), pg->pw_uid, pg->pw_gid) != 0) {
+          return Internal("PgServer: cannot hand " + to + " to the postgres user");
+        }
+      }
+      chmod(to.c_str(), 0600);
+    }
+    std::ofstream hba(data + "/pg_hba.conf", std::ios::trunc);
+    hba << "local all all trust\nhostssl all all 127.0.0.1/32 trust\n";
+    tls_options = " -c ssl=on -c ssl_cert_file=" + tmpl + "/server.pem -c ssl_key_file=" + tmpl +
+                  "/server-key.pem";
+  }
   GAPLESS_RETURN_IF_ERROR(server->Run(
-      "start", {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
-                "-p " + std::to_string(port) + " -k " + tmpl +
-                    " -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off"}));
+      "start",
+      {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
+       "-p " + std::to_string(port) + " -k " + tmpl +
+           " -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" + tls_options}));
   server->started_ = true;
   return server;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "testing/tls_certs.h"
 
 namespace gapless {
 
@@ -26,6 +27,10 @@ class PgServer {
   // Unavailable (with the log's tail) when initdb or the start fails; FailedPrecondition when
   // PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin).
   static Result<std::unique_ptr<PgServer>> Start();
+  // TLS only: the server presents `tls`'s server certificate and accepts TCP connections over
+  // TLS only (pg_hba hostssl; a plain connection is refused). The files are copied next to the
+  // data directory, for the postgres user.
+  static Result<std::unique_ptr<PgServer>> StartTls(const TlsCertificates& tls);
   ~PgServer();
   PgServer(const PgServer&) = delete;
   PgServer& operator=(const PgServer&) = delete;
@@ -39,6 +44,7 @@ class PgServer {
 
  private:
   PgServer(int port, std::string dir) : port_(port), dir_(std::move(dir)) {}
+  static Result<std::unique_ptr<PgServer>> StartWith(const TlsCertificates* tls);
   // Runs a PostgreSQL program (as postgres when root) and waits; its output goes to log.
   Status Run(const std::string& what, std::vector<std::string> args);
   std::string LogTail() const;
