@@ -14,7 +14,7 @@ bool IsKeyChar(char c) {
 
 // Query parameters that are settings of the connection, never credentials.
 bool IsSafeParameter(std::string_view name) {
-  static constexpr std::array<std::string_view, 14> kSafe = {"sslmode",
+  static constexpr std::array<std::string_view, 17> kSafe = {"sslmode",
                                                              "sslrootcert",
                                                              "connect_timeout",
                                                              "target_session_attrs",
@@ -27,7 +27,10 @@ bool IsSafeParameter(std::string_view name) {
                                                              "verify",
                                                              "timeout",
                                                              "tls",
-                                                             "security.protocol"};
+                                                             "security.protocol",
+                                                             "cacertfile",
+                                                             "certfile",
+                                                             "keyfile"};
   for (std::string_view s : kSafe) {
     if (s == name) return true;
   }

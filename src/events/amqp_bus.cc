@@ -4,6 +4,7 @@
 #include "events/amqp_bus.h"
 
 #include <amqp.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
@@ -22,6 +23,9 @@
 
 namespace gapless {
 namespace {
+
+// Debian's CA bundle (ca-certificates): the CAs an amqps:// URL without cacertfile trusts.
+constexpr const char* kSystemCaBundle = "/etc/ssl/certs/ca-certificates.crt";
 
 constexpr amqp_channel_t kChannel = 1;
 constexpr int kHeartbeatSeconds = 60;
@@ -135,16 +139,25 @@ class Connection {
     Drop();
     conn_ = amqp_new_connection();
     if (conn_ == nullptr) return Internal("amqp: out of memory");
-    amqp_socket_t* socket = amqp_tcp_socket_new(conn_);
+    amqp_socket_t* socket = url_.tls ? amqp_ssl_socket_new(conn_) : amqp_tcp_socket_new(conn_);
     if (socket == nullptr) {
       Drop();
       return Internal("amqp: cannot create a socket");
     }
+    if (url_.tls) GAPLESS_RETURN_IF_ERROR(ConfigureTls(socket));
     timeval tv = ToTimeval(timeout_ms_);
     int rc = amqp_socket_open_noblock(socket, url_.host.c_str(), url_.port, &tv);
     if (rc != AMQP_STATUS_OK) {
       Drop();
-      return Unavailable(url_.Name() + ": connect: " + amqp_error_string2(rc));
+      std::string why = url_.Name() + ": connect: " + amqp_error_string2(rc);
+      // A certificate that does not verify will not verify on the next try either.
+      if (rc == AMQP_STATUS_SSL_PEER_VERIFY_FAILED ||
+          rc == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED) {
+        return FailedPrecondition(
+            why + " (the server's TLS certificate does not verify against " +
+            (url_.cacertfile.empty() ? std::string("the system's CAs") : url_.cacertfile) + ")");
+      }
+      return Unavailable(why);
     }
     amqp_set_handshake_timeout(conn_, &tv);
     amqp_set_rpc_timeout(conn_, &tv);
@@ -160,6 +173,28 @@ class Connection {
               "login"));
     amqp_channel_open(conn_, kChannel);
     return LastReply("channel.open");
+  }
+
+  // The TLS socket's CA, client certificate and verification (AmqpUrl). Verification is on
+  // unless the URL says verify=verify_none; without cacertfile the system's CA bundle is used.
+  Status ConfigureTls(amqp_socket_t* socket) {
+    const std::string ca =
+        !url_.cacertfile.empty() ? url_.cacertfile : std::string(kSystemCaBundle);
+    if (url_.verify || !url_.cacertfile.empty()) {
+      if (amqp_ssl_socket_set_cacert(socket, ca.c_str()) != AMQP_STATUS_OK) {
+        Drop();
+        return FailedPrecondition(url_.Name() + ": cannot read the CA certificates " + ca);
+      }
+    }
+    if (!url_.certfile.empty() && amqp_ssl_socket_set_key(socket, url_.certfile.c_str(),
+                                                          url_.keyfile.c_str()) != AMQP_STATUS_OK) {
+      Drop();
+      return FailedPrecondition(url_.Name() + ": cannot read the client certificate " +
+                                url_.certfile + " or its key");
+    }
+    amqp_ssl_socket_set_verify_peer(socket, url_.verify ? 1 : 0);
+    amqp_ssl_socket_set_verify_hostname(socket, url_.verify ? 1 : 0);
+    return Status::Ok();
   }
 
   // channel.close and connection.close (bounded), then frees; for a healthy connection.
@@ -602,24 +637,60 @@ class AmqpSubscriber final : public Subscriber {
 
 std::string AmqpUrl::Name() const {
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return "amqp://" + PercentEncode(user) + "@" + h + ":" + std::to_string(port) + "/" +
-         PercentEncode(vhost);
+  return std::string(tls ? "amqps://" : "amqp://") + PercentEncode(user) + "@" + h + ":" +
+         std::to_string(port) + "/" + PercentEncode(vhost);
 }
 
 Result<AmqpUrl> ParseAmqpUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "amqp://";
   auto bad = [](const std::string& why) { return FailedPrecondition("amqp URL: " + why); };
-  if (url.substr(0, kScheme.size()) != kScheme) return bad("must start with amqp://");
-  std::string_view rest = url.substr(kScheme.size());
-  if (rest.find_first_of("?#") != std::string_view::npos) {
-    return bad("query parameters and fragments are not supported");
+  AmqpUrl out;
+  std::string_view rest;
+  if (url.starts_with("amqp://")) {
+    rest = url.substr(7);
+  } else if (url.starts_with("amqps://")) {
+    rest = url.substr(8);
+    out.tls = true;
+    out.port = 5671;
+  } else {
+    return bad("must start with amqp:// or amqps://");
+  }
+  if (rest.find('#') != std::string_view::npos) return bad("fragments are not supported");
+  if (size_t q = rest.find('?'); q != std::string_view::npos) {
+    if (!out.tls) return bad("query parameters are for amqps:// only (TLS settings)");
+    std::string_view query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    while (!query.empty()) {
+      size_t amp = query.find('&');
+      std::string_view param = query.substr(0, amp);
+      query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+      size_t eq = param.find('=');
+      std::string name(param.substr(0, eq));
+      std::string value;
+      if (eq == std::string_view::npos || !PercentDecode(param.substr(eq + 1), &value)) {
+        return bad("query parameter " + name + ": expected name=value");
+      }
+      if (name == "cacertfile") {
+        out.cacertfile = value;
+      } else if (name == "certfile") {
+        out.certfile = value;
+      } else if (name == "keyfile") {
+        out.keyfile = value;
+      } else if (name == "verify" && (value == "verify_peer" || value == "verify_none")) {
+        out.verify = value == "verify_peer";
+      } else {
+        return bad("unknown query parameter " + name +
+                   " (known: cacertfile, certfile, keyfile, verify=verify_peer|verify_none)");
+      }
+    }
+    if (out.certfile.empty() != out.keyfile.empty()) {
+      return bad("certfile and keyfile go together");
+    }
   }
   size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   std::string_view path =
       slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
 
-  AmqpUrl out;
   size_t at = authority.rfind('@');
   std::string_view hostport = authority;
   if (at != std::string_view::npos) {

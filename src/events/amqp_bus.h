@@ -65,15 +65,24 @@ inline constexpr std::string_view kAmqpExchange = "explorer.events";
 // A parsed amqp:// URL.
 struct AmqpUrl {
   std::string host;
-  int port = 5672;
+  int port = 5672;  // 5671 for amqps
   std::string user = "guest";
   std::string password = "guest";
   std::string vhost = "/";
-  // "amqp://user@host:port/vhost" (vhost percent-encoded), for logs: never the password.
+  // amqps://: TLS (rabbitmq-c's OpenSSL socket). The server's certificate is verified (chain and
+  // host name) against cacertfile, or the system's CAs when none is given, unless
+  // verify=verify_none; certfile and keyfile: a client certificate, when the server asks for one.
+  bool tls = false;
+  std::string cacertfile, certfile, keyfile;
+  bool verify = true;
+  // "amqp://user@host:port/vhost" or "amqps://..." (vhost percent-encoded), for logs: never the
+  // password. Also the bus's cursor key (node/relay.h): it must not change for a given bus.
   std::string Name() const;
 };
 
-// FailedPrecondition naming the problem when `url` is not amqp://[user:pass@]host[:port][/vhost].
+// FailedPrecondition naming the problem when `url` is not
+// amqp[s]://[user:pass@]host[:port][/vhost][?cacertfile=PATH&certfile=PATH&keyfile=PATH&verify=
+// verify_peer|verify_none] (the query only for amqps, with RabbitMQ's URI parameter names).
 Result<AmqpUrl> ParseAmqpUrl(std::string_view url);
 
 // Connects, declares the exchange and enables confirms. A broker that cannot be reached is not an

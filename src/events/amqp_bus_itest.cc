@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "events/amqp_bus.h"
 #include "testing/rabbitmq_server.h"
+#include "testing/tls_certs.h"
 #include "testing/wait_for.h"
 
 namespace gapless {
@@ -111,6 +113,22 @@ TEST(AmqpUrlTest, ParsesAndHidesThePassword) {
       EXPECT_EQ(r.status().code(), Code::kFailedPrecondition) << bad;
     }
   }
+  auto tls =
+      ParseAmqpUrl("amqps://u:p@mq.example/v?cacertfile=/etc/ca%20dir/ca.pem&verify=verify_peer");
+  ASSERT_TRUE(tls.ok()) << tls.status().ToString();
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->port, 5671);
+  EXPECT_EQ(tls->cacertfile, "/etc/ca dir/ca.pem");
+  EXPECT_TRUE(tls->verify);
+  EXPECT_EQ(tls->Name(), "amqps://u@mq.example:5671/v");
+  EXPECT_FALSE(ParseAmqpUrl("amqps://h?verify=verify_none")->verify);
+  for (const char* bad : {"amqps://h?cafile=x", "amqps://h?verify=maybe", "amqps://h?certfile=c",
+                          "amqps://h?cacertfile"}) {
+    auto r = ParseAmqpUrl(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+  EXPECT_NE(ParseAmqpUrl("amqps://h?cafile=x").status().message().find("cafile"),
+            std::string::npos);
   auto open = OpenAmqpPublisher("amqp://h:1/a/b", PublisherOptions{});
   ASSERT_FALSE(open.ok());
   EXPECT_EQ(open.status().code(), Code::kFailedPrecondition);
@@ -397,6 +415,48 @@ TEST(AmqpBusTest, BrokerStopAndRestartLosesNothingConfirmed) {
   for (const std::string& body : confirmed) {
     EXPECT_TRUE(received.count(body)) << "confirmed but lost: " << body;
   }
+}
+
+// amqps:// against a node that serves AMQPS only, with a throwaway CA: events go through with the
+// CA that signed the node's certificate; another CA is refused at once (FailedPrecondition, not a
+// retried outage); a plain amqp:// connection gets nowhere.
+TEST(AmqpBusTest, AmqpsVerifiesTheBrokerAndCarriesEvents) {
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/amqp_bus_itest-certs";
+  std::filesystem::remove_all(dir);
+  auto certs = MakeTlsCertificates(dir);
+  ASSERT_TRUE(certs.ok()) << certs.status().ToString();
+  auto server = RabbitMqServer::StartTls(*certs);
+  if (!server.ok() && server.status().code() == Code::kFailedPrecondition) {
+    GTEST_SKIP() << server.status().ToString();
+  }
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string base = "amqps://guest:guest@localhost:" + std::to_string((*server)->port());
+  const std::string url = base + "?cacertfile=" + certs->ca;
+  std::string topic = Unique("block.new"), group = Unique("group");
+  auto sub = Subscribe(url, group, {topic});
+  auto pub = Publish(url);
+  ASSERT_TRUE(sub && pub);
+  std::vector<OutgoingEvent> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(Event(topic, i));
+  Status st = pub->Publish(batch);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto got = PollUntil(*sub, batch.size(), 20'000);
+  ASSERT_EQ(got.size(), batch.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].body, batch[i].body);
+
+  // Another CA: the broker's certificate does not verify, which no retry changes.
+  auto refused = OpenAmqpPublisher(base + "?cacertfile=" + certs->other_ca, PublisherOptions{});
+  Status refused_st = refused.ok() ? (*refused)->Publish({Event(topic, 99)}) : refused.status();
+  ASSERT_FALSE(refused_st.ok());
+  EXPECT_EQ(refused_st.code(), Code::kFailedPrecondition) << refused_st.ToString();
+  EXPECT_NE(refused_st.message().find("does not verify"), std::string::npos)
+      << refused_st.ToString();
+  // Plain AMQP to the TLS port gets no AMQP answer.
+  auto plain =
+      OpenAmqpPublisher("amqp://guest:guest@127.0.0.1:" + std::to_string((*server)->port()),
+                        PublisherOptions{.confirm_timeout_ms = 2'000});
+  Status plain_st = plain.ok() ? (*plain)->Publish({Event(topic, 100)}) : plain.status();
+  EXPECT_FALSE(plain_st.ok());
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // open_bus: a Publisher or Subscriber for a bus URL, chosen by its scheme (events/bus.h):
-// kafka://, amqp:// (also amqps:// is refused: TLS is not built in), redis://.
+// kafka://, amqp:// and amqps:// (TLS), redis://.
 // FailedPrecondition naming the URL for an unknown scheme or a malformed URL.
 #pragma once
 

@@ -72,7 +72,13 @@ void ChownToRabbit(const std::string& dir) {
 
 }  // namespace
 
-Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::Start() {
+Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::Start() { return StartWith(nullptr); }
+
+Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::StartTls(const TlsCertificates& tls) {
+  return StartWith(&tls);
+}
+
+Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::StartWith(const TlsCertificates* tls) {
   if (access(kServer, X_OK) != 0) {
     return FailedPrecondition("RabbitMqServer: rabbitmq-server is not installed");
   }
@@ -84,6 +90,7 @@ Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::Start() {
     int dist_port = FreePort();
     if (port <= 0 || dist_port <= 0 || port == dist_port) continue;
     std::unique_ptr<RabbitMqServer> server(new RabbitMqServer(port, dist_port, tmpl));
+    if (tls != nullptr) server->tls_ = *tls;
     last = server->Spawn();
     if (last.ok()) return server;
     server->dir_.clear();  // keep the directory for the next attempt
@@ -110,8 +117,26 @@ Status RabbitMqServer::Spawn() {
   std::string pid_file = dir_ + "/pid";
   std::filesystem::create_directories(dir_ + "/log");
   std::filesystem::create_directories(dir_ + "/mnesia");
-  WriteFile(dir_ + "/rabbitmq.conf",
-            "listeners.tcp.1 = 127.0.0.1:" + p + "\nloopback_users = none\nlog.console = false\n");
+  if (tls_.has_value()) {
+    // The node's own copies (it runs as rabbitmq), and AMQPS only.
+    for (const auto& [from, name] :
+         {std::pair{tls_->ca, "ca.pem"}, std::pair{tls_->server_cert, "server.pem"},
+          std::pair{tls_->server_key, "server-key.pem"}}) {
+      std::error_code ec;
+      std::filesystem::copy_file(from, dir_ + "/" + name,
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+    }
+    WriteFile(dir_ + "/rabbitmq.conf",
+              "listeners.tcp = none\nlisteners.ssl.1 = 127.0.0.1:" + p +
+                  "\nssl_options.cacertfile = " + dir_ + "/ca.pem\nssl_options.certfile = " + dir_ +
+                  "/server.pem\nssl_options.keyfile = " + dir_ +
+                  "/server-key.pem\nssl_options.verify = verify_none\n"
+                  "ssl_options.fail_if_no_peer_cert = false\nloopback_users = none\n"
+                  "log.console = false\n");
+  } else {
+    WriteFile(dir_ + "/rabbitmq.conf", "listeners.tcp.1 = 127.0.0.1:" + p +
+                                           "\nloopback_users = none\nlog.console = false\n");
+  }
   WriteFile(dir_ + "/enabled_plugins", "[].\n");
   WriteFile(dir_ + "/rabbitmq-env.conf", "");
   std::filesystem::remove(pid_file);
@@ -126,14 +151,17 @@ Status RabbitMqServer::Spawn() {
                                    "RABBITMQ_ADVANCED_CONFIG_FILE=" + dir_ + "/advanced.config",
                                    "RABBITMQ_ENABLED_PLUGINS_FILE=" + dir_ + "/enabled_plugins",
                                    "RABBITMQ_NODENAME=" + node,
-                                   "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1",
-                                   "RABBITMQ_NODE_PORT=" + p,
                                    "RABBITMQ_DIST_PORT=" + std::to_string(dist_port_),
                                    "RABBITMQ_MNESIA_BASE=" + dir_ + "/mnesia",
                                    "RABBITMQ_LOG_BASE=" + dir_ + "/log",
                                    "RABBITMQ_PID_FILE=" + pid_file,
                                    kServer,
                                    "-detached"};
+  if (!tls_.has_value()) {
+    // The plain listener (the TLS node's listeners are all in its config file).
+    rest.insert(rest.begin() + 1,
+                {"RABBITMQ_NODE_IP_ADDRESS=127.0.0.1", "RABBITMQ_NODE_PORT=" + p});
+  }
   args.insert(args.end(), rest.begin(), rest.end());
 
   pid_t launcher = fork();

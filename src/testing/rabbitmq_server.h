@@ -17,9 +17,11 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
+#include "testing/tls_certs.h"
 
 namespace gapless {
 
@@ -28,6 +30,9 @@ class RabbitMqServer {
   // Creates the directory, picks the ports and starts the node; Unavailable if it does not
   // answer within 60 s (the message carries the log's tail).
   static Result<std::unique_ptr<RabbitMqServer>> Start();
+  // TLS only (AMQPS on port(), no plain listener), with `tls`'s server certificate; clients'
+  // certificates are not asked for.
+  static Result<std::unique_ptr<RabbitMqServer>> StartTls(const TlsCertificates& tls);
   ~RabbitMqServer();
   RabbitMqServer(const RabbitMqServer&) = delete;
   RabbitMqServer& operator=(const RabbitMqServer&) = delete;
@@ -44,6 +49,7 @@ class RabbitMqServer {
 
  private:
   RabbitMqServer(int port, int dist_port, std::string dir);
+  static Result<std::unique_ptr<RabbitMqServer>> StartWith(const TlsCertificates* tls);
   Status Spawn();
   std::string LogTail() const;
 
@@ -51,6 +57,7 @@ class RabbitMqServer {
   int dist_port_;
   std::string dir_;
   pid_t pid_ = -1;
+  std::optional<TlsCertificates> tls_;
 };
 
 }  // namespace gapless
