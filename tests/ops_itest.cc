@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -178,6 +179,31 @@ TEST_F(OpsTest, MetricsScrapedDuringARunEqualTheDatabaseAndCarryNoSecret) {
   EXPECT_EQ(last.types["gapless_range_write_seconds"], "histogram");
   ExpectWellFormedHistograms(last);
   EXPECT_EQ(FindSecret(last.text), "") << last.text;
+  // docs/operations.md lists every metric this run exported, and every metric the Grafana
+  // dashboard uses (without the _bucket/_sum/_count of a histogram's series).
+  const std::string docs = ReadIfThere(std::string(GAPLESS_SOURCE_DIR) + "/docs/operations.md");
+  const std::string dashboard =
+      ReadIfThere(std::string(GAPLESS_SOURCE_DIR) + "/docs/grafana-dashboard.json");
+  ASSERT_FALSE(docs.empty() || dashboard.empty());
+  auto documented = [&](const std::string& name) {
+    return docs.find("`" + name + "`") != std::string::npos ||
+           docs.find("`" + name + "{") != std::string::npos;
+  };
+  for (const auto& [name, type] : last.types) {
+    EXPECT_TRUE(documented(name)) << name << " is not in docs/operations.md";
+  }
+  std::regex metric(R"(gapless_[a-z_]+)");
+  for (auto it = std::sregex_iterator(dashboard.begin(), dashboard.end(), metric);
+       it != std::sregex_iterator(); ++it) {
+    std::string name = it->str();
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string sfx = suffix;
+      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
+        name = name.substr(0, name.size() - sfx.size());
+      }
+    }
+    EXPECT_TRUE(documented(name)) << name << " (dashboard) is not in docs/operations.md";
+  }
 
   auto ready = client.Get("/readyz");
   ASSERT_TRUE(ready);
