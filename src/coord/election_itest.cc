@@ -4,13 +4,18 @@
 // repaired, losing one node of three changes nothing, losing two stops production until one is
 // back, and takeover after a crash or a graceful stepdown.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "coord/election.h"
@@ -724,6 +729,45 @@ TEST_F(ElectionTest, TheElectorTruncatesTheLogWhenTheChainReorgs) {
   for (uint64_t h = 1; h <= 7; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
   for (uint64_t h = 8; h <= 12; ++h) EXPECT_EQ(committed->at(h).hash, Block(h, "c").hash);
   a.Stop();
+}
+
+// A candidate whose lock nodes are all unreachable says so at warning level (the failures are
+// debug lines, one per poll), once the outage has lasted quorum_warning_after_ms and then at most
+// every warning interval, and says when the quorum answers again: an operator reading the log
+// of a process that never leads learns why.
+TEST_F(ElectionTest, ACandidateWithoutItsLockQuorumSaysSoAndWhenItIsBack) {
+  auto log = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
+  sink->set_pattern("%l %v");
+  spdlog::default_logger()->sinks().push_back(sink);
+  FakeChain chain;
+  chain.height = 3;
+  Election ea = Candidate("a", 900);
+  ElectorOptions options = Opts("a", 100);
+  options.quorum_warning_after_ms = 300;
+  Elector a(&ea, &chain, options);
+  for (auto& s : servers_) s->Kill();
+  a.Start();
+  const std::string warning = "warning elector a: 0 of 3 lock nodes answer (quorum 2) for";
+  auto text = [&] {
+    sink->flush();
+    return log->str();
+  };
+  EXPECT_TRUE(WaitFor([&] { return text().find(warning) != std::string::npos; }, 10'000)) << text();
+  for (auto& s : servers_) ASSERT_TRUE(s->Restart().ok());
+  EXPECT_TRUE(WaitFor([&] { return a.LeaderToken().has_value(); }, 15'000)) << text();
+  EXPECT_NE(text().find("info elector a: the lock quorum answers again"), std::string::npos)
+      << text();
+  // Once, not once per poll, within the first interval.
+  const std::string all = text();
+  size_t warnings = 0;
+  for (size_t at = all.find(warning); at != std::string::npos; at = all.find(warning, at + 1)) {
+    ++warnings;
+  }
+  EXPECT_LE(warnings, 2u) << all;
+  a.Stop();
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
 }
 
 }  // namespace

@@ -211,16 +211,18 @@ void Elector::Follow() {
     GAPLESS_ASSIGN_OR_RETURN(RedisReply ttl, c.Command({"PTTL", lock_key}));
     return ttl;
   });
-  size_t free = 0;
+  size_t free = 0, answered = 0;
   std::vector<int64_t> ttls;
   for (const auto& r : replies) {
     if (!r.ok()) continue;
+    ++answered;
     if (r->integer == -2) {
       ++free;  // no lock
     } else if (r->integer >= 0) {
       ttls.push_back(r->integer);
     }
   }
+  NoteQuorum(answered);
   if (free >= election_->nodes().quorum()) {
     TryPromote();
     if (role() != Role::kLeader && !stop_.load()) {
@@ -238,6 +240,29 @@ void Elector::Follow() {
     wait = std::min(wait, ttls[missing - 1] + 1);
   }
   Wait(wait);
+}
+
+void Elector::NoteQuorum(size_t answered) {
+  const size_t quorum = election_->nodes().quorum();
+  const int64_t now = env_->NowMicros();
+  if (answered >= quorum) {
+    if (quorum_warned_at_ != 0) {
+      spdlog::info("elector {}: the lock quorum answers again ({} of {} lock nodes)", options_.name,
+                   answered, election_->nodes().size());
+    }
+    quorum_lost_since_ = 0;
+    quorum_warned_at_ = 0;
+    return;
+  }
+  if (quorum_lost_since_ == 0) quorum_lost_since_ = now;
+  const int64_t lost_ms = (now - quorum_lost_since_) / 1000;
+  if (lost_ms < options_.quorum_warning_after_ms) return;
+  if (quorum_warned_at_ != 0 && now - quorum_warned_at_ < 30'000'000) return;
+  quorum_warned_at_ = now;
+  spdlog::warn(
+      "elector {}: {} of {} lock nodes answer (quorum {}) for {:.1f} s: this process cannot "
+      "become the leader, nor see one (gapless status and /readyz name the nodes)",
+      options_.name, answered, election_->nodes().size(), quorum, lost_ms / 1000.0);
 }
 
 void Elector::TryPromote() {

@@ -81,6 +81,9 @@ struct ElectorOptions {
   // A follower looks again when the lock's remaining TTL (PTTL) runs out, if that comes before
   // its next poll. Off: the seed's polling alone (the failover benchmark's baseline).
   bool wake_at_lock_expiry = true;
+  // A follower that cannot reach a quorum of the lock nodes this long says so at warning level
+  // (and again every 30 s while it lasts; info when the quorum answers again).
+  int64_t quorum_warning_after_ms = 10'000;
   std::string name;    // for logs
   Env* env = nullptr;  // randomness for jitter; nullptr = Env::Default()
 };
@@ -140,6 +143,8 @@ class Elector {
   // asked: the process stops (Stop), logged at info; otherwise a warning.
   void StepDown(const std::string& why, bool release, bool asked = false);
   void SetRole(Role role, uint64_t token);
+  // Follow(): warns when fewer than a quorum of lock nodes answered for a while (options).
+  void NoteQuorum(size_t answered);
   // Sleeps up to `ms`, or until woken (a notification, Stop()).
   void Wait(int64_t ms);
   void Wake();
@@ -165,6 +170,10 @@ class Elector {
   std::vector<HeadFork> forks_applied_;  // re-orgs written or adopted here, oldest first
   Status source_error_;
   Stats stats_;
+  // Follow(): since when fewer than a quorum of lock nodes answer (0: they do), and when that was
+  // last said at warning level (0: not yet). The elector's thread only.
+  int64_t quorum_lost_since_ = 0;
+  int64_t quorum_warned_at_ = 0;
   std::function<void(uint64_t, const HeadEntry&)> on_write_;
   std::thread thread_;
   std::vector<std::thread> subscribers_;
