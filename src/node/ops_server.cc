@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "core/metrics.h"
@@ -35,6 +36,12 @@ Result<std::pair<std::string, int>> ParseListenAddress(const std::string& addres
 
 struct OpsServer::Impl {
   OpsServerOptions options;
+  // /status.json is gathered by one request at a time: the others get the last body at once (or
+  // 503 before the first), so slow servers behind the status never hold the endpoint's threads
+  // that /healthz, /readyz and /metrics need.
+  std::mutex status_mu;  // held while gathering
+  std::mutex last_mu;
+  std::string last_status;  // guarded by last_mu
   httplib::Server server;
   std::string host;
   int port = 0;
@@ -96,7 +103,24 @@ Result<std::unique_ptr<OpsServer>> OpsServer::Start(OpsServerOptions options) {
       res.set_content("this process serves no status\n", "text/plain; charset=utf-8");
       return;
     }
+    std::unique_lock<std::mutex> gathering(self->status_mu, std::try_to_lock);
+    if (!gathering.owns_lock()) {
+      std::lock_guard<std::mutex> lock(self->last_mu);
+      if (self->last_status.empty()) {
+        res.status = 503;
+        res.set_content("{\"error\":\"the status is being gathered; try again\"}\n",
+                        "application/json");
+      } else {
+        res.set_header("Cache-Control", "no-store");
+        res.set_content(self->last_status, "application/json");
+      }
+      return;
+    }
     Result<std::string> body = self->options.status_json();
+    if (body.ok()) {
+      std::lock_guard<std::mutex> lock(self->last_mu);
+      self->last_status = *body;
+    }
     if (!body.ok()) {
       res.status = 503;
       std::string json = "{\"error\":";

@@ -7,7 +7,8 @@
 //                     (node/readiness.h); answered from the prober's last results, never by
 //                     probing on the request, so it answers at once however the servers behave
 //   GET /status.json  the fleet's status as `gapless status --json` prints it, when the process
-//                     has one to give (404 otherwise)
+//                     has one to give (404 otherwise); gathered by one request at a time, the
+//                     others answered at once with the last body
 //   GET /             the live status page (src/node/status_page.html, embedded in the binary),
 //                     which reads /status.json every 2 s; a list of these paths when the
 //                     process serves no status

@@ -6,6 +6,9 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "core/metrics.h"
 #include "node/readiness.h"
@@ -97,6 +100,49 @@ TEST(OpsServer, ABadOrBusyAddressIsAClearError) {
       OpsServer::Start({"127.0.0.1:" + std::to_string((*first)->port()), nullptr, nullptr});
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.status().message().find("cannot listen"), std::string::npos);
+}
+
+// A slow /status.json (a server behind the status that does not answer) never holds the threads
+// that /readyz and /metrics need: one request gathers, the others get the last body at once.
+TEST(OpsServer, ASlowStatusLeavesReadinessAndMetricsAnswering) {
+  std::atomic<int> gatherings{0};
+  std::atomic<bool> slow{false};
+  auto server = OpsServer::Start({"127.0.0.1:0", nullptr, [&]() -> Result<std::string> {
+                                    ++gatherings;
+                                    while (slow.load()) {
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                                    }
+                                    return std::string("{\"frontier\":7}");
+                                  }});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  client.set_read_timeout(10);
+  ASSERT_EQ(client.Get("/status.json")->body, "{\"frontier\":7}");
+  slow = true;
+  std::vector<std::thread> viewers;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 4; ++i) {
+    viewers.emplace_back([&] {
+      httplib::Client c("127.0.0.1", (*server)->port());
+      c.set_read_timeout(10);
+      auto res = c.Get("/status.json");
+      if (res && res->body == "{\"frontier\":7}") ++answered;
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  auto ready = client.Get("/readyz");
+  auto metrics = client.Get("/metrics");
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  slow = false;
+  for (auto& t : viewers) t.join();
+  ASSERT_TRUE(ready && metrics);
+  EXPECT_EQ(ready->status, 200);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_LT(took, 2.0) << "/readyz and /metrics waited behind /status.json";
+  EXPECT_EQ(answered.load(), 4) << "every viewer got a body";
+  EXPECT_EQ(gatherings.load(), 2) << "one gathering at a time (plus the first)";
 }
 
 }  // namespace

@@ -388,7 +388,13 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
   if (!redis_frontier.is_nil()) r.frontier_redis = std::stoull(redis_frontier.str);
   r.head_text = "unknown (no --rpc)";
   if (!command.rpc.empty()) {
-    auto n = MakeRpcClientFactory(RpcOptions{command.rpc})()->BlockNumber();
+    // One short try: status is for bad days too, and a node that does not answer must not hold
+    // it (or a /status.json request) for the client's minute of retries.
+    RpcOptions rpc{command.rpc};
+    rpc.max_attempts = 1;
+    rpc.request_timeout_ms = 5'000;
+    rpc.connect_timeout_ms = 2'000;
+    auto n = MakeRpcClientFactory(rpc)()->BlockNumber();
     if (n.ok()) {
       r.head = *n;
       r.head_text = std::to_string(*n);
