@@ -139,7 +139,8 @@ class MetricsRegistry {
   std::map<std::string, Entry, std::less<>> entries_;
 };
 
-// The process's resident set size in bytes (/proc/self/statm), 0 when unreadable.
+// The process's resident set size in bytes (/proc/self/statm), 0 when unreadable. Also the
+// consumer's status report (events/consumer.h).
 double ProcessResidentBytes();
 
 // Registers process-level gauges on the default registry (RSS, start time), once.

@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <thread>
 #include <utility>
@@ -143,13 +142,6 @@ Result<bool> RedisProcessingLocks::Renew(const std::string& event_id, const std:
 }
 
 // --- status ---
-
-int64_t ResidentBytes() {
-  std::ifstream in("/proc/self/statm");
-  int64_t size = 0, resident = 0;
-  if (!(in >> size >> resident)) return 0;
-  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
 
 namespace {
 
@@ -550,7 +542,7 @@ ConsumerStatus EventConsumer::BuildStatus(PollState& st) {
   for (const auto& [key, due] : st.paused) s.paused.push_back(PartitionName(key.first, key.second));
   s.last_error = st.last_error;
   s.last_error_age_ms = st.last_error.empty() ? -1 : (now - st.last_error_at) / 1000;
-  s.rss_bytes = ResidentBytes();
+  s.rss_bytes = static_cast<int64_t>(ProcessResidentBytes());  // core/metrics.h
   auto lag = subscriber_->Lag();
   if (lag.ok()) {
     s.lag = *lag;

@@ -251,9 +251,6 @@ struct ConsumerStatus {
   std::string ToString() const;         // the multi-line report that is logged
 };
 
-// Resident set size of this process in bytes (/proc/self/statm), 0 if unreadable.
-int64_t ResidentBytes();
-
 class EventConsumer {
  public:
   // None of the pointers is owned; all must outlive the consumer.
