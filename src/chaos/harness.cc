@@ -241,6 +241,16 @@ struct Proc {
   }
 };
 
+// The last non-empty line of a process's log (at most 400 characters): why it exited, usually.
+std::string LastLogLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  return last.size() > 400 ? last.substr(last.size() - 400) : last;
+}
+
 // The RPC node as one process sees it: an HTTP server forwarding every request to anvil, which a
 // fault makes answer badly (every other request while the fault lasts, so work still moves).
 class RpcFront {
@@ -958,7 +968,7 @@ Status Scenario::Setup() {
               "--log-level",
               "info"};
     // The ops endpoint, scraped by the ops-* invariants (Check).
-    p.metrics_port = FreePort();
+    p.metrics_port = StablePort();  // bound again at every restart
     p.args.insert(p.args.end(), {"--metrics-addr", fmt::format("127.0.0.1:{}", p.metrics_port)});
     if (leader) {
       p.args.insert(p.args.end(),
@@ -2208,9 +2218,10 @@ Result<SeedReport> Scenario::Run() {
     for (auto& [name, p] : procs_) {
       int status = 0;
       if (p.pid > 0 && waitpid(p.pid, &status, WNOHANG) == p.pid) {
-        const std::string what =
-            fmt::format("{} exited by itself ({} {})", name, WIFEXITED(status) ? "code" : "signal",
-                        WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+        const std::string what = fmt::format(
+            "{} exited by itself ({} {}; its log ends: {})", name,
+            WIFEXITED(status) ? "code" : "signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), LastLogLine(p.log));
         auto& [times, last] = exits_[name];
         ++times;
         last = what;

@@ -228,6 +228,13 @@ int main(int argc, char** argv) {
                                          : fmt::format("{:.1f}", report->recovery_ms / 1000.0),
                  report->tip, report->reorgs,
                  failed.empty() ? "" : failed + " (" + report->dir + ")");
+      // What each violation was, so that a CI log says why without the run's directory.
+      for (const auto& inv : report->invariants) {
+        if (inv.ok) continue;
+        std::string problem = inv.detail;
+        if (problem.size() > 600) problem = problem.substr(0, 600) + "...";
+        fmt::print("{:>6}   {}: {}\n", "", inv.name, problem);
+      }
       std::fflush(stdout);
       total_violations += report->violations();
       if (report->violations() > 0) ++failed_seeds;

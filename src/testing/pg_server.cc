@@ -33,7 +33,7 @@ Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls
   }
   std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-pg-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("PgServer: mkdtemp failed");
-  const int port = FreePort();
+  const int port = StablePort();  // a restart binds it again
   if (port <= 0) return Internal("PgServer: no free port");
   std::unique_ptr<PgServer> server(new PgServer(port, tmpl));
   if (getuid() == 0) {

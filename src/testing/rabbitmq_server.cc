@@ -86,8 +86,8 @@ Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::StartWith(const TlsCerti
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("RabbitMqServer: mkdtemp failed");
   Status last = Unavailable("RabbitMqServer: no free port");
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int port = FreePort();
-    int dist_port = FreePort();
+    int port = StablePort();  // Restart binds them again
+    int dist_port = StablePort();
     if (port <= 0 || dist_port <= 0 || port == dist_port) continue;
     std::unique_ptr<RabbitMqServer> server(new RabbitMqServer(port, dist_port, tmpl));
     if (tls != nullptr) server->tls_ = *tls;
