@@ -2,8 +2,9 @@
 // a throwaway CA (testing/tls_certs.h). PostgreSQL: a plain connection is refused by the server,
 // sslmode=verify-full with another CA is refused by gapless (libpq), and with the right CA a
 // whole `gapless index` of the devnet runs over TLS. Then a whole `gapless run` with events, with
-// PostgreSQL and RabbitMQ (amqps://) both TLS only. (RabbitMQ's own TLS checks are in
-// amqp_bus_itest; rediss:// is not built yet.)
+// every server TLS only: PostgreSQL, the coordination Redis and three lock nodes (rediss://), and
+// two buses, RabbitMQ (amqps://) and Redis Streams (rediss://). (RabbitMQ's and Redis's own TLS
+// checks are in amqp_bus_itest and coord/redis_itest.)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "store/pg.h"
 #include "testing/pg_server.h"
 #include "testing/rabbitmq_server.h"
+#include "testing/redis_server.h"
 #include "testing/tls_certs.h"
 
 namespace gapless::e2e {
@@ -65,12 +67,32 @@ TEST(TlsTest, PostgresqlOverTlsOnlyWithVerifyFull) {
   EXPECT_NE(why.find("certificate verify failed"), std::string::npos) << why;
 }
 
-// Composed: a whole fleet run (a leader candidate and workers, events on) with PostgreSQL and
-// RabbitMQ both TLS only and verified, the chain's blocks all committed and every block.new
-// received by a subscriber over amqps://.
-TEST(TlsTest, AWholeRunWithPostgresqlAndRabbitmqOverTls) {
-  const char* redis = std::getenv("GAPLESS_TEST_REDIS_URL");
-  if (redis == nullptr) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+// The heights of the block.new events a subscriber receives within 30 s (acked).
+std::set<std::string> BlockNewHeights(Subscriber& sub, size_t want) {
+  std::set<std::string> heights;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (heights.size() < want && std::chrono::steady_clock::now() < end) {
+    auto got = sub.Poll(500, 100);
+    if (!got.ok()) continue;
+    for (const Delivery& d : *got) {
+      const std::string key = "\"block_number\":";
+      const size_t at = d.body.find(key);
+      if (at != std::string::npos) {
+        const size_t from = at + key.size();
+        heights.insert(d.body.substr(from, d.body.find_first_of(",}", from) - from));
+      }
+      EXPECT_TRUE(sub.Ack(d).ok());
+    }
+  }
+  return heights;
+}
+
+// Composed: a whole fleet run (a leader candidate and workers, events on) with every server TLS
+// only and verified: PostgreSQL; the coordination Redis (with a password, and a client
+// certificate it checks) and three lock nodes over rediss://; events on RabbitMQ over amqps://
+// and on Redis Streams over rediss://. The chain's blocks are all committed, every block.new is
+// received on both buses, and the Redis password is in no output.
+TEST(TlsTest, AWholeRunWithEveryServerOverTls) {
   const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/tls_itest-run-certs";
   std::filesystem::remove_all(dir);
   auto certs = MakeTlsCertificates(dir);
@@ -82,41 +104,75 @@ TEST(TlsTest, AWholeRunWithPostgresqlAndRabbitmqOverTls) {
     GTEST_SKIP() << mq.status().ToString();
   }
   ASSERT_TRUE(mq.ok()) << mq.status().ToString();
+  constexpr const char* kPassword = "Tls0nlyRedisPassw0rd";
+  auto redis =
+      RedisServer::StartTls(*certs, /*require_client_cert=*/true, {"--requirepass", kPassword});
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  std::string coordination = (*redis)->url();
+  coordination.insert(std::string("rediss://").size(), std::string(":") + kPassword + "@");
+  std::string lock_nodes;
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  for (int i = 0; i < 3; ++i) {
+    auto node = RedisServer::StartTls(*certs);
+    ASSERT_TRUE(node.ok()) << node.status().ToString();
+    lock_nodes += (lock_nodes.empty() ? "" : ",") + (*node)->url();
+    nodes.push_back(std::move(node).value());
+  }
+  auto streams = RedisServer::StartTls(*certs);
+  ASSERT_TRUE(streams.ok()) << streams.status().ToString();
   const std::string db = (*pg)->url("postgres") + "?sslmode=verify-full&sslrootcert=" + certs->ca;
-  const std::string bus =
+  const std::string amqps =
       "amqps://guest:guest@localhost:" + std::to_string((*mq)->port()) + "?cacertfile=" + certs->ca;
+  const std::string rediss = (*streams)->url();
   constexpr uint64_t kChain = 31337, kTo = 20;
   SubscribeOptions options;
   options.group = "tls-check";
   options.topics = {EventTopic(kBlockNew, kChain)};
-  auto sub = OpenSubscriber(bus, options);
-  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
-  auto [code, out] = RunAll({"run", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db, "--redis", redis,
-                             "--events", bus, "--from", "0", "--to", std::to_string(kTo),
-                             "--workers", "2", "--range-size", "5", "--progress", "off"},
+  auto on_amqp = OpenSubscriber(amqps, options);
+  ASSERT_TRUE(on_amqp.ok()) << on_amqp.status().ToString();
+  auto on_redis = OpenSubscriber(rediss, options);
+  ASSERT_TRUE(on_redis.ok()) << on_redis.status().ToString();
+  auto [code, out] = RunAll({"run",
+                             "--rpc",
+                             GAPLESS_TEST_ANVIL_URL,
+                             "--db",
+                             db,
+                             "--redis",
+                             coordination,
+                             "--lock-nodes",
+                             lock_nodes,
+                             "--events",
+                             amqps + "," + rediss,
+                             "--from",
+                             "0",
+                             "--to",
+                             std::to_string(kTo),
+                             "--workers",
+                             "2",
+                             "--range-size",
+                             "5",
+                             "--progress",
+                             "off"},
                             120'000);
   ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(out.find(kPassword), std::string::npos) << "the Redis password is in the output";
   auto conn = PgConn::Connect(db);
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   auto blocks = (*conn)->Query("SELECT count(*) FROM blocks");
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   EXPECT_EQ(blocks->Get(0, 0), std::to_string(kTo + 1));
-  std::set<std::string> heights;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (heights.size() < kTo + 1 && std::chrono::steady_clock::now() < end) {
-    auto got = (*sub)->Poll(500, 100);
-    if (!got.ok()) continue;
-    for (const Delivery& d : *got) {
-      const std::string key = "\"block_number\":";
-      const size_t at = d.body.find(key);
-      if (at != std::string::npos) {
-        const size_t from = at + key.size();
-        heights.insert(d.body.substr(from, d.body.find_first_of(",}", from) - from));
-      }
-      ASSERT_TRUE((*sub)->Ack(d).ok());
-    }
+  EXPECT_EQ(BlockNewHeights(**on_amqp, kTo + 1).size(), kTo + 1)
+      << "block.new over amqps:// for every block";
+  EXPECT_EQ(BlockNewHeights(**on_redis, kTo + 1).size(), kTo + 1)
+      << "block.new over rediss:// for every block";
+  // The leader held its term on the TLS lock nodes: each holds the head log.
+  for (const auto& node : nodes) {
+    auto c = RedisConn::Connect(node->url());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto keys = (*c)->Command({"DBSIZE"});
+    ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+    EXPECT_GT(keys->integer, 0) << "lock node " << node->port() << " holds nothing";
   }
-  EXPECT_EQ(heights.size(), kTo + 1) << "block.new over amqps:// for every block";
 }
 
 }  // namespace

@@ -323,7 +323,8 @@ void AddRunOptions(CLI::App* sub, Args* a) {
   sub->add_option("--redis", a->run.redis,
                   "Coordination Redis URL (maxmemory-policy must be noeviction); a primary "
                   "and its replicas as redis://h1:6379,h2:6379 to follow a manual failover "
-                  "(every reconnect takes the server whose ROLE is master)")
+                  "(every reconnect takes the server whose ROLE is master); TLS: "
+                  "rediss://host:port?cacertfile=PATH")
       ->required();
   sub->add_option("--workers", a->run.workers,
                   "Worker threads in this process (run: 0 = only the seeder/janitor/frontier "
@@ -343,8 +344,8 @@ void AddElectionOptions(CLI::App* sub, Args* a, bool with_lease) {
   sub->add_option("--lock-nodes", a->election.lock_nodes,
                   "Comma-separated redis:// URLs of the leader's lock nodes, 1, 3 or 5 "
                   "independent servers (a quorum of them elects the leader and holds the head "
-                  "log; a node may be a primary with its replicas, redis://h1,h2); default: "
-                  "the coordination Redis alone");
+                  "log; a node may be a primary with its replicas, redis://h1,h2; rediss:// for "
+                  "TLS); default: the coordination Redis alone");
   sub->add_option("--lock-node-timeout", a->election.lock_node_timeout_ms,
                   "Per lock node and operation, ms")
       ->capture_default_str()
@@ -365,8 +366,8 @@ void AddElectionOptions(CLI::App* sub, Args* a, bool with_lease) {
 void AddEventsOptions(CLI::App* sub, Args* a) {
   sub->add_option("--events", a->events.events,
                   "Publish what is indexed as events to these buses, comma-separated: "
-                  "kafka://host:port[,host:port], amqp://user:pass@host:port/vhost, "
-                  "redis://host:port (enables the outbox in the database)");
+                  "kafka://host:port[,host:port], amqp[s]://user:pass@host:port/vhost, "
+                  "redis[s]://host:port (enables the outbox in the database)");
   sub->add_option("--events-timeout", a->events.confirm_timeout_ms,
                   "How long a bus may take to confirm a batch of events, ms")
       ->capture_default_str()
@@ -381,7 +382,8 @@ void AddFleetOptions(CLI::App* sub, Args* a) {
   AddCommon(sub, &a->common);
   sub->add_option("--redis", a->fleet.redis,
                   "Coordination Redis URL, e.g. redis://127.0.0.1:6379; a primary and its "
-                  "replicas as redis://h1:6379,h2:6379 (the primary is found by ROLE)")
+                  "replicas as redis://h1:6379,h2:6379 (the primary is found by ROLE); TLS: "
+                  "rediss://host:port?cacertfile=PATH")
       ->required();
   sub->add_option("--chain-id", a->fleet.chain_id,
                   "Chain whose coordination state to use (0: the one recorded in the database)")
@@ -539,7 +541,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   {
     CLI::App* t = s.events_tail;
     AddConfigAndLogging(t, &a->common);
-    t->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp://..., redis://...")
+    t->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp[s]://..., redis[s]://...")
         ->required();
     t->add_option("--chain-id", a->events.chain_id, "Chain of the topics ({type}.{chain_id})")
         ->required();
@@ -623,7 +625,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   {
     CLI::App* c = s.consume_balances;
     AddCommon(c, &a->common);
-    c->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp://..., redis://...")
+    c->add_option("--bus", a->events.bus, "Bus URL: kafka://..., amqp[s]://..., redis[s]://...")
         ->required();
     c->add_option("--redis", a->events.redis,
                   "Redis URL for the processing keys (dedup while an event is being applied)")

@@ -1,12 +1,7 @@
 #include "coord/redis.h"
 
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <array>
@@ -175,13 +170,6 @@ Result<RedisReply> Convert(const redisReply* r) {
       return Internal("unknown redis reply type " + std::to_string(r->type));
   }
   return out;
-}
-
-timeval ToTimeval(int64_t ms) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(ms / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-  return tv;
 }
 
 }  // namespace
@@ -366,13 +354,57 @@ std::string RedisUrl::Describe() const {
   return out;
 }
 
-Result<RedisUrl> ParseRedisUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "redis://";
-  if (!StartsWith(url, kScheme)) {
-    return FailedPrecondition("redis URL must start with redis://");
+namespace {
+
+// The TLS settings in a rediss:// URL's query ("cacertfile=...&verify=verify_none").
+Status ParseTlsQuery(std::string_view query, RedisTls* tls) {
+  size_t start = 0;
+  while (start <= query.size()) {
+    size_t amp = query.find('&', start);
+    if (amp == std::string_view::npos) amp = query.size();
+    std::string_view item = query.substr(start, amp - start);
+    start = amp + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    const std::string value =
+        eq == std::string_view::npos ? std::string() : PercentDecode(item.substr(eq + 1));
+    if (key == "cacertfile") {
+      tls->cacertfile = value;
+    } else if (key == "certfile") {
+      tls->certfile = value;
+    } else if (key == "keyfile") {
+      tls->keyfile = value;
+    } else if (key == "verify") {
+      if (value != "verify_peer" && value != "verify_none") {
+        return FailedPrecondition("rediss URL: verify must be verify_peer or verify_none, not '" +
+                                  value + "'");
+      }
+      tls->verify = value == "verify_peer";
+    } else {
+      return FailedPrecondition("rediss URL: unknown parameter '" + std::string(key) +
+                                "' (known: cacertfile, certfile, keyfile, verify)");
+    }
   }
-  std::string_view rest = url.substr(kScheme.size());
+  if (!tls->keyfile.empty() && tls->certfile.empty()) {
+    return FailedPrecondition("rediss URL: keyfile without certfile");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<RedisUrl> ParseRedisUrl(std::string_view url) {
   RedisUrl u;
+  std::string_view rest;
+  if (StartsWith(url, "redis://")) {
+    rest = url.substr(8);
+  } else if (StartsWith(url, "rediss://")) {
+    rest = url.substr(9);
+    u.tls.enabled = true;
+  } else {
+    return FailedPrecondition("redis URL must start with redis:// (or rediss:// for TLS)");
+  }
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
@@ -383,6 +415,14 @@ Result<RedisUrl> ParseRedisUrl(std::string_view url) {
     } else {
       u.password = PercentDecode(userinfo);
     }
+  }
+  if (size_t q = rest.find('?'); q != std::string_view::npos) {
+    if (!u.tls.enabled) {
+      return FailedPrecondition(
+          "redis URL: a query (?...) holds TLS settings, which only a rediss:// URL takes");
+    }
+    GAPLESS_RETURN_IF_ERROR(ParseTlsQuery(rest.substr(q + 1), &u.tls));
+    rest = rest.substr(0, q);
   }
   std::string_view host_list = rest;
   if (size_t slash = rest.find('/'); slash != std::string_view::npos) {
@@ -417,7 +457,7 @@ Result<std::unique_ptr<RedisConn>> RedisConn::Connect(const std::string& url,
                                                       const RedisOptions& options,
                                                       bool connect_now) {
   GAPLESS_ASSIGN_OR_RETURN(RedisUrl u, ParseRedisUrl(url));
-  // hiredis writes with write(2): a write to a connection the server reset would raise SIGPIPE
+  // OpenSSL writes with write(2): a write to a connection the server reset would raise SIGPIPE
   // and kill the process. Ignore it (once, and only if nobody installed a handler); the write
   // then fails with EPIPE, which is a transport failure like any other.
   static std::once_flag sigpipe_once;
@@ -441,12 +481,7 @@ RedisConn::RedisConn(RedisUrl url, const RedisOptions& options)
 
 RedisConn::~RedisConn() { Close(); }
 
-void RedisConn::Close() {
-  if (ctx_ != nullptr) {
-    redisFree(ctx_);
-    ctx_ = nullptr;
-  }
-}
+void RedisConn::Close() { sock_.reset(); }
 
 std::string RedisConn::Describe() const { return url_.Describe(); }
 
@@ -485,38 +520,19 @@ Status RedisConn::OpenHost(size_t i) {
   Close();
   current_ = i;  // so that every message below names this host
   const RedisUrl::Host& host = url_.hosts[i];
-  redisContext* c =
-      redisConnectWithTimeout(host.host.c_str(), host.port, ToTimeval(options_.connect_timeout_ms));
-  if (c == nullptr) {
-    return Unavailable("connect to redis " + DescribeCurrent() + " failed: out of memory");
-  }
-  if (c->err != 0) {
-    std::string err = c->errstr;
-    redisFree(c);
-    return Unavailable("connect to redis " + DescribeCurrent() + " failed: " + err);
-  }
-  if (redisSetTimeout(c, ToTimeval(options_.command_timeout_ms)) != REDIS_OK) {
-    std::string err = c->errstr;
-    redisFree(c);
-    return Unavailable("redis " + DescribeCurrent() + ": cannot set socket timeout: " + err);
-  }
-  if (options_.keepalive_interval_s > 0) {
-    // hiredis 0.14's redisEnableKeepAlive has a fixed interval; set the options ourselves.
-    int on = 1;
-    int idle = options_.keepalive_interval_s;
-    int interval = std::max(1, options_.keepalive_interval_s / 3);
-    int count = 3;
-    setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
-    setsockopt(c->fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
-  }
-  ctx_ = c;
+  RedisSocketOptions socket_options;
+  socket_options.connect_timeout_ms = options_.connect_timeout_ms;
+  socket_options.keepalive_interval_s = options_.keepalive_interval_s;
+  GAPLESS_ASSIGN_OR_RETURN(sock_,
+                           RedisSocket::Connect(host.host, host.port, url_.tls, socket_options));
   auto setup = [&](const std::vector<std::string>& argv, const char* what) -> Status {
     bool transport = false;
     auto r = RoundTrip(argv, &transport);
     if (r.ok()) return Status::Ok();
-    if (transport || r.status().code() == Code::kUnavailable) return r.status();
+    // A transport failure, or TLS refusing our certificate (the connection is closed then).
+    if (transport || r.status().code() == Code::kUnavailable || sock_ == nullptr) {
+      return r.status();
+    }
     return FailedPrecondition("redis " + DescribeCurrent() + ": " + what +
                               " failed: " + r.status().message());
   };
@@ -540,7 +556,10 @@ Status RedisConn::OpenHost(size_t i) {
   if (options_.require_primary) {
     bool transport = false;
     auto role = RoundTrip({"ROLE"}, &transport);
-    if (!role.ok() && (transport || role.status().code() == Code::kUnavailable)) {
+    // A transport failure, or TLS refused (the server checks a client certificate only after
+    // the handshake, so its refusal comes with the first answer): the connection is closed.
+    if (!role.ok() &&
+        (transport || role.status().code() == Code::kUnavailable || sock_ == nullptr)) {
       Close();
       return role.status();
     }
@@ -568,14 +587,6 @@ std::string ReplicaReason() { return RedisErrorReason("REPLICA"); }
 Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
                                         bool* transport_failure) {
   *transport_failure = false;
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  ptrs.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (const auto& a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
   static Counter& round_trips =
       MetricsRegistry::Default()
           .CounterFamily("gapless_redis_round_trips_total",
@@ -593,22 +604,26 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
                            "Time of one Redis round trip, answered or not", LatencyBuckets())
           .Get();
   const auto started = std::chrono::steady_clock::now();
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()));
+  Status sent = sock_->Send(argv, options_.command_timeout_ms);
+  Result<std::optional<RawReply>> got =
+      sent.ok() ? sock_->Next(options_.command_timeout_ms) : Result<std::optional<RawReply>>(sent);
   round_trips.Inc();
   latency.Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  if (r == nullptr) {
+  if (!got.ok() || !got->has_value()) {
     failures.Inc();
-    *transport_failure = true;
-    std::string err = ctx_->errstr[0] != '\0' ? ctx_->errstr : "connection lost";
-    if (ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      err = "timed out after " + std::to_string(options_.command_timeout_ms) + " ms";
-    }
     Close();  // the stream is out of sync now; the next command reconnects
-    return Unavailable("redis " + DescribeCurrent() + ": " + (argv.empty() ? "" : argv[0]) + ": " +
-                       err);
+    const std::string command = argv.empty() ? "" : argv[0];
+    if (!got.ok()) {
+      // A TLS refusal of our certificate is a configuration error: not retried.
+      *transport_failure = got.status().code() != Code::kFailedPrecondition;
+      return Status(got.status().code(), got.status().message() + " (" + command + ")");
+    }
+    *transport_failure = true;
+    return Unavailable("redis " + DescribeCurrent() + ": " + command + ": timed out after " +
+                       std::to_string(options_.command_timeout_ms) + " ms");
   }
+  const redisReply* r = got->value().get();
   Result<RedisReply> out = Internal("unreachable");
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err(r->str, r->len);
@@ -621,7 +636,6 @@ Result<RedisReply> RedisConn::RoundTrip(const std::vector<std::string>& argv,
   } else {
     out = Convert(r);
   }
-  freeReplyObject(r);
   return out;
 }
 
@@ -632,7 +646,7 @@ Result<RedisReply> RedisConn::Command(const std::vector<std::string>& argv, bool
       env_->SleepMicros(BackoffMicros(env_, attempt - 1, options_.backoff_base_micros,
                                       options_.backoff_cap_micros));
     }
-    if (ctx_ == nullptr) {
+    if (sock_ == nullptr) {
       // Nothing was sent on a connection that is not open, so reconnecting is always safe.
       Status st = Open();
       if (!st.ok()) {
@@ -715,27 +729,16 @@ Status RedisConn::CheckNoEviction() {
 }
 
 Result<std::optional<RedisReply>> RedisConn::ReadPushed(int64_t timeout_ms) {
-  if (ctx_ == nullptr) return Unavailable("redis " + DescribeCurrent() + ": not connected");
-  void* raw = nullptr;
-  // A message may already sit in hiredis's buffer (several arrive in one read).
-  if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+  if (sock_ == nullptr) return Unavailable("redis " + DescribeCurrent() + ": not connected");
+  // A message may already be parsed (several arrive in one read); else wait up to timeout_ms.
+  auto got = sock_->Next(timeout_ms);
+  if (!got.ok()) {
     Close();
-    return Unavailable("redis " + DescribeCurrent() + ": bad pushed message");
+    return Unavailable("redis " + DescribeCurrent() +
+                       ": subscription connection lost: " + got.status().message());
   }
-  if (raw == nullptr) {
-    pollfd p{ctx_->fd, POLLIN, 0};
-    int n = poll(&p, 1, static_cast<int>(timeout_ms));
-    if (n == 0) return std::optional<RedisReply>();
-    if (n < 0 || redisBufferRead(ctx_) != REDIS_OK ||
-        redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
-      Close();
-      return Unavailable("redis " + DescribeCurrent() + ": subscription connection lost");
-    }
-    if (raw == nullptr) return std::optional<RedisReply>();
-  }
-  auto* r = static_cast<redisReply*>(raw);
-  Result<RedisReply> out = Convert(r);
-  freeReplyObject(r);
+  if (!got->has_value()) return std::optional<RedisReply>();
+  Result<RedisReply> out = Convert(got->value().get());
   if (!out.ok()) return out.status();
   return std::optional<RedisReply>(std::move(*out));
 }

@@ -1,12 +1,13 @@
-// Redis access for the coordination layer: one blocking hiredis connection with connect and
-// command timeouts, TCP keepalive and reconnect-with-backoff, plus Lua scripts that are embedded
-// at build time (src/coord/lua/*.lua) and run by EVALSHA with a reload on NOSCRIPT.
+// Redis access for the coordination layer: one blocking connection (coord/redis_socket.h, over TCP
+// or TLS for rediss://) with connect and command timeouts, TCP keepalive and
+// reconnect-with-backoff, plus Lua scripts that are embedded at build time (src/coord/lua/*.lua)
+// and run by EVALSHA with a reload on NOSCRIPT.
 //
 // Error mapping (the code is the retry policy, see core/status.h):
 //   connection refused, reset, timeout, LOADING/BUSY/TRYAGAIN/READONLY/MASTERDOWN  -> Unavailable
 //   CORRUPT (kCorruptStateError: a script refused corrupt stored state)           -> DataLoss
 //   any other error reply (WRONGTYPE, a Lua error, ...)                           -> Internal
-//   a bad URL or a failed AUTH                                                    ->
+//   a bad URL, a failed AUTH, a TLS certificate that does not verify or is refused  ->
 //   FailedPrecondition
 // An error reply's Status also carries RedisErrorReason(<the reply's error code>) as its reason(),
 // e.g. "redis:READONLY": callers tell error replies apart by reason(), never by message text.
@@ -28,7 +29,7 @@
 // scripts are written so that a caller can tell, e.g. Complete by a worker that no longer owns
 // the lease is refused with Aborted rather than applied twice).
 //
-// SIGPIPE: the first Connect sets SIGPIPE to SIG_IGN if it is still SIG_DFL (hiredis writes with
+// SIGPIPE: the first Connect sets SIGPIPE to SIG_IGN if it is still SIG_DFL (OpenSSL writes with
 // write(2), and a reset connection must fail the command, not kill the process).
 //
 // Thread-safety: RedisScript and LoadScript are immutable and thread-safe. RedisConn is not
@@ -42,10 +43,9 @@
 #include <string_view>
 #include <vector>
 
+#include "coord/redis_socket.h"
 #include "core/env.h"
 #include "core/status.h"
-
-struct redisContext;
 
 namespace gapless {
 
@@ -71,6 +71,12 @@ std::string ReplicaReason();
 
 // A parsed Redis URL: "redis://[user:password@]host[:port][,host[:port]...][/db]". IPv6 hosts in
 // brackets ("[::1]:6379"); user and password percent-decoded; the port defaults to 6379 per host.
+// "rediss://" is the same over TLS, with an optional query (the parameter names amqps:// uses):
+//   cacertfile=PATH  the CA that signed the servers' certificates (default: the system's CAs)
+//   certfile=PATH, keyfile=PATH  a client certificate and its key (Redis's tls-auth-clients)
+//   verify=verify_peer (default) | verify_none  check the certificate's chain and host name
+// e.g. "rediss://:pw@redis.example.com:6380/0?cacertfile=/etc/gapless/redis-ca.pem". The TLS
+// settings apply to every server of the URL. A redis:// URL with a query is refused.
 struct RedisUrl {
   struct Host {
     std::string host;
@@ -81,12 +87,13 @@ struct RedisUrl {
   std::string password;
   std::vector<Host> hosts;  // at least one
   int db = 0;
+  RedisTls tls;
   // "host:port" or "h1:p1,h2:p2": the servers, never the credentials (nor the db).
   std::string Describe() const;
 };
 
 // FailedPrecondition naming what is wrong (scheme, host, port, db number, an empty host in the
-// list).
+// list, a query parameter).
 Result<RedisUrl> ParseRedisUrl(std::string_view url);
 
 struct RedisReply {
@@ -148,9 +155,10 @@ inline std::string ReplicationId(RedisConn& conn) {
 // One connection. Not thread-safe: one per thread.
 class RedisConn {
  public:
-  // "redis://[user:password@]host:port[,host:port...][/db]" (ParseRedisUrl). Unavailable naming
-  // host:port when it cannot connect (every host, with several; reason ReplicaReason() when each
-  // one that answered is a replica); FailedPrecondition for a bad URL or failed AUTH.
+  // "redis[s]://[user:password@]host:port[,host:port...][/db][?tls settings]" (ParseRedisUrl).
+  // Unavailable naming host:port when it cannot connect (every host, with several; reason
+  // ReplicaReason() when each one that answered is a replica); FailedPrecondition for a bad URL,
+  // a failed AUTH or a TLS certificate that does not verify.
   // With connect_now false only the URL is checked: the first command opens the connection.
   static Result<std::unique_ptr<RedisConn>> Connect(const std::string& url,
                                                     const RedisOptions& options = {},
@@ -195,7 +203,7 @@ class RedisConn {
   // Opens (or reopens) the connection to the first host, from current_ on, that accepts it
   // (OpenHost) and makes it current_.
   Status Open();
-  // Connect to url_.hosts[i], timeouts, keepalive, AUTH, SELECT, ROLE (require_primary).
+  // Connect to url_.hosts[i] (TCP or TLS), keepalive, AUTH, SELECT, ROLE (require_primary).
   Status OpenHost(size_t i);
   void Close();
   // One round trip on the current connection; transport failures close it.
@@ -206,7 +214,7 @@ class RedisConn {
   size_t current_ = 0;  // index in url_.hosts of the server in use or that answered last
   RedisOptions options_;
   Env* env_;
-  redisContext* ctx_ = nullptr;
+  std::unique_ptr<RedisSocket> sock_;  // null: not connected
 };
 
 }  // namespace gapless

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "testing/redis_server.h"
 #include "testing/redis_test_db.h"
 #include "testing/tcp_proxy.h"
+#include "testing/tls_certs.h"
 
 namespace gapless {
 namespace {
@@ -492,6 +494,157 @@ TEST(RedisFailoverItest, AMultiServerUrlFollowsManualFailoversBothWays) {
   EXPECT_EQ(CommandStat(admin_b, "lrange", "calls"), 0) << "read from the demoted server";
   EXPECT_EQ(CommandStat(admin_b, "rpush", "rejected_calls"), 0);
   EXPECT_EQ(CommandStat(admin_b, "role", "calls"), 1) << "one reconnect probed it and moved on";
+}
+
+// rediss:// against redis-server's TLS-only port (issue 17), with a throwaway CA: the same
+// RedisSocket carries both transports, so the tests above cover the plain one.
+class RedisTlsItest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-redis-tls-XXXXXX");
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = new std::string(tmpl);
+    auto made = MakeTlsCertificates(*dir_);
+    ASSERT_TRUE(made.ok()) << made.status().ToString();
+    certs_ = new TlsCertificates(std::move(made).value());
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    if (dir_ != nullptr) std::filesystem::remove_all(*dir_, ec);
+    delete dir_;
+    delete certs_;
+  }
+  static std::string Url(const std::string& host, int port, const std::string& query) {
+    return "rediss://" + host + ":" + std::to_string(port) + (query.empty() ? "" : "?" + query);
+  }
+  static const TlsCertificates& certs() { return *certs_; }
+
+ private:
+  static std::string* dir_;
+  static TlsCertificates* certs_;
+};
+std::string* RedisTlsItest::dir_ = nullptr;
+TlsCertificates* RedisTlsItest::certs_ = nullptr;
+
+TEST_F(RedisTlsItest, RedissCarriesCommandsScriptsAndSubscriptions) {
+  auto server = RedisServer::StartTls(certs());
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  auto c = RedisConn::Connect((*server)->url());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  RedisConn& conn = **c;
+  // A value of 3 MiB crosses many TLS records both ways, and many partial reads.
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7919) >> 3);
+  ASSERT_TRUE(conn.Command({"SET", "big", big}).ok());
+  auto got = conn.Command({"GET", "big"});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->str == big) << "the value came back changed (" << got->str.size() << " bytes)";
+  // A script: EVALSHA answers NOSCRIPT, the source is loaded, the script runs.
+  RedisScript echo("echo.lua", "return {KEYS[1], ARGV[1]}");
+  auto r = conn.Eval(echo, {"k"}, {"v"});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->elements.size(), 2u);
+  EXPECT_EQ(r->elements[1].str, "v");
+  // Pub/sub: a pushed message, read with a timeout; none -> nullopt, not an error.
+  auto sub = RedisConn::Connect((*server)->url());
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  ASSERT_TRUE((*sub)->Command({"SUBSCRIBE", "news"}).ok());
+  auto nothing = (*sub)->ReadPushed(100);
+  ASSERT_TRUE(nothing.ok()) << nothing.status().ToString();
+  EXPECT_FALSE(nothing->has_value());
+  ASSERT_TRUE(conn.Command({"PUBLISH", "news", "hello"}).ok());
+  auto pushed = (*sub)->ReadPushed(5'000);
+  ASSERT_TRUE(pushed.ok()) << pushed.status().ToString();
+  ASSERT_TRUE(pushed->has_value());
+  ASSERT_EQ((*pushed)->elements.size(), 3u);
+  EXPECT_EQ((*pushed)->elements[2].str, "hello");
+  // By name: the certificate names localhost too (resolved to ::1 first, where nothing listens,
+  // then 127.0.0.1).
+  auto by_name = RedisConn::Connect(Url("localhost", port, "cacertfile=" + certs().ca));
+  ASSERT_TRUE(by_name.ok()) << by_name.status().ToString();
+  EXPECT_TRUE((*by_name)->Command({"PING"}).ok());
+}
+
+// A client that does not speak TLS to the TLS port, or TLS to a plain port, fails like a server
+// that is down (Unavailable, retried), naming the address, and never hangs.
+TEST_F(RedisTlsItest, TheWrongTransportIsUnavailableNamingTheServer) {
+  auto tls_server = RedisServer::StartTls(certs());
+  ASSERT_TRUE(tls_server.ok()) << tls_server.status().ToString();
+  auto plain_server = RedisServer::Start();
+  ASSERT_TRUE(plain_server.ok()) << plain_server.status().ToString();
+  RedisOptions options;
+  options.max_attempts = 1;
+  options.command_timeout_ms = 2'000;
+  const int tls_port = (*tls_server)->port();
+  auto plain_to_tls = RedisConn::Connect("redis://127.0.0.1:" + std::to_string(tls_port), options);
+  ASSERT_FALSE(plain_to_tls.ok());
+  EXPECT_EQ(plain_to_tls.status().code(), Code::kUnavailable) << plain_to_tls.status().ToString();
+  EXPECT_NE(plain_to_tls.status().message().find(std::to_string(tls_port)), std::string::npos)
+      << plain_to_tls.status().ToString();
+  const int plain_port = (*plain_server)->port();
+  auto tls_to_plain =
+      RedisConn::Connect(Url("127.0.0.1", plain_port, "cacertfile=" + certs().ca), options);
+  ASSERT_FALSE(tls_to_plain.ok());
+  EXPECT_EQ(tls_to_plain.status().code(), Code::kUnavailable) << tls_to_plain.status().ToString();
+  EXPECT_NE(tls_to_plain.status().message().find("TLS"), std::string::npos)
+      << tls_to_plain.status().ToString();
+}
+
+// Verification is on by default: a certificate from another CA, or for another host, is a
+// configuration error (FailedPrecondition, not retried), and verify=verify_none is the only way
+// past it.
+TEST_F(RedisTlsItest, ACertificateThatDoesNotVerifyIsRefusedAndNotRetried) {
+  // Listening on 127.0.0.2 too, an address the certificate does not name.
+  auto server = RedisServer::StartTls(certs(), false, {"--bind", "127.0.0.1", "127.0.0.2"});
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  SimEnv env;
+  RedisOptions options;
+  options.env = &env;  // a retry would sleep (virtually) first
+  struct Case {
+    std::string url, expect;
+  };
+  for (const Case& c :
+       {Case{Url("127.0.0.1", port, "cacertfile=" + certs().other_ca), "verify"},
+        Case{Url("127.0.0.1", port, ""), "verify"},  // the system's CAs
+        Case{Url("127.0.0.2", port, "cacertfile=" + certs().ca), "mismatch"},
+        Case{Url("127.0.0.1", port, "cacertfile=/nonexistent/ca.pem"), "cacertfile"}}) {
+    auto conn = RedisConn::Connect(c.url, options, /*connect_now=*/false);
+    ASSERT_TRUE(conn.ok()) << c.url;
+    auto r = (*conn)->Command({"PING"});
+    ASSERT_FALSE(r.ok()) << c.url;
+    EXPECT_EQ(r.status().code(), Code::kFailedPrecondition)
+        << c.url << ": " << r.status().ToString();
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos)
+        << c.url << ": " << r.status().ToString();
+    EXPECT_EQ(env.slept_micros(), 0) << c.url << ": retried a configuration error";
+  }
+  auto unchecked = RedisConn::Connect(
+      Url("127.0.0.2", port, "cacertfile=" + certs().other_ca + "&verify=verify_none"), options);
+  ASSERT_TRUE(unchecked.ok()) << unchecked.status().ToString();
+  EXPECT_TRUE((*unchecked)->Command({"PING"}).ok());
+}
+
+// tls-auth-clients yes: without a client certificate the server refuses the connection (after
+// the handshake, with TLS 1.3); with one signed by its CA, commands go through.
+TEST_F(RedisTlsItest, AServerThatChecksClientCertificatesGetsOne) {
+  auto server = RedisServer::StartTls(certs(), /*require_client_cert=*/true);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const int port = (*server)->port();
+  SimEnv env;
+  RedisOptions options;
+  options.env = &env;
+  auto without = RedisConn::Connect(Url("127.0.0.1", port, "cacertfile=" + certs().ca), options);
+  ASSERT_FALSE(without.ok());
+  EXPECT_EQ(without.status().code(), Code::kFailedPrecondition) << without.status().ToString();
+  EXPECT_NE(without.status().message().find("certificate"), std::string::npos)
+      << without.status().ToString();
+  EXPECT_EQ(env.slept_micros(), 0) << "retried a configuration error";
+  auto with = RedisConn::Connect((*server)->url(), options);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  EXPECT_TRUE((*with)->Command({"PING"}).ok());
+  EXPECT_NE((*server)->url().find("certfile="), std::string::npos);
 }
 
 TEST(RedisConnItest, SharedTestServerIsNoEviction) {

@@ -58,7 +58,8 @@ TEST(RedisConnTest, BadUrlsAreFailedPrecondition) {
   for (const char* url :
        {"http://127.0.0.1:6379", "redis://", "redis://host:notaport", "redis://host:70000",
         "redis://host:6379/x", "redis://[::1", "redis://a:1,,b:2", "redis://a:1,", "redis://,a:1",
-        "redis://a:1,b:notaport", "redis://[::1]x"}) {
+        "redis://a:1,b:notaport", "redis://[::1]x", "redis://host?cacertfile=/ca.pem",
+        "rediss://host?verify=no", "rediss://host?password=x", "rediss://host?keyfile=/k.pem"}) {
     auto c = RedisConn::Connect(url);
     ASSERT_FALSE(c.ok()) << url;
     EXPECT_EQ(c.status().code(), Code::kFailedPrecondition) << url << ": " << c.status().ToString();
@@ -79,6 +80,37 @@ TEST(RedisUrlTest, OneServer) {
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->Describe(), "localhost:6379");
   EXPECT_EQ(plain->db, 0);
+}
+
+// rediss://: TLS, its settings in the query (amqps:// names), for every server of the URL; the
+// certificate verified unless verify=verify_none.
+TEST(RedisUrlTest, RedissTakesTlsSettingsFromTheQuery) {
+  auto plain = ParseRedisUrl("redis://h:6379/1");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls.enabled);
+  auto bare = ParseRedisUrl("rediss://:pw@redis.example:6380");
+  ASSERT_TRUE(bare.ok()) << bare.status().ToString();
+  EXPECT_TRUE(bare->tls.enabled);
+  EXPECT_TRUE(bare->tls.verify);
+  EXPECT_EQ(bare->tls.cacertfile, "");  // the system's CAs
+  EXPECT_EQ(bare->password, "pw");
+  EXPECT_EQ(bare->hosts[0].port, 6380);
+  auto full = ParseRedisUrl(
+      "rediss://u:p%3Fw@a:1,b:2/3?cacertfile=/etc/ca%20dir/ca.pem&certfile=/c.pem&keyfile=/k.pem"
+      "&verify=verify_none");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_EQ(full->password, "p?w");
+  EXPECT_EQ(full->db, 3);
+  ASSERT_EQ(full->hosts.size(), 2u);
+  EXPECT_EQ(full->hosts[1].port, 2);
+  EXPECT_EQ(full->tls.cacertfile, "/etc/ca dir/ca.pem");
+  EXPECT_EQ(full->tls.certfile, "/c.pem");
+  EXPECT_EQ(full->tls.keyfile, "/k.pem");
+  EXPECT_FALSE(full->tls.verify);
+  auto unknown = ParseRedisUrl("rediss://h?sslmode=require");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("sslmode"), std::string::npos)
+      << unknown.status().ToString();
 }
 
 // A primary and its replica in one URL (failover without Sentinel): every server with its own

@@ -4,8 +4,8 @@
 // the URL's scheme (OpenPublisher / OpenSubscriber in events/open_bus.h):
 //
 //   kafka://host:port[,host:port...][?transactional=1]   librdkafka (events/kafka_bus.*)
-//   amqp://[user:pass@]host:port[/vhost]                  rabbitmq-c (events/amqp_bus.*)
-//   redis://[:pass@]host:port[/db]                        hiredis    (events/redis_bus.*)
+//   amqp[s]://[user:pass@]host:port[/vhost][?tls]         rabbitmq-c (events/amqp_bus.*)
+//   redis[s]://[:pass@]host:port[/db][?tls]               RedisConn  (events/redis_bus.*)
 //
 // Naming, the same on every bus (seed 004): the topic of an event is "{event_type}.{chain_id}"
 // (block.new.1). Kafka: that topic, message key = the chain id in decimal (one partition per chain

@@ -17,13 +17,14 @@ enum class Scheme { kKafka, kAmqp, kRedis, kUnknown };
 Scheme SchemeOf(std::string_view url) {
   if (url.starts_with("kafka://")) return Scheme::kKafka;
   if (url.starts_with("amqp://") || url.starts_with("amqps://")) return Scheme::kAmqp;
-  if (url.starts_with("redis://")) return Scheme::kRedis;
+  if (url.starts_with("redis://") || url.starts_with("rediss://")) return Scheme::kRedis;
   return Scheme::kUnknown;
 }
 
 Status UnknownScheme(std::string_view url) {
   return FailedPrecondition("event bus URL \"" + BusName(url) +
-                            "\": the scheme must be kafka://, amqp://, amqps:// or redis://");
+                            "\": the scheme must be kafka://, amqp://, amqps://, redis:// or "
+                            "rediss://");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // open_bus: a Publisher or Subscriber for a bus URL, chosen by its scheme (events/bus.h):
-// kafka://, amqp:// and amqps:// (TLS), redis://.
+// kafka://, amqp:// and amqps:// (TLS), redis:// and rediss:// (TLS).
 // FailedPrecondition naming the URL for an unknown scheme or a malformed URL.
 #pragma once
 

@@ -18,6 +18,11 @@ constexpr std::string_view kBusyGroup = "BUSYGROUP";
 // ~100,000 dead letters per topic are kept.
 constexpr uint64_t kDeadLetterMaxLen = 100'000;
 
+// "redis://host:port" or "rediss://..." (TLS): the bus's name, which keys the relay's cursor.
+std::string BusUrlName(const RedisConn& conn) {
+  return (conn.url().tls.enabled ? "rediss://" : "redis://") + conn.Describe();
+}
+
 std::string DefaultConsumerName() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -64,7 +69,7 @@ class RedisPublisher : public Publisher {
   RedisPublisher(std::unique_ptr<RedisConn> conn, PublisherOptions options)
       : conn_(std::move(conn)), options_(std::move(options)) {}
 
-  std::string name() const override { return "redis://" + conn_->Describe(); }
+  std::string name() const override { return BusUrlName(*conn_); }
 
   Status Publish(const std::vector<OutgoingEvent>& events) override {
     static const RedisScript& script = LoadScript("events_publish.lua");
@@ -111,7 +116,7 @@ class RedisSubscriber : public Subscriber {
     }
   }
 
-  std::string name() const override { return "redis://" + conn_->Describe(); }
+  std::string name() const override { return BusUrlName(*conn_); }
 
   Status CreateGroups() {
     for (const std::string& topic : options_.topics) {

@@ -17,12 +17,26 @@
 namespace gapless {
 
 Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string> extra) {
+  return StartWith(std::move(extra), nullptr, false);
+}
+
+Result<std::unique_ptr<RedisServer>> RedisServer::StartTls(const TlsCertificates& tls,
+                                                           bool require_client_cert,
+                                                           std::vector<std::string> extra) {
+  return StartWith(std::move(extra), &tls, require_client_cert);
+}
+
+Result<std::unique_ptr<RedisServer>> RedisServer::StartWith(std::vector<std::string> extra,
+                                                            const TlsCertificates* tls,
+                                                            bool require_client_cert) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-redis-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("RedisServer: mkdtemp failed");
   for (int attempt = 0; attempt < 5; ++attempt) {
-    int port = FreePort();
+    int port = StablePort();  // Restart binds it again
     if (port <= 0) return Internal("RedisServer: no free port");
     std::unique_ptr<RedisServer> server(new RedisServer(port, extra, tmpl));
+    if (tls != nullptr) server->tls_ = *tls;
+    server->require_client_cert_ = require_client_cert;
     Status st = server->Spawn();
     if (st.ok()) return server;
   }
@@ -31,6 +45,15 @@ Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string>
 
 RedisServer::RedisServer(int port, std::vector<std::string> extra, std::string dir)
     : port_(port), extra_(std::move(extra)), dir_(std::move(dir)) {}
+
+std::string RedisServer::url() const {
+  if (!tls_.has_value()) return "redis://127.0.0.1:" + std::to_string(port_);
+  std::string url = "rediss://127.0.0.1:" + std::to_string(port_) + "?cacertfile=" + tls_->ca;
+  if (require_client_cert_) {
+    url += "&certfile=" + tls_->client_cert + "&keyfile=" + tls_->client_key;
+  }
+  return url;
+}
 
 RedisServer::~RedisServer() {
   Kill();
@@ -56,6 +79,17 @@ Status RedisServer::Spawn() {
                                    "Egx",
                                    "--logfile",
                                    dir_ + "/redis-" + std::to_string(port_) + ".log"};
+  if (tls_.has_value()) {
+    // TLS only: the plain port off, the same port number for TLS.
+    args[4] = "0";
+    for (const std::string& a :
+         {std::string("--tls-port"), std::to_string(port_), std::string("--tls-cert-file"),
+          tls_->server_cert, std::string("--tls-key-file"), tls_->server_key,
+          std::string("--tls-ca-cert-file"), tls_->ca, std::string("--tls-auth-clients"),
+          std::string(require_client_cert_ ? "yes" : "no")}) {
+      args.push_back(a);
+    }
+  }
   args.insert(args.end(), extra_.begin(), extra_.end());
   pid_t pid = fork();
   if (pid < 0) return Internal("RedisServer: fork failed");
@@ -70,6 +104,7 @@ Status RedisServer::Spawn() {
   RedisOptions options;
   options.connect_timeout_ms = 200;
   options.max_attempts = 1;
+  options.require_primary = false;
   for (int i = 0; i < 200; ++i) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
@@ -77,7 +112,11 @@ Status RedisServer::Spawn() {
       return Unavailable("redis-server exited at start (port taken?)");
     }
     auto conn = RedisConn::Connect(url(), options);
-    if (conn.ok() && (*conn)->Command({"PING"}).ok()) return Status::Ok();
+    if (conn.ok()) {
+      // Up: PING answered, or refused for want of the password `extra` set (--requirepass).
+      auto pong = (*conn)->Command({"PING"});
+      if (pong.ok() || pong.status().reason() == RedisErrorReason("NOAUTH")) return Status::Ok();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   Kill();

@@ -13,10 +13,12 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "testing/tls_certs.h"
 
 namespace gapless {
 
@@ -25,12 +27,19 @@ class RedisServer {
   // Starts redis-server (from PATH) and waits until it answers PING. `extra` are more
   // command-line arguments ("--rename-command", "CONFIG", "").
   static Result<std::unique_ptr<RedisServer>> Start(std::vector<std::string> extra = {});
+  // The same over TLS only (no plain port): redis-server's --tls-port with tls's server
+  // certificate. require_client_cert: tls-auth-clients yes (a client must present a certificate
+  // signed by tls.ca); otherwise none is asked for. url() is then
+  // "rediss://127.0.0.1:PORT?cacertfile=CA" (plus the client certificate when one is required).
+  static Result<std::unique_ptr<RedisServer>> StartTls(const TlsCertificates& tls,
+                                                       bool require_client_cert = false,
+                                                       std::vector<std::string> extra = {});
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const { return port_; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const;
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
 
@@ -42,11 +51,16 @@ class RedisServer {
 
  private:
   RedisServer(int port, std::vector<std::string> extra, std::string dir);
+  static Result<std::unique_ptr<RedisServer>> StartWith(std::vector<std::string> extra,
+                                                        const TlsCertificates* tls,
+                                                        bool require_client_cert);
   Status Spawn();
 
   int port_;
   std::vector<std::string> extra_;
   std::string dir_;
+  std::optional<TlsCertificates> tls_;
+  bool require_client_cert_ = false;
   pid_t pid_ = -1;
 };
 

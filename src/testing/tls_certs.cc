@@ -56,6 +56,24 @@ Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::s
                                  "/ca-key.pem -CAcreateserial -days 1 -extfile " + dir +
                                  "/server.ext -out " + t.server_cert,
                              log));
+  t.client_cert = dir + "/client.pem";
+  t.client_key = dir + "/client-key.pem";
+  GAPLESS_RETURN_IF_ERROR(Sh(ec_key + t.client_key, log));
+  {
+    std::ofstream ext(dir + "/client.ext");
+    ext << "extendedKeyUsage=clientAuth\n"
+           "keyUsage=digitalSignature,keyAgreement\n";
+  }
+  GAPLESS_RETURN_IF_ERROR(Sh("openssl req -new -key " + t.client_key +
+                                 " -subj /CN=gapless-client -out " + dir + "/client.csr",
+                             log));
+  GAPLESS_RETURN_IF_ERROR(Sh("openssl x509 -req -in " + dir + "/client.csr -CA " + t.ca +
+                                 " -CAkey " + dir +
+                                 "/ca-key.pem -CAcreateserial -days 1 -extfile " + dir +
+                                 "/client.ext -out " + t.client_cert,
+                             log));
+  std::filesystem::permissions(
+      t.client_key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   std::filesystem::permissions(
       t.server_key, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   if (!owner.empty()) {

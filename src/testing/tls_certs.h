@@ -1,8 +1,9 @@
 // TlsCertificates: a throwaway certificate authority and a server certificate it signed, for
 // tests that start TLS-only servers (PostgreSQL, Redis, RabbitMQ). Made with the openssl command
-// (Debian's openssl package): an EC P-256 CA, and a server certificate for localhost and
-// 127.0.0.1 (subjectAltName), valid for a day. A second, unrelated CA (`other_ca`) is the
-// certificate a client that must refuse the server would be given.
+// (Debian's openssl package): an EC P-256 CA, a server certificate for localhost and 127.0.0.1
+// (subjectAltName) and a client certificate (for servers that check clients'), valid for a day. A
+// second, unrelated CA (`other_ca`) is the certificate a client that must refuse the server would
+// be given.
 //
 // Thread-safety: not thread-safe; one owner.
 #pragma once
@@ -19,6 +20,8 @@ struct TlsCertificates {
   std::string other_ca;     // PEM: a CA that signed nothing the servers present
   std::string server_cert;  // PEM, CN=localhost, SAN DNS:localhost, IP:127.0.0.1
   std::string server_key;   // PEM, mode 0600
+  std::string client_cert;  // PEM, CN=gapless-client, extendedKeyUsage clientAuth, signed by ca
+  std::string client_key;   // PEM, mode 0600
 };
 
 // Creates the files under dir (created if missing). `owner`: a user to give them to (a server
