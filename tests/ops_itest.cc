@@ -10,11 +10,13 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
+#include "coord/redis.h"
 #include "devnet_util.h"
 #include "fake_node.h"
 #include "rpc/curl_transport.h"
@@ -198,7 +200,8 @@ TEST_F(OpsTest, MetricsScrapedDuringARunEqualTheDatabaseAndCarryNoSecret) {
     std::string name = it->str();
     for (const char* suffix : {"_bucket", "_sum", "_count"}) {
       const std::string sfx = suffix;
-      if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
+      if (name.size() > sfx.size() &&
+          name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) {
         name = name.substr(0, name.size() - sfx.size());
       }
     }
@@ -301,6 +304,76 @@ TEST_F(OpsTest, ReadyzTurnsUnreadyWhenTwoOfThreeLockNodesDieAndReadyWhenOneRetur
     ++parsed;
   }
   EXPECT_GE(parsed, 3) << ReadIfThere(log);
+}
+
+// The coordination Redis's replica as metrics: its count, and its lag growing while it is paused
+// and a megabyte is written to the primary, back near 0 once it resumes (the fleet writes all the
+// time, and a replica acknowledges once a second: a few KiB behind is caught up).
+TEST_F(OpsTest, TheCoordinationRedisReplicaAndItsLagAreExported) {
+  constexpr double kCaughtUp = 64 * 1024;
+  auto primary = RedisServer::Start();
+  ASSERT_TRUE(primary.ok()) << primary.status().ToString();
+  auto replica = RedisServer::Start();
+  ASSERT_TRUE(replica.ok()) << replica.status().ToString();
+  RedisOptions any;
+  any.require_primary = false;
+  auto admin = RedisConn::Connect((*primary)->url());
+  auto replica_admin = RedisConn::Connect((*replica)->url(), any);
+  ASSERT_TRUE(admin.ok() && replica_admin.ok());
+  ASSERT_TRUE((*replica_admin)
+                  ->Command({"REPLICAOF", "127.0.0.1", std::to_string((*primary)->port())})
+                  .ok());
+  const int port = FreePort();  // testing/free_port.h
+  const std::string log = std::string(GAPLESS_BINARY_DIR) + "/ops_itest-replica.log";
+  std::remove(log.c_str());
+  FleetFlags flags;
+  flags.log_level = "info";
+  flags.extra = {"--follow", "--metrics-addr", "127.0.0.1:" + std::to_string(port)};
+  std::vector<std::string> args =
+      FleetCommand("run", devnet_, db_.url(), (*primary)->url(), 0, flags);
+  args[std::find(args.begin(), args.end(), "--to") - args.begin() + 1] = "latest";
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(2);
+  Scrape last;
+  auto scraped = [&](const std::function<bool(const Scrape&)>& pred) {
+    auto res = client.Get("/metrics");
+    if (!res || res->status != 200) return false;
+    last = ParseMetrics(res->body);
+    return pred(last);
+  };
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return scraped([](const Scrape& s) {
+          return s.Value("gapless_redis_replicas") == 1 &&
+                 s.Value("gapless_redis_replica_lag_bytes") < kCaughtUp;
+        });
+      },
+      60'000))
+      << last.text << ReadIfThere(log);
+  (*replica)->Pause();
+  ASSERT_TRUE((*admin)->Command({"SET", "ballast", std::string(1 << 20, 'x')}).ok());
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return scraped([](const Scrape& s) {
+          return s.Value("gapless_redis_replica_lag_bytes") >= (1 << 20);
+        });
+      },
+      20'000))
+      << last.text;
+  (*replica)->Resume();
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return scraped(
+            [](const Scrape& s) { return s.Value("gapless_redis_replica_lag_bytes") < kCaughtUp; });
+      },
+      30'000))
+      << last.text;
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 // Headless chromium (Debian's) on a page: its DOM after the page's scripts ran (--dump-dom), or a

@@ -344,7 +344,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   // The coordination Redis (or PostgreSQL) may be away as a fleet process (re)starts
   // (node/startup.h). Nothing is held yet, so a signal may end the wait as it likes.
   ops.SetStarting("opening the coordination Redis");
-  ops.Add("coordination redis", RedisProbe(command.redis));
+  ops.Add("coordination redis", RedisProbe(command.redis, /*coordination=*/true));
   Result<Coordination> opened = OpenWhenReachable<Coordination>(
       "the coordination state", open_coordination, /*stop=*/nullptr);
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, std::move(opened));

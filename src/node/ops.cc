@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <sstream>
 
 #include "coord/election.h"
 #include "coord/elector.h"
 #include "coord/lock_nodes.h"
 #include "coord/redis.h"
+#include "core/metrics.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
@@ -90,9 +94,55 @@ ReadinessProber::Probe PostgresProbe(std::string url) {
   };
 }
 
-ReadinessProber::Probe RedisProbe(std::string url) {
+namespace {
+
+// The coordination Redis's replicas, from the primary's INFO replication: how many are connected,
+// and how far the one furthest behind is, in bytes of the replication stream (master_repl_offset
+// minus its acknowledged offset). A failover to a replica loses what it has not received:
+// the lag is what a failover would lose now. Nothing is set when INFO is refused (managed services
+// that hide it).
+void ExportReplicaLag(RedisConn& conn) {
+  auto r = conn.Command({"INFO", "replication"});
+  if (!r.ok()) return;
+  int64_t primary_offset = -1, replicas = 0, max_lag = 0;
+  std::istringstream lines(r->str);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.starts_with("master_repl_offset:")) {
+      primary_offset = std::strtoll(line.c_str() + 19, nullptr, 10);
+    }
+  }
+  if (primary_offset < 0) return;  // not a primary, or INFO without the field
+  lines.clear();
+  lines.str(r->str);
+  for (std::string line; std::getline(lines, line);) {
+    // slave0:ip=10.0.0.2,port=6379,state=online,offset=1234,lag=0
+    if (!line.starts_with("slave") || line.find(":ip=") == std::string::npos) continue;
+    const size_t at = line.find(",offset=");
+    if (at == std::string::npos) continue;
+    ++replicas;
+    const int64_t offset = std::strtoll(line.c_str() + at + 8, nullptr, 10);
+    max_lag = std::max(max_lag, primary_offset - offset);
+  }
+  static Gauge& count =
+      MetricsRegistry::Default()
+          .GaugeFamily("gapless_redis_replicas",
+                       "Replicas connected to the coordination Redis (its INFO replication)")
+          .Get();
+  static Gauge& lag = MetricsRegistry::Default()
+                          .GaugeFamily("gapless_redis_replica_lag_bytes",
+                                       "How far the coordination Redis's furthest replica is "
+                                       "behind it, in bytes of the replication stream (0: none)")
+                          .Get();
+  count.Set(static_cast<double>(replicas));
+  lag.Set(static_cast<double>(max_lag));
+}
+
+}  // namespace
+
+ReadinessProber::Probe RedisProbe(std::string url, bool coordination) {
   auto conn = std::make_shared<std::unique_ptr<RedisConn>>();
-  return [url = std::move(url), conn]() -> Result<std::string> {
+  return [url = std::move(url), conn, coordination]() -> Result<std::string> {
     if (*conn == nullptr) {
       RedisOptions options;
       options.connect_timeout_ms = 500;
@@ -102,6 +152,7 @@ ReadinessProber::Probe RedisProbe(std::string url) {
     }
     Result<RedisReply> r = (*conn)->Command({"PING"});
     if (!r.ok()) return r.status();
+    if (coordination) ExportReplicaLag(**conn);
     return "answering (" + (*conn)->DescribeCurrent() + ")";
   };
 }

@@ -57,7 +57,9 @@ Result<Ops> StartOps(const std::string& metrics_addr, bool with_status = false);
 // The checks. Each describes the state in a few words ("answering", "chain 1", "3 of 3 lock nodes
 // answer") and fails with what is wrong; none shows a URL's credentials.
 ReadinessProber::Probe PostgresProbe(std::string url);
-ReadinessProber::Probe RedisProbe(std::string url);
+// coordination: also export the server's replicas and their lag (gapless_redis_replicas,
+// gapless_redis_replica_lag_bytes) from its INFO replication, at every probe.
+ReadinessProber::Probe RedisProbe(std::string url, bool coordination = false);
 ReadinessProber::Probe RpcProbe(RpcOptions rpc);
 // At least a quorum of the lock nodes (the coordination Redis alone when none are given) answer.
 ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::string coordination_url,
