@@ -127,6 +127,32 @@ struct TokenTransfer {
   bool operator==(const TokenTransfer&) const = default;
 };
 
+// One trace: a call frame, a contract creation, a self-destruct, or a block or uncle reward (the
+// last only from trace_block), in ethereum-etl's shape (issue 18). std::nullopt is an empty
+// cell there. trace_address is the path of child indexes from the transaction's top frame ([] for
+// the top frame itself).
+struct Trace {
+  uint64_t block_number = 0;
+  std::optional<std::string> transaction_hash;  // none for rewards
+  std::optional<uint32_t> transaction_index;    // none for rewards
+  std::optional<std::string> from_address;
+  std::optional<std::string> to_address;
+  std::optional<U256> value;
+  std::optional<std::string> input;
+  std::optional<std::string> output;
+  std::string trace_type;                  // call, create, create2, suicide, reward
+  std::optional<std::string> call_type;    // call, callcode, delegatecall, staticcall
+  std::optional<std::string> reward_type;  // block, uncle
+  std::optional<uint64_t> gas;
+  std::optional<uint64_t> gas_used;
+  uint32_t subtraces = 0;
+  std::vector<uint32_t> trace_address;
+  std::optional<std::string> error;  // as the node wrote it ("Out of gas", "execution reverted")
+  std::optional<int> status;         // 1, or 0 when it or an ancestor failed
+  std::optional<std::string> trace_id;
+  bool operator==(const Trace&) const = default;
+};
+
 // Everything one block contributes: written in one transaction with the rest of its range.
 struct BlockData {
   Block block;

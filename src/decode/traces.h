@@ -1,0 +1,53 @@
+// traces: a block's call trees, from either tracing API, as ethereum-etl's trace rows (issue 18).
+//
+//   trace_block(n)                                   Parity, OpenEthereum, Erigon, reth, anvil: a
+//                                                    flat list of traces with traceAddress, plus
+//                                                    the block and uncle rewards
+//   debug_traceBlockByNumber(n, {tracer: callTracer}) geth and most others: one call tree per
+//                                                    transaction, in block order
+//
+// The mapping follows ethereum-etl's (its trace_mapper and geth_trace_to_traces), checked against
+// its recorded answers and expected outputs in ../shared/fixtures/ethereum-etl (TRACES.md states
+// the rules): addresses lower-cased, value/gas/gas_used exact, error verbatim, a geth
+// SELFDESTRUCT as trace_type "suicide", CREATE2 kept as "create2", CALL/CALLCODE/DELEGATECALL/
+// STATICCALL as trace_type "call" with that call_type.
+//
+// status: 1, or 0 when the trace or any of its ancestors in the same transaction failed (a failure
+// spreads to every descendant). trace_id: "<type>_<tx hash>_<trace_address joined by _>" ("call_
+// 0xab.._" for a top frame); rewards "<type>_<block>_<i>", numbered per type after sorting by
+// (reward_type, from, to, value). The Parity path always computes both; the geth path only when
+// it is given the block's transaction hashes (ethereum-etl's geth export leaves transaction_hash,
+// status and trace_id empty, and the fixture cases check that).
+//
+// Errors: InvalidData naming the block, the trace (its position, or the transaction index and
+// trace address) and the field, for malformed JSON, a bad hex value, a missing required field, a
+// trace of another block, a child whose parent is missing, or a tree deeper than 1024 frames.
+// Thread-safe (a parser per thread).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/status.h"
+
+namespace gapless {
+
+// `result` of trace_block(block_number): a JSON array ("null" is NotFound: no such block yet).
+Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
+                                              uint64_t block_number);
+
+// `result` of debug_traceBlockByNumber(block_number, {"tracer": "callTracer"}): one
+// {"result": frame} (or {"txHash", "result"}) per transaction, in block order. tx_hashes: the
+// block's transaction hashes in order, or empty; when given, there must be one per entry (and an
+// entry's txHash, when present, must equal its hash), and transaction_hash, status and trace_id
+// are filled.
+Result<std::vector<Trace>> DecodeGethTraces(const std::string& result_json, uint64_t block_number,
+                                            const std::vector<std::string>& tx_hashes = {});
+
+// Sets status and trace_id on a block's traces as ethereum-etl does (see above). InvalidData when
+// a trace's parent is missing. Exposed for tests.
+Status ComputeTraceStatusAndIds(std::vector<Trace>* traces, uint64_t block_number);
+
+}  // namespace gapless
