@@ -45,6 +45,7 @@
 #include "testing/rabbitmq_server.h"
 #include "testing/redis_server.h"
 #include "testing/tcp_proxy.h"
+#include "testing/tls_certs.h"
 
 namespace gapless::chaos {
 namespace {
@@ -462,6 +463,9 @@ class Scenario {
   std::mutex amqp_mu_;                // RabbitMQ stops and starts take turns, off the fault loop
   std::vector<std::thread> bus_ops_;  // those stops and starts (joined at the teardown)
   std::vector<std::unique_ptr<RedisServer>> lock_nodes_;
+  // Even seeds: the lock nodes serve TLS only (rediss://, a throwaway CA), so the leader's
+  // quorum, its faults and the head-log invariants also run over TLS.
+  std::optional<TlsCertificates> lock_tls_;
   pid_t anvil_pid_ = -1;
   std::string anvil_url_;
   std::unique_ptr<JsonRpcClient> rpc_;
@@ -886,8 +890,12 @@ Status Scenario::Setup() {
   replication_ = std::make_unique<TcpProxy>("127.0.0.1", coord_->port());
   GAPLESS_RETURN_IF_ERROR(StartCoordReplica());
   GAPLESS_ASSIGN_OR_RETURN(consumer_keys_, RedisServer::Start());
+  if (seed_ % 2 == 0) {
+    GAPLESS_ASSIGN_OR_RETURN(lock_tls_, MakeTlsCertificates(dir_ + "/tls"));
+  }
   for (int i = 0; i < 3; ++i) {
-    GAPLESS_ASSIGN_OR_RETURN(auto node, RedisServer::Start());
+    GAPLESS_ASSIGN_OR_RETURN(auto node, lock_tls_.has_value() ? RedisServer::StartTls(*lock_tls_)
+                                                              : RedisServer::Start());
     lock_nodes_.push_back(std::move(node));
   }
   const std::string tag = fmt::format("chaos_{}_{}", seed_, getpid());
@@ -936,7 +944,10 @@ Status Scenario::Setup() {
     std::string locks;
     for (int i = 0; i < 3; ++i) {
       if (i > 0) locks += ",";
-      locks += Via(name, fmt::format("lock-{}", i + 1), lock_nodes_[i]->port(), "redis");
+      locks += lock_tls_.has_value()
+                   ? Via(name, fmt::format("lock-{}", i + 1), lock_nodes_[i]->port(), "rediss") +
+                         "?cacertfile=" + lock_tls_->ca
+                   : Via(name, fmt::format("lock-{}", i + 1), lock_nodes_[i]->port(), "redis");
     }
     Proc p;
     p.name = name;
@@ -1074,9 +1085,10 @@ Status Scenario::Setup() {
   for (auto& [name, p] : procs_) {
     if (p.pid <= 0) p.Start();
   }
-  Note(fmt::format("deployment started: {} gapless processes, {} proxied links, blocks from {}",
-                   procs_.size(), links_.size() + kafka_links_.size(),
-                   kafka_source_ ? "a Kafka stream" : "RPC"));
+  Note(fmt::format(
+      "deployment started: {} gapless processes, {} proxied links, blocks from {}, lock nodes {}",
+      procs_.size(), links_.size() + kafka_links_.size(), kafka_source_ ? "a Kafka stream" : "RPC",
+      lock_tls_.has_value() ? "over TLS (rediss://)" : "plain"));
   return Status::Ok();
 }
 
