@@ -225,6 +225,20 @@ Status DecodeGethFrame(dom::element e, uint64_t block_number, uint32_t tx_index,
   return Status::Ok();
 }
 
+// The answer's array (in the thread's parser: valid until its next parse); null is NotFound.
+Result<dom::array> ParseList(const std::string& json, const std::string& where) {
+  dom::element root;
+  if (auto error = Parser().parse(json).get(root); error != simdjson::SUCCESS) {
+    return Where(JsonError(error), where);
+  }
+  if (root.is_null()) return NotFound(where + ": null (no such block yet)");
+  dom::array list;
+  if (root.get_array().get(list) != simdjson::SUCCESS) {
+    return InvalidData(where + ": not an array but " + JsonTypeName(root.type()));
+  }
+  return list;
+}
+
 // Decimal strings of non-negative integers, compared as numbers.
 bool DecimalLess(const std::string& a, const std::string& b) {
   return a.size() != b.size() ? a.size() < b.size() : a < b;
@@ -296,15 +310,7 @@ Status ComputeTraceStatusAndIds(std::vector<Trace>* traces, uint64_t block_numbe
 Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
                                               uint64_t block_number) {
   const std::string where = "block " + std::to_string(block_number) + ": trace_block";
-  dom::element root;
-  if (auto error = Parser().parse(result_json).get(root); error != simdjson::SUCCESS) {
-    return Where(JsonError(error), where);
-  }
-  if (root.is_null()) return NotFound(where + ": null (no such block yet)");
-  dom::array list;
-  if (root.get_array().get(list) != simdjson::SUCCESS) {
-    return InvalidData(where + ": not an array but " + JsonTypeName(root.type()));
-  }
+  GAPLESS_ASSIGN_OR_RETURN(dom::array list, ParseList(result_json, where));
   std::vector<Trace> out;
   out.reserve(list.size());
   size_t position = 0;
@@ -322,15 +328,7 @@ Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
 Result<std::vector<Trace>> DecodeGethTraces(const std::string& result_json, uint64_t block_number,
                                             const std::vector<std::string>& tx_hashes) {
   const std::string where = "block " + std::to_string(block_number) + ": debug_traceBlockByNumber";
-  dom::element root;
-  if (auto error = Parser().parse(result_json).get(root); error != simdjson::SUCCESS) {
-    return Where(JsonError(error), where);
-  }
-  if (root.is_null()) return NotFound(where + ": null (no such block yet)");
-  dom::array list;
-  if (root.get_array().get(list) != simdjson::SUCCESS) {
-    return InvalidData(where + ": not an array but " + JsonTypeName(root.type()));
-  }
+  GAPLESS_ASSIGN_OR_RETURN(dom::array list, ParseList(result_json, where));
   if (!tx_hashes.empty() && list.size() != tx_hashes.size()) {
     return InvalidData(where + ": " + std::to_string(list.size()) + " traces for " +
                        std::to_string(tx_hashes.size()) + " transactions");
