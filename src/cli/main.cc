@@ -487,7 +487,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   s.exp = app->add_subcommand("export",
                               "Write a table as CSV with ethereum-etl's columns and formatting");
   AddCommon(s.exp, &a->common);
-  s.exp->add_option("--table", a->exp.table, "blocks|transactions|logs|token_transfers|receipts")
+  s.exp->add_option("--table", a->exp.table, "blocks|transactions|logs|token_transfers|receipts|traces")
       ->required()
       ->check(CLI::IsMember({"blocks", "transactions", "logs", "token_transfers", "receipts"}));
   s.exp->add_option("--from", a->exp.from, "First block")->capture_default_str();

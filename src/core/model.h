@@ -159,6 +159,7 @@ struct BlockData {
   std::vector<Transaction> transactions;
   std::vector<Log> logs;
   std::vector<TokenTransfer> token_transfers;
+  std::vector<Trace> traces;  // with --traces only; trace_index = the position here
   bool operator==(const BlockData&) const = default;
 };
 

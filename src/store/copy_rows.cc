@@ -8,7 +8,7 @@
 namespace gapless {
 namespace {
 
-constexpr std::array<DataTableInfo, 5> kInfos = {{
+constexpr std::array<DataTableInfo, 6> kInfos = {{
     {"blocks",
      "number, hash, parent_hash, nonce, sha3_uncles, logs_bloom, transactions_root, state_root, "
      "receipts_root, miner, mix_hash, difficulty, total_difficulty, size, extra_data, gas_limit, "
@@ -32,6 +32,11 @@ constexpr std::array<DataTableInfo, 5> kInfos = {{
      "block_number, log_index, batch_index, transaction_hash, token_address, from_address, "
      "to_address, operator_address, token_id, value, token_standard",
      "block_number", "block_number, log_index, batch_index"},
+    {"traces",
+     "block_number, trace_index, transaction_hash, transaction_index, from_address, to_address, "
+     "value, input, output, trace_type, call_type, reward_type, gas, gas_used, subtraces, "
+     "trace_address, error, status, trace_id",
+     "block_number", "block_number, trace_index"},
 }};
 
 struct HexTable {
@@ -180,6 +185,16 @@ class RowBuilder {
       }
     }
     out_.push_back('\t');
+  }
+
+  // An integer[] literal ("{}", "{0,2}").
+  void U32Array(const std::vector<uint32_t>& values) {
+    out_.push_back('{');
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) out_.push_back(',');
+      AppendUnsigned(values[i]);
+    }
+    out_.append("}\t", 2);
   }
 
   void EndRow() { out_.back() = '\n'; }
@@ -369,6 +384,39 @@ Status AppendTokenTransfers(const BlockData& data, std::string* out) {
   return Status::Ok();
 }
 
+Status AppendTraces(const BlockData& data, std::string* out) {
+  RowBuilder r(out);
+  uint32_t index = 0;
+  for (const Trace& t : data.traces) {
+    r.U64(t.block_number, "block_number");
+    r.U32(index);
+    r.OptHex(t.transaction_hash, "transaction_hash");
+    r.OptU64(t.transaction_index, "transaction_index");
+    r.OptHex(t.from_address, "from_address");
+    r.OptHex(t.to_address, "to_address");
+    r.OptDec(t.value);
+    r.OptHex(t.input, "input");
+    r.OptHex(t.output, "output");
+    r.OptText(t.trace_type, "trace_type");
+    r.OptText(t.call_type, "call_type");
+    r.OptText(t.reward_type, "reward_type");
+    r.OptU64(t.gas, "gas");
+    r.OptU64(t.gas_used, "gas_used");
+    r.U32(t.subtraces);
+    r.U32Array(t.trace_address);
+    r.OptText(t.error, "error");
+    r.OptU64(t.status, "status");
+    r.OptText(t.trace_id, "trace_id");
+    r.EndRow();
+    if (r.failed()) {
+      return r.Error(BlockRow(t.block_number) + " trace " + std::to_string(index) +
+                     (t.trace_id.has_value() ? " (" + *t.trace_id + ")" : ""));
+    }
+    ++index;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const DataTableInfo& TableInfo(DataTable table) { return kInfos[static_cast<size_t>(table)]; }
@@ -385,6 +433,8 @@ Status AppendCopyRows(DataTable table, const BlockData& data, std::string* out) 
       return AppendLogs(data, out);
     case DataTable::kTokenTransfers:
       return AppendTokenTransfers(data, out);
+    case DataTable::kTraces:
+      return AppendTraces(data, out);
   }
   return Internal("unknown table");
 }
@@ -401,6 +451,8 @@ size_t RowCount(DataTable table, const BlockData& data) {
       return data.logs.size();
     case DataTable::kTokenTransfers:
       return data.token_transfers.size();
+    case DataTable::kTraces:
+      return data.traces.size();
   }
   return 0;
 }

@@ -18,12 +18,12 @@
 
 namespace gapless {
 
-enum class DataTable { kBlocks, kWithdrawals, kTransactions, kLogs, kTokenTransfers };
+enum class DataTable { kBlocks, kWithdrawals, kTransactions, kLogs, kTokenTransfers, kTraces };
 
 // Every data table, in the order the writer fills them.
-inline constexpr std::array<DataTable, 5> kDataTables = {
-    DataTable::kBlocks, DataTable::kWithdrawals, DataTable::kTransactions, DataTable::kLogs,
-    DataTable::kTokenTransfers};
+inline constexpr std::array<DataTable, 6> kDataTables = {
+    DataTable::kBlocks, DataTable::kWithdrawals,    DataTable::kTransactions,
+    DataTable::kLogs,   DataTable::kTokenTransfers, DataTable::kTraces};
 
 struct DataTableInfo {
   const char* name;          // "transactions"

@@ -75,6 +75,17 @@ ExportQuery QueryFor(ExportTable table) {
                   ", log_index, block_number FROM token_transfers"
                   " WHERE block_number BETWEEN $1 AND $2 AND token_standard = ANY($3::smallint[])"
                   " ORDER BY block_number, log_index, batch_index"};
+    case ExportTable::kTraces:
+      return {
+          "block_number,transaction_hash,transaction_index,from_address,to_address,value,input,"
+          "output,trace_type,call_type,reward_type,gas,gas_used,subtraces,trace_address,error,"
+          "status,trace_id",
+          "SELECT block_number, " + H("transaction_hash") + ", transaction_index, " +
+              H("from_address") + ", " + H("to_address") + ", value, " + H("input") + ", " +
+              H("output") +
+              ", trace_type, call_type, reward_type, gas, gas_used, subtraces,"
+              " array_to_string(trace_address, ','), error, status, trace_id FROM traces"
+              " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, trace_index"};
   }
   return {"", ""};
 }
@@ -85,11 +96,11 @@ constexpr size_t kOutputChunk = 64 << 10;
 
 Result<ExportTable> ParseExportTable(std::string_view name) {
   for (ExportTable t : {ExportTable::kBlocks, ExportTable::kTransactions, ExportTable::kReceipts,
-                        ExportTable::kLogs, ExportTable::kTokenTransfers}) {
+                        ExportTable::kLogs, ExportTable::kTokenTransfers, ExportTable::kTraces}) {
     if (name == ExportTableName(t)) return t;
   }
   return FailedPrecondition("unknown export table " + std::string(name) +
-                            " (blocks, transactions, receipts, logs, token_transfers)");
+                            " (blocks, transactions, receipts, logs, token_transfers, traces)");
 }
 
 const char* ExportTableName(ExportTable table) {
@@ -104,6 +115,8 @@ const char* ExportTableName(ExportTable table) {
       return "logs";
     case ExportTable::kTokenTransfers:
       return "token_transfers";
+    case ExportTable::kTraces:
+      return "traces";
   }
   return "unknown";
 }

@@ -16,6 +16,9 @@
 //                    data,topics
 //   token_transfers  token_address,from_address,to_address,value,transaction_hash,log_index,
 //                    block_number
+//   traces           block_number,transaction_hash,transaction_index,from_address,to_address,
+//                    value,input,output,trace_type,call_type,reward_type,gas,gas_used,subtraces,
+//                    trace_address,error,status,trace_id   (trace_address joined with ",")
 // Serialisation (§2.8): Python csv minimal quoting (a field is quoted when it holds a comma, a
 // double quote, CR or LF; quotes are doubled), "\n" line ends, an empty cell for NULL, the header
 // only before the first row (no rows: a 0-byte output). Hex is lower-case 0x-hex ("0x" for empty
@@ -44,7 +47,7 @@
 
 namespace gapless {
 
-enum class ExportTable { kBlocks, kTransactions, kReceipts, kLogs, kTokenTransfers };
+enum class ExportTable { kBlocks, kTransactions, kReceipts, kLogs, kTokenTransfers, kTraces };
 
 // "blocks", "transactions", "receipts", "logs", "token_transfers"; FailedPrecondition otherwise.
 Result<ExportTable> ParseExportTable(std::string_view name);

@@ -1,11 +1,13 @@
 // ExportCsv against a real PostgreSQL: ethereum-etl's own expected files reproduced byte for byte
 // from the same data, and every formatting rule on synthetic rows.
 #include <gtest/gtest.h>
+#include <simdjson.h>
 
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "decode/traces.h"
 #include "store/export.h"
 #include "store/testdata.h"
 #include "store/writer.h"
@@ -236,6 +238,41 @@ TEST_F(ExportTest, ReproducesEthereumEtlForBlock483920) {
   EXPECT_EQ(SortedLines(Export(ExportTable::kTokenTransfers, 483920, 483920)),
             SortedLines(ReadFile(kEtl + "test_export_token_transfers_job/block_with_transfers/"
                                         "expected_token_transfers.csv")));
+}
+
+// ethereum-etl's trace_block cases: the decoded traces, stored and exported, equal its expected
+// trace CSVs (the empty block's is an empty file).
+TEST_F(ExportTest, ReproducesEthereumEtlsTraces) {
+  struct Case {
+    const char* folder;
+    uint64_t block;
+    const char* hex;
+  };
+  for (const Case& c :
+       {Case{"block_without_transactions", 0, "0x0"}, Case{"block_with_create", 1000690, "0xf44f2"},
+        Case{"block_with_suicide", 1011973, "0xf7105"},
+        Case{"block_with_subtraces", 1000000, "0xf4240"},
+        Case{"block_with_error", 1000895, "0xf45bf"}}) {
+    SCOPED_TRACE(c.folder);
+    const std::string dir = kEtl + "test_export_traces_job/" + c.folder;
+    simdjson::dom::parser parser;
+    simdjson::dom::element result;
+    ASSERT_EQ(
+        parser.parse(ReadFile(dir + "/web3_response.trace_block_" + c.hex + ".json"))["result"].get(
+            result),
+        simdjson::SUCCESS);
+    auto traces = DecodeParityTraces(simdjson::to_string(result), c.block);
+    ASSERT_TRUE(traces.ok()) << traces.status().ToString();
+    // The block itself is synthetic: only its traces are exported.
+    BlockData d = SyntheticBlock(c.block, {.transactions_per_block = 0,
+                                           .logs_per_block = 0,
+                                           .token_transfers_per_block = 0,
+                                           .withdrawals_per_block = 0});
+    d.traces = std::move(traces).value();
+    WriteBlocks({d});
+    EXPECT_EQ(SortedLines(Export(ExportTable::kTraces, c.block, c.block)),
+              SortedLines(ReadFile(dir + "/expected_traces.csv")));
+  }
 }
 
 TEST_F(ExportTest, ReproducesEthereumEtlForFrontierBlocksAndGenesis) {

@@ -32,7 +32,7 @@ TEST(Migrate, AppliesEveryVersionOnceAndRerunIsANoOp) {
   EXPECT_EQ(*applied, expected);
   EXPECT_EQ(applied->back(), LatestSchemaVersion());
   for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers",
-                            "indexed_ranges", "indexer_state"}) {
+                            "traces", "indexed_ranges", "indexer_state"}) {
     auto res = (*conn)->Query("SELECT to_regclass($1) IS NOT NULL", {std::string(table)});
     ASSERT_TRUE(res.ok());
     EXPECT_EQ(res->Get(0, 0), "t") << table;

@@ -259,7 +259,7 @@ Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t
     return std::string(res.Get(0, 0));
   }
   return FailedPrecondition("checksum: unknown table " + std::string(table) +
-                            " (blocks, withdrawals, transactions, logs, token_transfers)");
+                            " (blocks, withdrawals, transactions, logs, token_transfers, traces)");
 }
 
 }  // namespace gapless

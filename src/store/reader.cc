@@ -204,6 +204,40 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
                      d.token_transfers.push_back(store_detail::ReadTransfer(r, d.block.number));
                    }));
 
+  if (options.traces) {
+    GAPLESS_RETURN_IF_ERROR(for_each_row(
+        "SELECT block_number, " + H("transaction_hash") + ", transaction_index, " +
+            H("from_address") + ", " + H("to_address") + ", value, " + H("input") + ", " +
+            H("output") +
+            ", trace_type, call_type, reward_type, gas, gas_used, subtraces,"
+            " array_to_string(trace_address, ','), error, status, trace_id"
+            " FROM traces WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, trace_index",
+        "traces", [](RowReader& r, BlockData& d) {
+          Trace t;
+          t.block_number = d.block.number;
+          t.transaction_hash = r.OptStr();
+          t.transaction_index = r.OptU64<uint32_t>();
+          t.from_address = r.OptStr();
+          t.to_address = r.OptStr();
+          t.value = r.OptDec();
+          t.input = r.OptStr();
+          t.output = r.OptStr();
+          t.trace_type = r.Str();
+          t.call_type = r.OptStr();
+          t.reward_type = r.OptStr();
+          t.gas = r.OptU64();
+          t.gas_used = r.OptU64();
+          t.subtraces = static_cast<uint32_t>(r.U64());
+          for (const std::string& i : r.List()) {
+            if (!i.empty()) t.trace_address.push_back(static_cast<uint32_t>(std::stoul(i)));
+          }
+          t.error = r.OptStr();
+          t.status = r.OptU64<int>();
+          t.trace_id = r.OptStr();
+          d.traces.push_back(std::move(t));
+        }));
+  }
+
   if (own_transaction) GAPLESS_RETURN_IF_ERROR(txn.Commit());
   return out;
 }

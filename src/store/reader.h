@@ -14,7 +14,8 @@
 
 namespace gapless {
 
-// The stored blocks in [from, to] with their transactions, logs, token transfers and withdrawals,
+// The stored blocks in [from, to] with their transactions, logs, token transfers, withdrawals and
+// traces,
 // ascending (absent blocks are simply not in the result). Reads in one snapshot: the caller's
 // transaction when one is open on `conn` (the relay reads its whole batch in one), else a
 // REPEATABLE READ transaction of its own. Hex values come
@@ -24,6 +25,7 @@ namespace gapless {
 struct ReadOptions {
   bool logs = true;
   bool withdrawals = true;
+  bool traces = true;
 };
 Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
                                           const ReadOptions& options = {});

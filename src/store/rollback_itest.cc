@@ -20,6 +20,7 @@ SyntheticOptions Small(uint64_t seed = 1) {
           .logs_per_block = 6,
           .token_transfers_per_block = 3,
           .withdrawals_per_block = 1,
+          .traces_per_block = 6,  // two traced transactions and the reward: 7 traces
           .seed = seed};
 }
 
@@ -37,7 +38,8 @@ class RollbackTest : public PgTest {
                  ") + (SELECT count(*) FROM transactions WHERE block_number > " + b +
                  ") + (SELECT count(*) FROM logs WHERE block_number > " + b +
                  ") + (SELECT count(*) FROM token_transfers WHERE block_number > " + b +
-                 ") + (SELECT count(*) FROM withdrawals WHERE block_number > " + b + ")");
+                 ") + (SELECT count(*) FROM withdrawals WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM traces WHERE block_number > " + b + ")");
   }
   // Blocks of another fork (seed 2) that branch off the stored chain after block from - 1.
   static RangeWrite NewFork(uint64_t from, uint64_t to) {
@@ -56,6 +58,7 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
   WriteAndPersist(0, 9, 1);
   WriteAndPersist(10, 19, 1);
   const int64_t below_before = Count("SELECT count(*) FROM transactions WHERE block_number <= 14");
+  ASSERT_EQ(Count("SELECT count(*) FROM traces WHERE block_number > 14"), 5 * 7);
   std::vector<std::string> new_hashes;
   for (uint64_t n = 15; n <= 19; ++n) new_hashes.push_back(SyntheticBlockHash(n, 2));
 
@@ -86,6 +89,11 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
   EXPECT_EQ(*PersistFrontier(conn(), 0, 20), 20u);
   EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 14"), 5);
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 5);
+  // The new fork's traces, none of the old one's.
+  EXPECT_EQ(Count("SELECT count(*) FROM traces WHERE block_number > 14"), 5 * 7);
+  EXPECT_EQ(Count("SELECT count(*) FROM traces t JOIN transactions x ON x.hash = "
+                  "t.transaction_hash WHERE t.block_number > 14"),
+            5 * 6);
 }
 
 TEST_F(RollbackTest, TooDeepOrAStaleEpochChangesNothing) {

@@ -255,6 +255,62 @@ BlockData SyntheticBlock(uint64_t n, const SyntheticOptions& o) {
     }
     d.logs.push_back(std::move(l));
   }
+  // Traces: per transaction (the first traces_per_block / 3 of them) a top-level call with two
+  // children, the second a create that failed (so it and its own child have status 0), and the
+  // block reward. trace_id and status as decode/traces.h computes them.
+  if (o.traces_per_block > 0) {
+    const size_t calls = std::min<size_t>(d.transactions.size(), o.traces_per_block / 3);
+    for (size_t k = 0; k < calls; ++k) {
+      const Transaction& tx = d.transactions[k];
+      Trace top;
+      top.block_number = n;
+      top.transaction_hash = tx.hash;
+      top.transaction_index = tx.transaction_index;
+      top.from_address = tx.from_address;
+      top.to_address = tx.to_address.value_or(rng.Hex(20));
+      top.value = k % 4 == 0 ? rng.Big(90) : U256(rng.Below(1'000'000));
+      top.input = k % 3 == 0 ? "0x" : rng.Hex(4 + 32 * (k % 3));
+      top.output = "0x";
+      top.trace_type = "call";
+      top.call_type = "call";
+      top.gas = 21'000 + rng.Below(1'000'000);
+      top.gas_used = 21'000;
+      top.subtraces = 2;
+      top.status = 1;
+      top.trace_id = "call_" + tx.hash + "_";
+      Trace child = top;
+      child.from_address = top.to_address;
+      child.to_address = rng.Hex(20);
+      child.call_type = k % 2 == 0 ? "delegatecall" : "staticcall";
+      child.value.reset();
+      child.subtraces = 0;
+      child.trace_address = {0};
+      child.trace_id = "call_" + tx.hash + "_0";
+      Trace create = top;
+      create.trace_type = "create2";
+      create.call_type.reset();
+      create.to_address.reset();
+      create.output.reset();
+      create.gas_used.reset();
+      create.error = k % 5 == 0 ? "out of gas" : "execution reverted: \"tab\there\"";
+      create.status = 0;
+      create.subtraces = 0;
+      create.trace_address = {1};
+      create.trace_id = "create2_" + tx.hash + "_1";
+      d.traces.push_back(std::move(top));
+      d.traces.push_back(std::move(child));
+      d.traces.push_back(std::move(create));
+    }
+    Trace reward;
+    reward.block_number = n;
+    reward.to_address = b.miner;
+    reward.value = U256(2'000'000'000'000'000'000ULL);
+    reward.trace_type = "reward";
+    reward.reward_type = "block";
+    reward.status = 1;
+    reward.trace_id = "reward_" + std::to_string(n) + "_0";
+    d.traces.push_back(std::move(reward));
+  }
   return d;
 }
 
@@ -398,6 +454,30 @@ std::string DescribeBlockData(const BlockData& d) {
     w.Field(q + "token_id", t.token_id);
     w.Field(q + "value", t.value);
     w.Field(q + "standard", std::string(TokenStandardName(t.standard)));
+  }
+  for (size_t i = 0; i < d.traces.size(); ++i) {
+    const Trace& t = d.traces[i];
+    std::string q = p + "trace[" + std::to_string(i) + "].";
+    w.Field(q + "block_number", t.block_number);
+    w.Field(q + "transaction_hash", t.transaction_hash);
+    w.Field(q + "transaction_index", t.transaction_index);
+    w.Field(q + "from_address", t.from_address);
+    w.Field(q + "to_address", t.to_address);
+    w.Field(q + "value", t.value);
+    w.Field(q + "input", t.input);
+    w.Field(q + "output", t.output);
+    w.Field(q + "trace_type", t.trace_type);
+    w.Field(q + "call_type", t.call_type);
+    w.Field(q + "reward_type", t.reward_type);
+    w.Field(q + "gas", t.gas);
+    w.Field(q + "gas_used", t.gas_used);
+    w.Field(q + "subtraces", static_cast<uint64_t>(t.subtraces));
+    std::vector<std::string> address;
+    for (uint32_t a : t.trace_address) address.push_back(std::to_string(a));
+    w.Field(q + "trace_address", address);
+    w.Field(q + "error", t.error);
+    w.Field(q + "status", t.status);
+    w.Field(q + "trace_id", t.trace_id);
   }
   return w.Take();
 }

@@ -24,6 +24,7 @@ struct SyntheticOptions {
   uint32_t logs_per_block = 300;            // at least token_transfers_per_block / 2 is sensible
   uint32_t token_transfers_per_block = 60;  // approximate: an ERC-1155 batch yields 3 rows
   uint32_t withdrawals_per_block = 16;      // blocks n % 5 == 0 have none (pre-Shanghai shape)
+  uint32_t traces_per_block = 0;            // about: 3 per traced transaction, and the reward
   uint64_t seed = 1;
 };
 

@@ -14,8 +14,8 @@
 namespace gapless {
 namespace {
 
-constexpr const char* kTables[] = {"blocks", "withdrawals", "transactions", "logs",
-                                   "token_transfers"};
+constexpr const char* kTables[] = {"blocks", "withdrawals",     "transactions",
+                                   "logs",   "token_transfers", "traces"};
 
 SyntheticOptions Small() {
   return {.transactions_per_block = 12,
@@ -63,8 +63,10 @@ TEST_F(WriterTest, ReadBlocksCanLeaveOutLogsAndWithdrawals) {
 }
 
 TEST_F(WriterTest, EveryColumnRoundTrips) {
-  RangeWrite w =
-      SyntheticRange(100, 104);  // mainnet-shaped: 150 txs, 300 logs, ~60 transfers per block
+  SyntheticOptions traced;
+  traced.traces_per_block = 60;  // 20 traced transactions: 61 traces per block
+  // mainnet-shaped: 150 txs, 300 logs, ~60 transfers per block
+  RangeWrite w = SyntheticRange(100, 104, traced);
   Status st = WriteRange(conn(), w);
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto back = ReadBlocks(conn(), 100, 104);
@@ -75,6 +77,7 @@ TEST_F(WriterTest, EveryColumnRoundTrips) {
   }
   EXPECT_EQ(Count("SELECT count(*) FROM transactions"), 5 * 150);
   EXPECT_EQ(Count("SELECT count(*) FROM logs"), 5 * 300);
+  EXPECT_EQ(Count("SELECT count(*) FROM traces"), 5 * 61);
   // Values above 2^64 and at 2^256-1 are exact.
   EXPECT_GT(Count("SELECT count(*) FROM transactions WHERE value > 18446744073709551615"), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM token_transfers WHERE value = 2::numeric ^ 256 - 1"),
