@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +106,11 @@ class FakeNode {
     kMalformedBlock,
     kOtherChain,
     kProxy,  // forwards every request to the test devnet (anvil answers on "/" only)
+    // kProxy, but a node without trace_block (geth): each trace_block call in a batch is answered
+    // "method not found", so a client falls back to debug_traceBlockByNumber.
+    kProxyWithoutTraceBlock,
+    // kProxy, but a node with no tracing API at all (neither of the two).
+    kProxyWithoutTracing,
   };
   FakeNode()
       : server_([this](const HttpTestServer::Request& r) { return Answer(r); }),
@@ -142,6 +148,22 @@ class FakeNode {
         return HttpTestServer::Response::Json("upstream APIKEY123 failed", 502);
       case Mode::kOtherChain:
         return result("\"0x5\"");
+      case Mode::kProxyWithoutTraceBlock:
+      case Mode::kProxyWithoutTracing:
+        if (r.body.find("\"trace_block\"") != std::string::npos ||
+            (mode_.load() == Mode::kProxyWithoutTracing &&
+             r.body.find("\"debug_traceBlockByNumber\"") != std::string::npos)) {
+          std::string errors = "[";
+          std::regex id(R"re("id":(\d+))re");
+          for (auto it = std::sregex_iterator(r.body.begin(), r.body.end(), id);
+               it != std::sregex_iterator(); ++it) {
+            if (errors.size() > 1) errors += ",";
+            errors += R"({"jsonrpc":"2.0","id":)" + (*it)[1].str() +
+                      R"(,"error":{"code":-32601,"message":"the method does not exist"}})";
+          }
+          return HttpTestServer::Response::Json(errors + "]");
+        }
+        [[fallthrough]];
       case Mode::kProxy: {
         std::lock_guard<std::mutex> lock(devnet_mu_);
         auto answer = devnet_.Post(r.body);

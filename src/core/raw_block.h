@@ -16,6 +16,11 @@ struct RawBlock {
   // The block's "hash" as the source stated it (0x-hex), where the source parsed it (the Kafka
   // stream's messages); empty otherwise. The decoder reads and checks the real one.
   std::string hash;
+  // With traces on (JsonRpcClientOptions::traces): the block's trace answer and which API gave
+  // it; kNone when traces were not fetched.
+  enum class TraceApi { kNone, kTraceBlock, kDebugTrace };
+  TraceApi traces_api = TraceApi::kNone;
+  std::string traces_json;  // trace_block(n), or debug_traceBlockByNumber(n, callTracer)
 };
 
 }  // namespace gapless

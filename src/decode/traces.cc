@@ -307,6 +307,63 @@ Status ComputeTraceStatusAndIds(std::vector<Trace>* traces, uint64_t block_numbe
   return Status::Ok();
 }
 
+Status CheckTracesAgainstBlock(const BlockData& data) {
+  const uint64_t n = data.block.number;
+  std::map<std::string, const Trace*> top;  // transaction hash -> its top-level trace
+  for (const Trace& t : data.traces) {
+    if (!t.transaction_hash.has_value()) continue;  // a reward
+    if (!t.trace_address.empty()) continue;
+    if (!top.emplace(*t.transaction_hash, &t).second) {
+      return InvalidData("block " + std::to_string(n) + ": two top-level traces for transaction " +
+                         *t.transaction_hash);
+    }
+  }
+  std::map<std::string, bool> known;
+  for (const Transaction& tx : data.transactions) {
+    known[tx.hash] = true;
+    const std::string where = "block " + std::to_string(n) + ": transaction " +
+                              std::to_string(tx.transaction_index) + " (" + tx.hash + "): ";
+    auto it = top.find(tx.hash);
+    if (it == top.end()) return InvalidData(where + "no top-level trace");
+    const Trace& t = *it->second;
+    auto mismatch = [&](const std::string& field, const std::string& traced,
+                        const std::string& sent) {
+      return InvalidData(where + "its trace's " + field + " is " + traced + ", the transaction's " +
+                         sent);
+    };
+    if (t.from_address.has_value() && *t.from_address != tx.from_address) {
+      return mismatch("from", *t.from_address, tx.from_address);
+    }
+    if (t.value.has_value() && !(*t.value == tx.value)) {
+      return mismatch("value", t.value->ToDecimal(), tx.value.ToDecimal());
+    }
+    if (t.input.has_value() && *t.input != tx.input) {
+      return mismatch("input", t.input->substr(0, 20) + "...", tx.input.substr(0, 20) + "...");
+    }
+    const std::optional<std::string>& to =
+        tx.to_address.has_value() ? tx.to_address : tx.contract_address;
+    const bool created = t.trace_type == "create" || t.trace_type == "create2";
+    if (created != !tx.to_address.has_value()) {
+      return mismatch("type", t.trace_type, tx.to_address.has_value() ? "a call" : "a creation");
+    }
+    // A failed creation has no address in its trace.
+    if (t.to_address.has_value() && to.has_value() && *t.to_address != *to) {
+      return mismatch("to", *t.to_address, *to);
+    }
+    if (tx.status.has_value() && (*tx.status == 0) != t.error.has_value()) {
+      return mismatch("outcome", t.error.has_value() ? "failed (" + *t.error + ")" : "success",
+                      *tx.status == 0 ? "receipt status 0" : "receipt status 1");
+    }
+  }
+  for (const auto& [hash, trace] : top) {
+    if (!known.count(hash)) {
+      return InvalidData("block " + std::to_string(n) + ": a trace of transaction " + hash +
+                         ", which the block does not hold");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
                                               uint64_t block_number) {
   const std::string where = "block " + std::to_string(block_number) + ": trace_block";

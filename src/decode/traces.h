@@ -46,6 +46,15 @@ Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
 Result<std::vector<Trace>> DecodeGethTraces(const std::string& result_json, uint64_t block_number,
                                             const std::vector<std::string>& tx_hashes = {});
 
+// Checks data.traces against the block they were fetched for: every transaction has exactly one
+// top-level trace and every trace names one of the block's transactions (rewards aside); a
+// top-level trace agrees with its transaction (from, value, input; to, or for a creation the
+// receipt's contractAddress) and with its receipt's status (failed exactly when the trace has an
+// error). InvalidData naming the block, the transaction and the field otherwise: a tracer that
+// disagrees with the block is a backend serving another fork or a broken node, and nothing of
+// the block is written.
+Status CheckTracesAgainstBlock(const BlockData& data);
+
 // Sets status and trace_id on a block's traces as ethereum-etl does (see above). InvalidData when
 // a trace's parent is missing. Exposed for tests.
 Status ComputeTraceStatusAndIds(std::vector<Trace>* traces, uint64_t block_number);

@@ -19,6 +19,7 @@ namespace gapless {
 RpcClientFactory MakeRpcClientFactory(const RpcOptions& options) {
   JsonRpcClientOptions rpc_options;
   rpc_options.max_attempts = options.max_attempts;
+  rpc_options.traces = options.traces;
   CurlTransportOptions curl_options;
   curl_options.connect_timeout_ms = options.connect_timeout_ms;
   curl_options.request_timeout_ms = options.request_timeout_ms;

@@ -39,6 +39,7 @@ struct RpcOptions {
   int max_attempts = 5;  // per request, for retriable failures (JsonRpcClientOptions)
   int64_t request_timeout_ms = 60'000;
   int64_t connect_timeout_ms = 5'000;
+  bool traces = false;  // --traces: fetch every block's traces too (JsonRpcClientOptions)
 };
 
 // Makes one client per call (clients are not thread-safe: one per thread), all with `options`.

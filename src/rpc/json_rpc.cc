@@ -889,7 +889,58 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
       block.receipts_json.push_back(']');
     }
   }
+  if (options_.traces) GAPLESS_RETURN_IF_ERROR(FetchTraces(blocks));
   return blocks;
+}
+
+Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
+  if (blocks.empty()) return Status::Ok();
+  for (int round = 0; round < 2; ++round) {
+    const RawBlock::TraceApi api = trace_api_;
+    std::vector<RpcRequest> calls;
+    calls.reserve(blocks.size());
+    for (const RawBlock& b : blocks) {
+      const std::string hex = HexQuantity(b.number);
+      if (api == RawBlock::TraceApi::kTraceBlock) {
+        calls.push_back({"trace_block", fmt::format(R"(["{}"])", hex)});
+      } else {
+        calls.push_back(
+            {"debug_traceBlockByNumber", fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hex)});
+      }
+    }
+    Result<std::vector<Result<std::string>>> batch = Batch(calls);
+    if (!batch.ok()) {
+      return batch.status().WithContext(
+          fmt::format("traces of blocks {}..{}", blocks.front().number, blocks.back().number));
+    }
+    bool switched = false;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      Result<std::string>& r = (*batch)[i];
+      if (!r.ok()) {
+        if (RpcErrorCode(r.status()) == -32601 && api == RawBlock::TraceApi::kTraceBlock) {
+          trace_api_ = RawBlock::TraceApi::kDebugTrace;
+          spdlog::info(
+              "{} does not serve trace_block; tracing with debug_traceBlockByNumber "
+              "(callTracer)",
+              Describe());
+          switched = true;
+          break;
+        }
+        if (RpcErrorCode(r.status()) == -32601) {
+          return FailedPrecondition(fmt::format(
+              "block {}: the node at {} serves neither trace_block nor debug_traceBlockByNumber: "
+              "--traces needs a node with a tracing API (an archive node for old blocks)",
+              blocks[i].number, Describe()));
+        }
+        return r.status().WithContext(fmt::format("block {} traces", blocks[i].number));
+      }
+      blocks[i].traces_api = api;
+      blocks[i].traces_json = std::move(*r);
+      blocks[i].traces_json.reserve(blocks[i].traces_json.size() + kPadding);
+    }
+    if (!switched) return Status::Ok();
+  }
+  return Internal("FetchTraces: no tracing API left");
 }
 
 }  // namespace gapless

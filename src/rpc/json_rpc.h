@@ -61,6 +61,9 @@ struct JsonRpcClientOptions {
   // Batch() splits larger batches into several POSTs of at most this many calls (providers cap
   // batch sizes, commonly at 100..1000). 0 = no limit.
   size_t max_batch_size = 1000;
+  // FetchBlocks also fetches every block's traces (--traces): trace_block(n), or, once the node
+  // answers it with "method not found", debug_traceBlockByNumber(n, {"tracer": "callTracer"}).
+  bool traces = false;
   // Sleeps and the RNG for jitter. Not owned; nullptr = Env::Default().
   Env* env = nullptr;
 };
@@ -106,13 +109,17 @@ class JsonRpcClient {
   // The answers are not checked here beyond what pairing the calls needs: the block's number,
   // the receipts against the transactions and the block hash are checked by the decoder, the one
   // place every block source goes through (source/block_source.h DecodeRawBlock).
+  // With traces on, a second batch fetches each block's traces (FetchTraces).
   // Failures: a null block is NotFound "block N not found" (above the node's head); null receipts
-  // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; others
-  // as for Batch, with "block N" in the message.
+  // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; a node
+  // that serves neither tracing API is FailedPrecondition; others as for Batch, with "block N" in
+  // the message.
   Result<std::vector<RawBlock>> FetchBlocks(uint64_t first, uint64_t count);
 
   // False once the node answered eth_getBlockReceipts with "method not found".
   bool block_receipts_supported() const { return block_receipts_supported_; }
+  // The tracing API FetchBlocks uses now (with traces on).
+  RawBlock::TraceApi trace_api() const { return trace_api_; }
 
   struct Stats {
     uint64_t posts = 0;    // HTTP requests sent
@@ -133,6 +140,9 @@ class JsonRpcClient {
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
+  // Fills traces_json of every block in one batch (traces on); switches to the debug API on
+  // "method not found" and asks again. "block N" in every error.
+  Status FetchTraces(std::vector<RawBlock>& blocks);
   // A failure without what the transport's Scrub removes (an answer quoting the API key).
   Status Scrubbed(const Status& st) const;
   Result<std::string> ScrubbedResult(Result<std::string> r) const;
@@ -143,6 +153,7 @@ class JsonRpcClient {
   std::unique_ptr<Parser> parser_;
   uint64_t next_id_ = 1;
   bool block_receipts_supported_ = true;
+  RawBlock::TraceApi trace_api_ = RawBlock::TraceApi::kTraceBlock;
   Stats stats_;
 };
 

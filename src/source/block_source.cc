@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "decode/decode.h"
+#include "decode/traces.h"
 
 namespace gapless {
 
@@ -42,6 +43,19 @@ Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
   options.expected_chain_id = checks.chain_id;
   Result<BlockData> data = DecodeBlock(block.block_json, block.receipts_json, options);
   if (!data.ok()) return data.status().WithContext("from " + source);
+  if (block.traces_api != RawBlock::TraceApi::kNone) {
+    std::vector<std::string> hashes;
+    hashes.reserve(data->transactions.size());
+    for (const Transaction& tx : data->transactions) hashes.push_back(tx.hash);
+    Result<std::vector<Trace>> traces =
+        block.traces_api == RawBlock::TraceApi::kTraceBlock
+            ? DecodeParityTraces(block.traces_json, block.number)
+            : DecodeGethTraces(block.traces_json, block.number, hashes);
+    if (!traces.ok()) return traces.status().WithContext("from " + source);
+    data->traces = std::move(traces).value();
+    Status agrees = CheckTracesAgainstBlock(*data);
+    if (!agrees.ok()) return agrees.WithContext("from " + source);
+  }
   if (checks.verify.has_value()) {
     Status verified = VerifyBlock(*data, *checks.verify);
     if (verified.code() == Code::kFailedPrecondition) {

@@ -1,0 +1,131 @@
+// `gapless index --traces` against the test devnet (anvil), both tracing APIs: trace_block
+// directly, and debug_traceBlockByNumber (callTracer) through a node that lacks trace_block. Every
+// transaction gets its one top-level trace (checked against it before the write), both APIs give
+// the same rows apart from the columns the tracers define differently (gas, gas_used, output),
+// and `gapless export --table traces` writes them in ethereum-etl's format.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "devnet_util.h"
+#include "fake_node.h"
+#include "rpc/curl_transport.h"
+#include "rpc/json_rpc.h"
+#include "store/pg.h"
+#include "testing/pg_test_db.h"
+
+namespace gapless::e2e {
+namespace {
+
+int64_t Count(PgConn& conn, const std::string& sql) {
+  auto r = conn.Query(sql);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? r->GetInt64(0, 0).value() : -1;
+}
+
+// The rows both tracers define alike, one text line per trace, in order.
+std::string ComparableRows(PgConn& conn) {
+  auto r = conn.Query(
+      "SELECT string_agg(concat_ws('|', block_number, encode(transaction_hash, 'hex'),"
+      " transaction_index, encode(from_address, 'hex'), encode(to_address, 'hex'), value,"
+      " encode(input, 'hex'), trace_type, call_type, subtraces, trace_address::text,"
+      " error IS NULL, status, trace_id), E'\\n' ORDER BY block_number, trace_index) FROM traces");
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::string(r->Get(0, 0)) : "";
+}
+
+class TracesTest : public DbTest {};
+
+TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(GAPLESS_TEST_ANVIL_URL));
+  auto head = rpc.BlockNumber();
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  const std::string to = std::to_string(*head);
+
+  // trace_block, from anvil itself.
+  auto [code, out] = RunAll({"index", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--from",
+                             "0", "--to", to, "--traces", "--progress", "off"},
+                            120'000);
+  ASSERT_EQ(code, 0) << out;
+  auto conn = PgConn::Connect(db_.url());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  const int64_t transactions = Count(**conn, "SELECT count(*) FROM transactions");
+  ASSERT_GT(transactions, 0);
+  // One top-level trace per transaction, agreeing with it (the rest was checked before the write).
+  EXPECT_EQ(Count(**conn,
+                  "SELECT count(*) FROM traces WHERE trace_address = '{}' AND "
+                  "transaction_hash IS NOT NULL"),
+            transactions);
+  EXPECT_EQ(Count(**conn,
+                  "SELECT count(*) FROM transactions x LEFT JOIN traces t ON "
+                  "t.transaction_hash = x.hash AND t.trace_address = '{}' WHERE "
+                  "t.from_address IS DISTINCT FROM x.from_address OR t.value IS DISTINCT "
+                  "FROM x.value OR (t.error IS NULL) IS DISTINCT FROM (x.status = 1)"),
+            0);
+  // A failed transaction's trace and every trace below it have status 0.
+  EXPECT_EQ(Count(**conn,
+                  "SELECT count(*) FROM traces t JOIN traces p ON p.transaction_hash = "
+                  "t.transaction_hash AND p.trace_address = '{}' WHERE p.status = 0 AND "
+                  "t.status <> 0"),
+            0);
+  const std::string from_trace_block = ComparableRows(**conn);
+
+  // debug_traceBlockByNumber, through a node without trace_block.
+  PgTestDb second;
+  ASSERT_FALSE(second.failed()) << second.error().ToString();
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxyWithoutTraceBlock);
+  auto [code2, out2] =
+      RunAll({"index", "--rpc", node.SecretUrl(), "--db", second.url(), "--from", "0", "--to", to,
+              "--traces", "--progress", "off", "--log-level", "info"},
+             120'000);
+  ASSERT_EQ(code2, 0) << out2;
+  EXPECT_NE(out2.find("does not serve trace_block"), std::string::npos) << out2;
+  auto conn2 = PgConn::Connect(second.url());
+  ASSERT_TRUE(conn2.ok()) << conn2.status().ToString();
+  EXPECT_EQ(Count(**conn2, "SELECT count(*) FROM traces WHERE trace_type = 'reward'"), 0);
+  // The same rows, rewards aside (only trace_block reports them).
+  auto no_rewards = (*conn)->Exec("DELETE FROM traces WHERE trace_type = 'reward'");
+  ASSERT_TRUE(no_rewards.ok()) << no_rewards.ToString();
+  EXPECT_EQ(ComparableRows(**conn2), ComparableRows(**conn));
+  EXPECT_FALSE(from_trace_block.empty());
+
+  // Exported in ethereum-etl's columns, one line per trace.
+  auto [exported, csv] = RunForOutput({GaplessBinary(), "export", "--db", second.url(), "--table",
+                                       "traces", "--from", "0", "--to", to});
+  ASSERT_EQ(exported, 0) << csv;
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "block_number,transaction_hash,transaction_index,from_address,to_address,value,"
+            "input,output,trace_type,call_type,reward_type,gas,gas_used,subtraces,trace_address,"
+            "error,status,trace_id");
+  EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
+            Count(**conn2, "SELECT count(*) FROM traces"));
+}
+
+// A node that serves neither tracing API: the run stops with an error that says so, and writes
+// no block without its traces.
+TEST_F(TracesTest, ANodeWithoutTracingIsRefusedWithAClearError) {
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxyWithoutTracing);
+  auto [code, out] = RunAll({"index", "--rpc", node.SecretUrl(), "--db", db_.url(), "--from", "0",
+                             "--to", "3", "--traces", "--progress", "off"},
+                            60'000);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("serves neither trace_block nor debug_traceBlockByNumber"), std::string::npos)
+      << out;
+  auto conn = PgConn::Connect(db_.url());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ(Count(**conn, "SELECT count(*) FROM blocks"), 0);
+}
+
+// The Kafka block stream carries no traces: --traces with it is refused at the start.
+TEST_F(TracesTest, TracesAreRefusedWithTheKafkaSource) {
+  auto [code, out] = RunAll({"run", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--redis",
+                             "redis://127.0.0.1:1", "--source", "kafka", "--brokers", "127.0.0.1:1",
+                             "--traces", "--progress", "off"});
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("--traces: not with --source kafka"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace gapless::e2e
