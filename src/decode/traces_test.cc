@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -224,6 +225,84 @@ TEST(TracesTest, BadAnswersNameWhatIsWrong) {
       << bad_frame.status().ToString();
   EXPECT_NE(bad_frame.status().message().find("gas"), std::string::npos)
       << bad_frame.status().ToString();
+}
+
+// Traces that disagree with their block are refused before anything is written: each field of
+// a top-level trace, a missing or doubled one, a trace of a transaction the block lacks.
+TEST(TracesTest, TracesThatDisagreeWithTheBlockAreRefused) {
+  BlockData d;
+  d.block.number = 12;
+  Transaction call;
+  call.hash = "0x" + std::string(64, 'a');
+  call.transaction_index = 0;
+  call.from_address = "0x" + std::string(40, '1');
+  call.to_address = "0x" + std::string(40, '2');
+  call.value = U256(5);
+  call.input = "0xabcd";
+  call.status = 1;
+  Transaction create = call;
+  create.hash = "0x" + std::string(64, 'b');
+  create.transaction_index = 1;
+  create.to_address.reset();
+  create.contract_address = "0x" + std::string(40, '3');
+  create.input = "0x6060";
+  create.status = 0;
+  d.transactions = {call, create};
+  auto top = [](const Transaction& tx, const std::string& type) {
+    Trace t;
+    t.block_number = 12;
+    t.transaction_hash = tx.hash;
+    t.transaction_index = tx.transaction_index;
+    t.from_address = tx.from_address;
+    t.to_address = tx.to_address.has_value() ? tx.to_address : tx.contract_address;
+    t.value = tx.value;
+    t.input = tx.input;
+    t.trace_type = type;
+    if (tx.status == 0) t.error = "Reverted";
+    return t;
+  };
+  d.traces = {top(call, "call"), top(create, "create")};
+  ASSERT_TRUE(CheckTracesAgainstBlock(d).ok()) << CheckTracesAgainstBlock(d).ToString();
+  struct Bad {
+    std::function<void(BlockData&)> change;
+    std::string expect;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {[](BlockData& x) { x.traces[0].from_address = "0x" + std::string(40, '9'); }, "from"},
+           {[](BlockData& x) { x.traces[0].to_address = "0x" + std::string(40, '9'); }, "to"},
+           {[](BlockData& x) { x.traces[0].value = U256(6); }, "value"},
+           {[](BlockData& x) { x.traces[0].input = "0x"; }, "input"},
+           {[](BlockData& x) { x.traces[0].error = "out of gas"; }, "outcome"},
+           {[](BlockData& x) { x.traces[1].error.reset(); }, "outcome"},
+           {[](BlockData& x) { x.traces[1].trace_type = "call"; }, "type"},
+           {[](BlockData& x) { x.traces.pop_back(); }, "no top-level trace"},
+           {[](BlockData& x) { x.traces.push_back(x.traces[0]); }, "two top-level traces"},
+           {[](BlockData& x) { x.traces[1].transaction_hash = "0x" + std::string(64, 'c'); },
+            "no top-level trace"}}) {
+    BlockData x = d;
+    b.change(x);
+    Status st = CheckTracesAgainstBlock(x);
+    ASSERT_FALSE(st.ok()) << b.expect;
+    EXPECT_EQ(st.code(), Code::kInvalidData);
+    EXPECT_NE(st.message().find(b.expect), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("block 12"), std::string::npos) << st.ToString();
+  }
+  // A trace of a transaction the block does not hold.
+  BlockData foreign = d;
+  foreign.traces.push_back(top(call, "call"));
+  foreign.traces.back().transaction_hash = "0x" + std::string(64, 'd');
+  Status st = CheckTracesAgainstBlock(foreign);
+  EXPECT_NE(st.message().find("does not hold"), std::string::npos) << st.ToString();
+  // Children and rewards are not checked against transactions.
+  BlockData deeper = d;
+  Trace child = top(call, "call");
+  child.trace_address = {0};
+  child.from_address = "0x" + std::string(40, '7');
+  Trace reward;
+  reward.trace_type = "reward";
+  deeper.traces.push_back(child);
+  deeper.traces.push_back(reward);
+  EXPECT_TRUE(CheckTracesAgainstBlock(deeper).ok());
 }
 
 }  // namespace
