@@ -216,7 +216,10 @@ Status DeepVerify(PgConn& conn, uint64_t from, uint64_t to, const DeepVerifyOpti
   uint64_t batch = std::max<uint64_t>(1, options.batch_blocks);
   Env* env = Env::Default();
   int64_t last_progress = env->NowMicros();
-  ReadOptions read;  // every table: logs and withdrawals are under the roots, transfers derived
+  // Logs and withdrawals are under the roots, transfers derived from logs; traces are under no
+  // root (they were checked against their block when written).
+  ReadOptions read;
+  read.traces = false;
   for (uint64_t lo = from;; lo += batch) {
     uint64_t hi = to - lo < batch ? to : lo + batch - 1;
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks, ReadBlocks(conn, lo, hi, read));
