@@ -460,7 +460,11 @@ class FixtureNode {
   // Block n's prepared answers as a raw block (copied): for the Kafka topic and the COPY rows.
   RawBlock Raw(uint64_t n) const {
     const size_t i = n - first_;
-    return RawBlock{n, blocks_[i], receipts_[i], ""};
+    RawBlock b;
+    b.number = n;
+    b.block_json = blocks_[i];
+    b.receipts_json = receipts_[i];
+    return b;
   }
 
  private:

@@ -731,7 +731,9 @@ TEST_F(DevnetTestWithRedis, StatusAndDlqShowTheFleetAndRetryCompletesIt) {
   const Devnet through_proxy{proxy.url(), devnet.manifest};
   std::vector<std::string> run = FleetCommand("run", through_proxy, db_.url(), redis_url_,
                                               devnet.last_block(), {.range_size = "10"});
-  run.insert(run.end(), {"--max-attempts", "2", "--batch", "10"});
+  // --dlq-wait: the run must still be waiting when the test retries the range, however loaded
+  // the machine (30 s, the default, was not always enough in CI).
+  run.insert(run.end(), {"--max-attempts", "2", "--batch", "10", "--dlq-wait", "600000"});
   const std::string log = std::string(GAPLESS_BINARY_DIR) + "/devnet_itest_dlq.log";
   std::remove(log.c_str());
   pid_t pid = Spawn(run, log);

@@ -73,6 +73,7 @@ struct RunArgs {  // run, leader, worker
   uint64_t confirmations = 0;
   uint64_t max_reorg_depth = 64;
   int64_t max_lease_expiries = 10;
+  int64_t dlq_wait_ms = 30'000;
   std::string source = "rpc";  // rpc | kafka
   std::string brokers;
   std::string topic;
@@ -436,6 +437,12 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
                     "stalled on it)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{1}, int64_t{1000}));
+    sub->add_option("--dlq-wait", a->run.dlq_wait_ms,
+                    "A run with a numbered --to whose range is dead-lettered waits this long, ms, "
+                    "for `gapless dlq retry` before it exits with the range's error (0: wait "
+                    "forever)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
   }
   AddSourceOptions(s.run, &a->run, /*with_leader=*/true);
   AddSourceOptions(s.leader, &a->run, /*with_leader=*/true);
@@ -820,6 +827,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.confirmations = a.run.confirmations;
   command.max_reorg_depth = a.run.max_reorg_depth;
   command.max_lease_expiries = a.run.max_lease_expiries;
+  command.dlq_wait_ms = a.run.dlq_wait_ms;
   command.source = a.run.source == "kafka" ? BlockSourceKind::kKafka : BlockSourceKind::kRpc;
   if (command.source == BlockSourceKind::kKafka && a.index.traces) {
     // The stream's messages carry blocks and receipts, not traces: its blocks would be stored

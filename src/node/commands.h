@@ -122,6 +122,9 @@ struct FleetCommand {
   // with_leader: the deepest chain re-org rolled back (node/leader.h "Re-orgs").
   uint64_t max_reorg_depth = 64;
   int64_t max_lease_expiries = 10;
+  // with_leader, a bounded run: how long a dead-lettered range may block it before it exits
+  // (LeaderOptions::give_up_when_stuck_ms; 0: wait for `gapless dlq retry` forever).
+  int64_t dlq_wait_ms = 30'000;
   // with_leader: the event relay, a leader duty (node/relay.h).
   EventsOptions events;
 };

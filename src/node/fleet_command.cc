@@ -92,6 +92,7 @@ std::unique_ptr<Leader> MakeLeader(const FleetCommand& command, const CheckedCha
   options.range_size = command.indexing.range_size;
   options.holder_id = process_id;
   options.max_lease_expiries = command.max_lease_expiries;
+  options.give_up_when_stuck_ms = command.dlq_wait_ms;
   options.blocks_from_stream = command.source == BlockSourceKind::kKafka;
   options.heal_gaps_after_ms = command.heal_gaps_after_ms;
   options.max_reorg_depth = command.max_reorg_depth;

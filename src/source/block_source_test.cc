@@ -18,6 +18,14 @@
 namespace gapless {
 namespace {
 
+RawBlock Raw(uint64_t number, std::string block_json, std::string receipts_json) {
+  RawBlock b;
+  b.number = number;
+  b.block_json = std::move(block_json);
+  b.receipts_json = std::move(receipts_json);
+  return b;
+}
+
 constexpr uint64_t kBlock = 17000000;
 constexpr char kHash[] = "0x96cfa0fb5e50b0a3f6cc76f3299cfbf48f17e8b41798d1394474e67ec8a97e9f";
 
@@ -29,7 +37,7 @@ std::string ReadFixture(const std::string& name) {
 }
 
 RawBlock MainnetBlock() {
-  return RawBlock{kBlock, ReadFixture("block.json"), ReadFixture("receipts.json"), ""};
+  return Raw(kBlock, ReadFixture("block.json"), ReadFixture("receipts.json"));
 }
 
 // For the "names the block and field" requirement only: what an error *is* is asserted on its
@@ -189,7 +197,7 @@ TEST(BlockMessageTest, EnvelopeErrorsNameTheBlockOrTheMessage) {
   EXPECT_TRUE(Contains(r.status(), "not a JSON object")) << r.status().message();
 
   // An empty block object still gets a well-formed message.
-  Result<std::string> empty = EncodeBlockMessage(RawBlock{1, "{ }", "[]", ""});
+  Result<std::string> empty = EncodeBlockMessage(Raw(1, "{ }", "[]"));
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(*empty, "{ \"receipts\":[]}");
 }
@@ -202,13 +210,13 @@ TEST(HeldBlockSourceTest, MissingRunsComeFromTheFallbackOrAreNotFound) {
     Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override {
       calls.emplace_back(first, count);
       std::vector<RawBlock> out;
-      for (uint64_t n = first; n < first + count; ++n) out.push_back({n, "rpc", "[]", ""});
+      for (uint64_t n = first; n < first + count; ++n) out.push_back(Raw(n, "rpc", "[]"));
       return out;
     }
     std::string Describe() const override { return "rpc"; }
   } rpc;
   HeldBlockSource held("kafka", &rpc);
-  for (uint64_t n : {10, 11, 14, 17}) held.Put({n, "kafka", "[]", ""});
+  for (uint64_t n : {10, 11, 14, 17}) held.Put(Raw(n, "kafka", "[]"));
   Result<std::vector<RawBlock>> blocks = held.Fetch(10, 9);  // 10..18
   ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
   ASSERT_EQ(blocks->size(), 9u);
@@ -221,7 +229,7 @@ TEST(HeldBlockSourceTest, MissingRunsComeFromTheFallbackOrAreNotFound) {
   EXPECT_EQ(rpc.calls, (std::vector<std::pair<uint64_t, uint64_t>>{{12, 2}, {15, 2}, {18, 1}}));
 
   HeldBlockSource alone("kafka topic blocks");
-  alone.Put({10, "kafka", "[]", ""});
+  alone.Put(Raw(10, "kafka", "[]"));
   Result<std::vector<RawBlock>> missing = alone.Fetch(10, 2);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
