@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <utility>
 
@@ -318,9 +319,9 @@ Status CheckTracesAgainstBlock(const BlockData& data) {
                          *t.transaction_hash);
     }
   }
-  std::map<std::string, bool> known;
+  std::set<std::string> known;
   for (const Transaction& tx : data.transactions) {
-    known[tx.hash] = true;
+    known.insert(tx.hash);
     const std::string where = "block " + std::to_string(n) + ": transaction " +
                               std::to_string(tx.transaction_index) + " (" + tx.hash + "): ";
     auto it = top.find(tx.hash);

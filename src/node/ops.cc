@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "coord/election.h"
 #include "coord/elector.h"
@@ -104,26 +105,23 @@ namespace {
 void ExportReplicaLag(RedisConn& conn) {
   auto r = conn.Command({"INFO", "replication"});
   if (!r.ok()) return;
-  int64_t primary_offset = -1, replicas = 0, max_lag = 0;
+  // One pass: the primary's offset and each replica's (slave0:ip=..,port=..,offset=1234,lag=0).
+  int64_t primary_offset = -1;
+  std::vector<int64_t> replica_offsets;
   std::istringstream lines(r->str);
   for (std::string line; std::getline(lines, line);) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.starts_with("master_repl_offset:")) {
       primary_offset = std::strtoll(line.c_str() + 19, nullptr, 10);
+    } else if (line.starts_with("slave") && line.find(":ip=") != std::string::npos) {
+      const size_t at = line.find(",offset=");
+      if (at != std::string::npos) {
+        replica_offsets.push_back(std::strtoll(line.c_str() + at + 8, nullptr, 10));
+      }
     }
   }
   if (primary_offset < 0) return;  // not a primary, or INFO without the field
-  lines.clear();
-  lines.str(r->str);
-  for (std::string line; std::getline(lines, line);) {
-    // slave0:ip=10.0.0.2,port=6379,state=online,offset=1234,lag=0
-    if (!line.starts_with("slave") || line.find(":ip=") == std::string::npos) continue;
-    const size_t at = line.find(",offset=");
-    if (at == std::string::npos) continue;
-    ++replicas;
-    const int64_t offset = std::strtoll(line.c_str() + at + 8, nullptr, 10);
-    max_lag = std::max(max_lag, primary_offset - offset);
-  }
+  int64_t max_lag = 0;
+  for (int64_t offset : replica_offsets) max_lag = std::max(max_lag, primary_offset - offset);
   static Gauge& count =
       MetricsRegistry::Default()
           .GaugeFamily("gapless_redis_replicas",
@@ -134,7 +132,7 @@ void ExportReplicaLag(RedisConn& conn) {
                                        "How far the coordination Redis's furthest replica is "
                                        "behind it, in bytes of the replication stream (0: none)")
                           .Get();
-  count.Set(static_cast<double>(replicas));
+  count.Set(static_cast<double>(replica_offsets.size()));
   lag.Set(static_cast<double>(max_lag));
 }
 
