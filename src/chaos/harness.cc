@@ -464,7 +464,7 @@ class Scenario {
   std::mutex amqp_mu_;                // RabbitMQ stops and starts take turns, off the fault loop
   std::vector<std::thread> bus_ops_;  // those stops and starts (joined at the teardown)
   std::vector<std::unique_ptr<RedisServer>> lock_nodes_;
-  // Even seeds: the lock nodes serve TLS only (rediss://, a throwaway CA), so the leader's
+  // Seeds 2, 3 (mod 4): the lock nodes serve TLS only (rediss://, a throwaway CA), so the leader's
   // quorum, its faults and the head-log invariants also run over TLS.
   std::optional<TlsCertificates> lock_tls_;
   pid_t anvil_pid_ = -1;
@@ -891,7 +891,8 @@ Status Scenario::Setup() {
   replication_ = std::make_unique<TcpProxy>("127.0.0.1", coord_->port());
   GAPLESS_RETURN_IF_ERROR(StartCoordReplica());
   GAPLESS_ASSIGN_OR_RETURN(consumer_keys_, RedisServer::Start());
-  if (seed_ % 2 == 0) {
+  // Seeds 2, 3, 6, 7, ...: with --source mixed (odd seeds Kafka) TLS meets both sources.
+  if (seed_ / 2 % 2 == 1) {
     GAPLESS_ASSIGN_OR_RETURN(lock_tls_, MakeTlsCertificates(dir_ + "/tls"));
   }
   for (int i = 0; i < 3; ++i) {
