@@ -2187,6 +2187,25 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
     }
     add("no-stale-write", stale);
   }
+  if (!kafka_source_) {
+    // tokens-unique: every grant's token is new, Redis losses and failovers included, so no two
+    // ranges carry one token. (A Kafka worker writes a window's runs under its one lock token.)
+    std::string twice;
+    auto conn = pool_->Acquire();
+    auto r = conn->Query(
+        "SELECT fence_token, count(*), min(from_block), max(from_block) FROM indexed_ranges WHERE "
+        "fence_token IS NOT NULL GROUP BY fence_token HAVING count(*) > 1 ORDER BY 1 LIMIT 3");
+    if (!r.ok()) {
+      twice = r.status().ToString();
+    } else {
+      for (int i = 0; i < r->rows(); ++i) {
+        twice +=
+            fmt::format("{}token {} on {} ranges (from blocks {} .. {})", twice.empty() ? "" : "; ",
+                        r->Get(i, 0), r->Get(i, 1), r->Get(i, 2), r->Get(i, 3));
+      }
+    }
+    add("tokens-unique", twice);
+  }
   {
     std::string exits;
     for (const auto& [name, e] : exits_) {

@@ -1,7 +1,7 @@
 // json_log: --log-format json. One JSON object per line, for log shippers (Loki, Elasticsearch,
 // CloudWatch) that parse lines rather than read them:
 //   {"time":"2026-11-27T16:31:30.454Z","level":"info","module":"worker","worker":"vm:14586:2",
-//    "message":"worker vm:14586:2: the fence counter was missing from Redis; floored at 0"}
+//    "message":"worker vm:14586:2: the fence counter was missing from Redis; started at 0"}
 //
 // The message is the text line's, whole. module, worker, epoch and range are read from it, where
 // the message names them in gapless's usual forms ("worker ID: ...", "epoch N", "task A-B",

@@ -1,5 +1,7 @@
 #include "coord/queue.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <deque>
@@ -278,6 +280,18 @@ Result<int64_t> Queue::FloorFenceCounter(int64_t floor) {
                                        /*idempotent=*/true));
   if (r.type != RedisReply::Type::kInteger) return BadReply(script, r);
   return r.integer;
+}
+
+Result<std::optional<int64_t>> Queue::FenceCounter() {
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Command({"GET", keys_.fence_counter()}));
+  if (r.is_nil()) return std::optional<int64_t>();
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), value);
+  if (r.type != RedisReply::Type::kString || ec != std::errc() ||
+      end != r.str.data() + r.str.size()) {
+    return DataLoss(fmt::format("{} holds '{}', not a counter", keys_.fence_counter(), r.str));
+  }
+  return std::optional<int64_t>(value);
 }
 
 Result<QueueDepths> Queue::Depths() {

@@ -179,9 +179,11 @@ class Queue {
   Result<int64_t> DlqRetryAll(int64_t limit = 10'000);
 
   // Raises the fencing-token counter to at least `floor` (never lowers it); returns its value.
-  // After Redis loses its data the counter restarts at 0: reconciliation calls this with the
-  // highest token recorded in PostgreSQL before any worker claims.
+  // After Redis loses its data the counter restarts at 0: reconciliation calls this with a floor
+  // above every token granted before (node/reconcile.h) before any worker claims.
   Result<int64_t> FloorFenceCounter(int64_t floor);
+  // The fencing-token counter, nullopt when Redis does not have it.
+  Result<std::optional<int64_t>> FenceCounter();
 
   Result<QueueDepths> Depths();
 

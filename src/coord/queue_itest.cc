@@ -356,6 +356,18 @@ TEST_F(QueueItest, FenceCounterFloorNeverLowers) {
   EXPECT_EQ(MustClaim("w1").token, 42);
 }
 
+TEST_F(QueueItest, FenceCounterIsReadAsANumberOrMissing) {
+  auto missing = q().FenceCounter();
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->has_value());
+  ASSERT_TRUE(q().FloorFenceCounter(41).ok());
+  EXPECT_EQ(q().FenceCounter().value(), std::optional<int64_t>(41));
+  ASSERT_TRUE(conn().Command({"SET", keys().fence_counter(), "4x"}).ok());
+  auto corrupt = q().FenceCounter();
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.status().message().find("4x"), std::string::npos);
+}
+
 TEST_F(QueueItest, AfterLosingRedisDataTheFenceRestartsUnlessFloored) {
   ASSERT_TRUE(q().Push({kA, kB}).ok());
   Lease a = MustClaim("w1");

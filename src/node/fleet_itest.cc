@@ -16,10 +16,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -561,6 +563,72 @@ TEST_F(FleetTest, AFixedRunStuckOnADeadLetterStopsNamingIt) {
   EXPECT_EQ(*done, expected);
 }
 
+// A token granted but not yet committed when Redis lost its data is known to nobody: PostgreSQL
+// has not recorded it and the counter is gone. Flooring the new counter at PostgreSQL's highest
+// token alone would grant it again to another range while its first holder may still commit
+// (devnet_itest saw two ranges committed with one token after a FLUSHALL mid-run). Whichever
+// path floors it (a new leader term, a worker before its claim, a refusal that finds the counter
+// behind), every later token must be above every token granted before the loss.
+TEST_F(FleetTest, ATokenInFlightWhenRedisLostItsDataIsNeverGrantedAgain) {
+  auto conn = pool_->Acquire();
+  Queue queue(redis_.conn(), keys());
+  auto claim = [&]() -> int64_t {
+    auto lease = queue.Claim("w", 60'000);
+    EXPECT_TRUE(lease.ok() && lease->has_value());
+    return lease.ok() && lease->has_value() ? (*lease)->token : -1;
+  };
+  // A fresh start: nothing to protect, the counter starts low.
+  ASSERT_TRUE(Reconcile(*redis_.conn(), keys(), *conn, 0, 99, 10).ok());
+  const int64_t committed = claim();
+  EXPECT_LT(committed, 10) << "a fresh start should not jump the counter";
+  RangeWrite w = SyntheticRange(0, 9, {.transactions_per_block = 1, .seed = 5});
+  w.fence_token = committed;
+  ASSERT_TRUE(WriteRange(*conn, w).ok());
+  int64_t in_flight = 0;
+  for (int i = 0; i < 3; ++i) in_flight = claim();  // granted, never written yet
+
+  // Each path that restores a lost counter, one loss each.
+  const std::vector<std::pair<std::string, std::function<Status()>>> paths = {
+      {"a leader's new term (RestoreFloors)",
+       [&] { return RestoreFloors(*redis_.conn(), keys(), *conn, 0, 99).status(); }},
+      {"a worker before its claim (EnsureFenceFloor)",
+       [&] { return EnsureFenceFloor(*redis_.conn(), keys(), *conn, "test"); }},
+  };
+  for (const auto& [name, restore] : paths) {
+    auto deleted = redis_.DeleteKeys();
+    ASSERT_TRUE(deleted.ok());
+    Status st = restore();
+    ASSERT_TRUE(st.ok()) << name << ": " << st.ToString();
+    ASSERT_TRUE(Reconcile(*redis_.conn(), keys(), *conn, 0, 99, 10).ok());
+    const int64_t after = claim();
+    EXPECT_GT(after, in_flight) << name << " granted a token that may still be in flight";
+    in_flight = std::max(in_flight, after);
+  }
+
+  // A failover to a replica that missed the latest grants: the counter exists but is behind a
+  // token PostgreSQL recorded, and a refusal finds it so (RaiseFenceAfterRefusal).
+  w = SyntheticRange(30, 39, {.transactions_per_block = 1, .seed = 6});  // not next to 0-9
+  w.fence_token = in_flight;
+  Status written = WriteRange(*conn, w);
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  for (int i = 0; i < 3; ++i) in_flight = claim();
+  ASSERT_TRUE(redis_.conn()->Command({"SET", keys().fence_counter(), "1"}).ok());
+  Status st = RaiseFenceAfterRefusal(queue, *conn, 1, "test");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const int64_t raised = claim();
+  EXPECT_GT(raised, in_flight) << "a refusal's raise granted a token that may still be in flight";
+  in_flight = raised;
+
+  // A failover to a replica whose counter is at PostgreSQL's highest token, not behind it, but
+  // missed later grants: only the leader knows (the replication id changed) and says so.
+  auto max_token = MaxFenceToken(*conn);
+  ASSERT_TRUE(max_token.ok());
+  ASSERT_TRUE(
+      redis_.conn()->Command({"SET", keys().fence_counter(), std::to_string(*max_token)}).ok());
+  ASSERT_TRUE(RestoreFloors(*redis_.conn(), keys(), *conn, 0, 99, 0, /*counter_lost=*/true).ok());
+  EXPECT_GT(claim(), in_flight) << "a failover's restore granted a token that may be in flight";
+}
+
 TEST_F(FleetTest, ReconcileReseedsExactlyTheGapsAndFloorsTheCounter) {
   // Commit 0-19 and 40-59 with tokens 7 and 9, as a fleet before a Redis loss would have.
   RpcBlockSource rpc(ClientsFor(kAnvilUrl)());
@@ -790,14 +858,15 @@ void ExpectALaggingFailoverRestoresTheState(const Keys& keys, PgPool* pool,
   auto acked = (*p)->Command({"WAIT", "1", "5000"});
   ASSERT_TRUE(acked.ok() && acked->integer == 1) << "the replica did not catch up";
 
-  // The lag: claims move the counter on, and one of them commits 30..39 with its token.
+  // The lag: claims move the counter on, and one of them commits 30..39 with its token; ten
+  // later grants are still in flight (granted, not committed).
   replication.Pause();
   auto counter = (*p)->Command({"INCRBY", keys.fence_counter(), "50"});
   ASSERT_TRUE(counter.ok());
   const int64_t newest = counter->integer;
   {
     RangeWrite w = SyntheticRange(30, 39, {.transactions_per_block = 1, .seed = 3});
-    w.fence_token = newest;
+    w.fence_token = newest - 10;
     auto conn = pool->Acquire();
     ASSERT_TRUE(WriteRange(*conn, w).ok());
   }
@@ -813,8 +882,8 @@ void ExpectALaggingFailoverRestoresTheState(const Keys& keys, PgPool* pool,
   ASSERT_TRUE(st.ok()) << st.ToString();
   auto after = (*r)->Command({"GET", keys.fence_counter()});
   ASSERT_TRUE(after.ok());
-  EXPECT_GE(std::stoll(after->str), newest)
-      << "the fence counter stayed below a token PostgreSQL holds";
+  EXPECT_GT(std::stoll(after->str), newest)
+      << "the fence counter stayed at or below a token granted on the old primary";
   EXPECT_EQ(leader.frontier(), 40u) << "the range committed during the lag was not followed";
 }
 

@@ -190,12 +190,13 @@ Status Leader::RollBackStoredMismatch(uint64_t epoch) {
   return Status::Ok();
 }
 
-Status Leader::StartTerm(uint64_t bound, uint64_t epoch) {
+Status Leader::StartTerm(uint64_t bound, uint64_t epoch, bool data_set_changed) {
   GAPLESS_RETURN_IF_ERROR(LevelReorgs(epoch, /*term_start=*/true));
   uint64_t to = std::max(bound, options_.from);
   auto conn = pool_->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(ReconcileFloors floors,
-                           RestoreFloors(*redis_, keys_, *conn, options_.from, to, epoch));
+                           RestoreFloors(*redis_, keys_, *conn, options_.from, to, epoch,
+                                         /*counter_lost=*/data_set_changed));
   frontier_ = std::max(frontier_.load(), floors.frontier);
   // Re-seed from the frontier: whatever Redis lost between it and the old cursor is pushed again
   // (Push skips what it still knows).
@@ -450,18 +451,21 @@ Status Leader::Step(uint64_t epoch) {
   // always refused, no id is ever read and only the marker check remains.)
   const std::string replid = ReplicationId(*redis_);
   GAPLESS_ASSIGN_OR_RETURN(RedisReply marker, redis_->Command({"GET", keys_.leader_term()}));
+  bool data_set_changed = false;
   if (term_epoch_ != 0 && !replid.empty() && term_replid_.empty()) {
     spdlog::warn(
         "leader {}: the term started without the coordination Redis's replication id (INFO "
         "failed); it is {}: restoring the state, since a failover meanwhile cannot be ruled out",
         options_.holder_id, replid);
     term_epoch_ = 0;
+    data_set_changed = true;
   } else if (term_epoch_ != 0 && !replid.empty() && replid != term_replid_) {
     spdlog::warn(
         "leader {}: the coordination Redis is another data set now (replication id {} -> {}: a "
         "failover or a restart), which may lack the latest writes: restoring the state",
         options_.holder_id, term_replid_, replid);
     term_epoch_ = 0;
+    data_set_changed = true;
   } else if (term_epoch_ != 0 && marker.str != std::to_string(term_epoch_)) {
     spdlog::warn("leader {}: the term marker in Redis is {} (ours: {}): restoring the state",
                  options_.holder_id, marker.is_nil() ? "gone" : marker.str, term_epoch_);
@@ -470,7 +474,8 @@ Status Leader::Step(uint64_t epoch) {
   if (term_epoch_ != epoch) {
     // The floors over the whole job when it has an end; else up to what the head log knows.
     GAPLESS_RETURN_IF_ERROR(
-        StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch));
+        StartTerm(options_.to.has_value() ? *options_.to : bound.value_or(options_.from), epoch,
+                  data_set_changed));
     term_epoch_ = epoch;
     term_replid_ = replid;
   }

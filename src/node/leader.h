@@ -15,8 +15,9 @@
 // leases, the frontier is monotonic and never runs ahead of committed rows), so even the short
 // overlap before the successor's first step does no harm.
 //
-// Each new term (a new epoch) starts with RestoreFloors (node/reconcile.h): the fence counter
-// floored at PostgreSQL's highest token, the Redis frontier raised to the committed prefix; the
+// Each new term (a new epoch) starts with RestoreFloors (node/reconcile.h): a lost fence counter
+// restored above every token granted (a failover seen by the replication id counts as lost), the
+// Redis frontier raised to the committed prefix; the
 // seeder then restarts from the frontier, re-pushing whatever Redis lost.
 //
 // Seeding is bounded: at most max_outstanding_tasks tasks pending + processing, pushing the
@@ -149,7 +150,7 @@ class Leader : public Duty {
   Status Validate() const;
   Status Connect();
   Result<std::optional<uint64_t>> Bound();
-  Status StartTerm(uint64_t bound, uint64_t epoch);
+  Status StartTerm(uint64_t bound, uint64_t epoch, bool data_set_changed);
   // Re-orgs: head log, PostgreSQL, Redis and this leader's cursors brought level (see "Re-orgs"
   // above); at a term's start also the stored blocks that disagree with the log's window.
   Status LevelReorgs(uint64_t epoch, bool term_start);

@@ -15,18 +15,65 @@
 
 namespace gapless {
 
+namespace {
+
+enum class FenceState { kLive, kFresh, kRestored };
+
+struct FenceRestore {
+  int64_t counter = 0;    // after the call
+  int64_t max_token = 0;  // PostgreSQL's highest (MaxFenceToken)
+  FenceState state = FenceState::kLive;
+};
+
+// Step 1 (see the header). A counter at or above PostgreSQL's highest token is live and left
+// alone, with no write anywhere, unless `lost` (the caller saw the data set change, so even such a
+// counter may have missed grants). Otherwise it is set to the highest of PostgreSQL's token, the
+// last restore's value and itself, plus kFenceHeadroom; on the database's first start, to 0.
+Result<FenceRestore> RestoreFenceCounter(Queue& queue, PgConn& pg, bool lost,
+                                         const std::string& who) {
+  FenceRestore out;
+  GAPLESS_ASSIGN_OR_RETURN(out.max_token, MaxFenceToken(pg));
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<int64_t> current, queue.FenceCounter());
+  if (current.has_value() && *current >= out.max_token && !lost) {
+    out.counter = *current;
+    return out;
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<int64_t> base, LoadFenceBase(pg));
+  int64_t target = 0;
+  out.state = FenceState::kFresh;
+  if (current.has_value() || base.has_value() || out.max_token > 0) {
+    target = std::max({out.max_token, base.value_or(0), current.value_or(0)}) + kFenceHeadroom;
+    out.state = FenceState::kRestored;
+  }
+  // Recorded before the counter is set: a crash between the two only raises the next restore.
+  GAPLESS_RETURN_IF_ERROR(RecordFenceBase(pg, target));
+  // Never lowers: a restore that raced this one and granted since stays where it is.
+  GAPLESS_ASSIGN_OR_RETURN(out.counter, queue.FloorFenceCounter(target));
+  if (out.state == FenceState::kRestored) {
+    spdlog::warn(
+        "{}: the fence counter was {} (PostgreSQL's highest token {}); restored at {}, above "
+        "every token granted before, committed or not",
+        who,
+        !current.has_value() ? std::string("missing from Redis")
+        : lost               ? fmt::format("{} on a Redis that is another data set now", *current)
+                             : fmt::format("{}, behind", *current),
+        out.max_token, out.counter);
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<ReconcileFloors> RestoreFloors(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from,
-                                      uint64_t to, uint64_t leader_epoch) {
+                                      uint64_t to, uint64_t leader_epoch, bool counter_lost) {
   if (from > to) return FailedPrecondition(fmt::format("from {} is above to {}", from, to));
   ReconcileFloors out;
-  // 1. The fence floor, before anything else (see the header).
-  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
+  // 1. The fence floor, before anything else (see the header). Creates the key when missing, so
+  // RedisStateMissing() reports "reconciled" from now on.
   Queue queue(&redis, keys);
-  GAPLESS_ASSIGN_OR_RETURN(out.fence_counter, queue.FloorFenceCounter(max_token));
-  // The floor script writes nothing when the floor is 0; create the key so that
-  // RedisStateMissing() reports "reconciled" from now on. NX: never lowers a live counter.
-  GAPLESS_RETURN_IF_ERROR(
-      redis.Command({"SET", keys.fence_counter(), "0", "NX"}, /*idempotent=*/true).status());
+  GAPLESS_ASSIGN_OR_RETURN(FenceRestore fence,
+                           RestoreFenceCounter(queue, pg, counter_lost, "reconcile"));
+  out.fence_counter = fence.counter;
 
   // 2. The frontier: the contiguous committed prefix of [from, to].
   GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(pg, from, to));
@@ -90,36 +137,31 @@ Status Reconcile(RedisConn& redis, const Keys& keys, PgConn& pg, uint64_t from, 
 Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const std::string& who) {
   GAPLESS_ASSIGN_OR_RETURN(bool missing, RedisStateMissing(redis, keys));
   if (!missing) return Status::Ok();
-  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
   Queue queue(&redis, keys);
-  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
-  // Above 0: Redis lost its data and the floor restored it, worth a warning each time. 0: a fresh
-  // start (nothing fenced yet), which every worker of a new fleet meets on its first claims:
-  // said once per process, at debug after that.
-  static std::atomic<bool> fresh_start_said{false};
-  spdlog::level::level_enum level = spdlog::level::warn;
-  if (counter == 0) {
-    level = fresh_start_said.exchange(true) ? spdlog::level::debug : spdlog::level::info;
+  GAPLESS_ASSIGN_OR_RETURN(FenceRestore fence, RestoreFenceCounter(queue, pg, false, who));
+  if (fence.state == FenceState::kFresh) {
+    // A fresh start (nothing fenced yet), which every worker of a new fleet meets on its first
+    // claims: said once per process, at debug after that. (A restore warned itself.)
+    static std::atomic<bool> fresh_start_said{false};
+    spdlog::log(fresh_start_said.exchange(true) ? spdlog::level::debug : spdlog::level::info,
+                "{}: the fence counter was missing from Redis; started at {}", who, fence.counter);
   }
-  spdlog::log(level, "{}: the fence counter was missing from Redis; floored at {}", who, counter);
   return Status::Ok();
 }
 
 Status RaiseFenceAfterRefusal(Queue& queue, PgConn& pg, int64_t refused_token,
                               const std::string& who) {
-  GAPLESS_ASSIGN_OR_RETURN(int64_t max_token, MaxFenceToken(pg));
-  GAPLESS_ASSIGN_OR_RETURN(int64_t counter, queue.FloorFenceCounter(max_token));
-  // Above PostgreSQL's highest: a newer grant exists, the refusal was the usual lost lease.
-  if (counter > max_token) return Status::Ok();
-  // Equal: raised just now (the counter was behind: a failover to a lagging replica?), or no
-  // grant since a re-org's floor was recorded at the counter's value.
-  spdlog::warn(
-      "{}: fence token {} was refused; the fence counter is at PostgreSQL's highest token {} "
-      "(raised if it was behind, as after a failover to a lagging replica)",
-      who, refused_token, counter);
+  GAPLESS_ASSIGN_OR_RETURN(FenceRestore fence, RestoreFenceCounter(queue, pg, false, who));
+  // Equal: no grant since a re-org's floor was recorded at the counter's value. Restored: the
+  // counter was behind (a failover to a lagging replica), warned above. Above: the usual lost
+  // lease, a newer grant holds the range.
+  if (fence.state == FenceState::kLive && fence.counter == fence.max_token) {
+    spdlog::warn(
+        "{}: fence token {} was refused; the fence counter is at PostgreSQL's highest token {}",
+        who, refused_token, fence.counter);
+  }
   return Status::Ok();
 }
-
 Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys) {
   GAPLESS_ASSIGN_OR_RETURN(auto reply, redis.Command({"EXISTS", keys.fence_counter()}));
   if (reply.type != RedisReply::Type::kInteger) return Internal("EXISTS: unexpected reply");

@@ -16,6 +16,16 @@ Result<int64_t> MaxFenceToken(PgConn& conn) {
   return res.GetInt64(0, 0);
 }
 
+Status RecordFenceBase(PgConn& conn, int64_t value) {
+  return conn
+      .Query(
+          "INSERT INTO indexer_state (key, value) VALUES ('fence_counter_base', $1) "
+          "ON CONFLICT (key) DO UPDATE SET value = greatest(indexer_state.value::bigint, "
+          "EXCLUDED.value::bigint)::text, updated_at = now()",
+          {std::to_string(value)})
+      .status();
+}
+
 Result<uint64_t> PersistFrontier(PgConn& conn, uint64_t start_block, uint64_t next_block) {
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
@@ -94,6 +104,12 @@ Result<std::string> EnsureDatabaseId(PgConn& conn) {
                            conn.Query("SELECT value FROM indexer_state WHERE key = 'database_id'"));
   if (res.rows() != 1) return Internal("indexer_state has no database_id after inserting one");
   return std::string(res.Get(0, 0));
+}
+
+Result<std::optional<int64_t>> LoadFenceBase(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(auto base, LoadStateNumber(conn, "fence_counter_base"));
+  if (!base.has_value()) return std::optional<int64_t>();
+  return std::optional<int64_t>(static_cast<int64_t>(*base));
 }
 
 Result<std::optional<uint64_t>> LoadFrontier(PgConn& conn) {

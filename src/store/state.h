@@ -5,7 +5,8 @@
 // persistence, a failover to an empty replica). Two things must survive that:
 //  - Fencing tokens must stay monotonic: a new lease after the loss must get a token above every
 //    token already recorded in indexed_ranges, or a stale worker's write could pass the fence.
-//    MaxFenceToken() gives the floor that reconciliation sets the Redis counter to.
+//    MaxFenceToken() gives the floor that reconciliation sets the Redis counter above, and
+//    LoadFenceBase() the value it was last restored at (grants after it may be unrecorded).
 //  - The frontier (the next block not known to be committed, contiguous from the first job's start)
 //  must
 //    never decrease and never run ahead of committed rows. PersistFrontier() checks the second
@@ -24,6 +25,14 @@ namespace gapless {
 // The highest fencing token recorded in indexed_ranges or as a re-org's fence floor
 // (store/rollback.h), 0 when there is none.
 Result<int64_t> MaxFenceToken(PgConn& conn);
+
+// The value the coordination Redis's fence counter was last started or restored at
+// (node/reconcile.h), nullopt before its first start. Present means tokens may have been granted.
+Result<std::optional<int64_t>> LoadFenceBase(PgConn& conn);
+
+// Records `value` as the fence counter's base, before the counter is set to it; never lowers a
+// recorded base.
+Status RecordFenceBase(PgConn& conn, int64_t value);
 
 // Records `next_block` as the frontier of the job that starts at `start_block`: every block in
 // [start_block, next_block) is committed. Refuses with DataLoss (and records nothing) if
