@@ -7,4 +7,6 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/kafka_bus.cc)
   target_compile_definitions(kafka_bus_itest PRIVATE
     GAPLESS_KAFKA_MOCK_BIN="$<TARGET_FILE:gapless-kafka-mock>")
   add_dependencies(kafka_bus_itest gapless-kafka-mock)
+  # Longest first under `ctest -j` (tests/CMakeLists.txt says why).
+  set_tests_properties(kafka_bus_itest PROPERTIES COST 80)
 endif()

@@ -327,16 +327,18 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   std::unique_ptr<JsonRpcClient> rpc = has_rpc ? make_client() : nullptr;
   const size_t connections =
       std::max<size_t>(args.db_connections, command.workers + 2) + command.events.buses.size();
-  CheckedChain chain;
-  if (has_rpc) {
-    GAPLESS_ASSIGN_OR_RETURN(
-        chain,
-        CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db, connections));
-  } else {
-    // A Kafka worker without a node: the chain is the one the database records (the leader,
-    // which has the node, recorded it), and the bounds must be numbers.
-    GAPLESS_ASSIGN_OR_RETURN(chain, ChainFromDatabase(args, connections));
-  }
+  // The node and PostgreSQL may be away as a fleet process (re)starts, like the coordination
+  // Redis below (node/startup.h): waited for. A Kafka worker without a node: the chain is the one
+  // the database records (the leader, which has the node, recorded it), and the bounds must be
+  // numbers.
+  auto check_chain = [&]() -> Result<CheckedChain> {
+    if (!has_rpc) return ChainFromDatabase(args, connections);
+    return CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db, connections);
+  };
+  GAPLESS_ASSIGN_OR_RETURN(
+      CheckedChain chain,
+      OpenWhenReachable<CheckedChain>(has_rpc ? "the node and the database" : "the database",
+                                      check_chain, /*stop=*/nullptr));
   auto open_coordination = [&] {
     auto conn = chain.pool->Acquire();
     return OpenCoordination(command.redis, *conn, chain.chain_id,
