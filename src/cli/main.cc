@@ -19,6 +19,7 @@
 #include "cli/layered_args.h"
 #include "core/status.h"
 #include "node/commands.h"
+#include "rpc/endpoint_pool.h"
 
 namespace gapless {
 namespace {
@@ -54,7 +55,26 @@ struct IndexArgs {  // index, run, worker
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
   bool traces = false;
+  std::string rpc_hedge = "on";
 };
+
+// --rpc: one URL, or a pool of endpoints (rpc/endpoint_pool.h).
+constexpr const char* kRpcHelp =
+    "JSON-RPC URL of an EVM node (http or https), or several separated by commas, each with "
+    "optional settings after a space, e.g. \"https://a/KEY weight=3 rate-limit=50, "
+    "https://b/KEY\": "
+    "a pool that routes by weight and health, fails over, hedges slow requests and learns each "
+    "endpoint's limits (docs/rpc-pool.md)";
+
+// The list is checked where it is given, so a typo stops the command before anything starts.
+CLI::Validator RpcListCheck() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        auto parsed = gapless::ParseEndpointList(value);
+        return parsed.ok() ? std::string() : parsed.status().message();
+      },
+      "URL[ weight=W][ rate-limit=R][,URL...]");
+}
 
 // The HA leader's lock nodes: run, leader, worker, status.
 struct ElectionArgs {
@@ -266,7 +286,13 @@ void DocumentEnv(CLI::App* sub) {
 void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
   IndexArgs& index = a->index;
   AddCommon(sub, &a->common);
-  sub->add_option("--rpc", index.rpc, "JSON-RPC URL of an EVM node (http or https)")->required();
+  sub->add_option("--rpc", index.rpc, kRpcHelp)->required()->check(RpcListCheck());
+  sub->add_option("--rpc-hedge", index.rpc_hedge,
+                  "With several --rpc endpoints: also send a request to another endpoint when "
+                  "the first has not answered within its recent p95 latency (at most 10% of the "
+                  "requests); on or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--from", index.from, "First block")->capture_default_str();
   sub->add_option("--to", index.to, "Last block: a number, latest, safe or finalized")
       ->capture_default_str();
@@ -528,7 +554,9 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
       "lag to the chain head, and the events: outbox backlog, each bus's cursor, group lag");
   AddFleetOptions(s.status, a);
   AddElectionOptions(s.status, a, /*with_lease=*/false);
-  s.status->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL, to show the head and the lag");
+  s.status
+      ->add_option("--rpc", a->fleet.rpc, "JSON-RPC URL (or pool), to show the head and the lag")
+      ->check(RpcListCheck());
   s.status->add_flag("--json", a->fleet.json,
                      "Print one JSON object (the /status.json of --metrics-addr) instead of text");
   s.status->add_option(
@@ -613,7 +641,7 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   {
     CLI::App* p = s.produce;
     AddConfigAndLogging(p, &a->common);
-    p->add_option("--rpc", a->index.rpc, "JSON-RPC URL of an EVM node (http or https)")->required();
+    p->add_option("--rpc", a->index.rpc, kRpcHelp)->required()->check(RpcListCheck());
     p->add_option("--brokers", a->events.brokers, "Kafka bootstrap servers, host:port[,host:port]")
         ->required();
     p->add_option("--topic", a->events.topic, "Kafka topic")->required();
@@ -769,6 +797,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   out.rpc.request_timeout_ms = args.rpc_timeout_ms;
   out.rpc.connect_timeout_ms = args.connect_timeout_ms;
   out.rpc.traces = args.traces;
+  out.rpc.hedge = args.rpc_hedge == "on";
   GAPLESS_ASSIGN_OR_RETURN(out.from, ParseBlockBound(args.from, "--from"));
   GAPLESS_ASSIGN_OR_RETURN(out.to, ParseBlockBound(args.to, "--to"));
   out.chain_id = args.chain_id;

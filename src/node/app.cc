@@ -10,22 +10,40 @@
 #include "node/indexer.h"
 #include "node/node_metrics.h"
 #include "rpc/curl_transport.h"
+#include "rpc/endpoint_pool.h"
 #include "store/migrate.h"
 #include "store/state.h"
 #include "store/writer.h"
 
 namespace gapless {
 
-RpcClientFactory MakeRpcClientFactory(const RpcOptions& options) {
+RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
+                                      std::shared_ptr<EndpointPool>* pool_out) {
   JsonRpcClientOptions rpc_options;
   rpc_options.max_attempts = options.max_attempts;
   rpc_options.traces = options.traces;
   CurlTransportOptions curl_options;
   curl_options.connect_timeout_ms = options.connect_timeout_ms;
   curl_options.request_timeout_ms = options.request_timeout_ms;
-  return [url = options.url, rpc_options, curl_options]() {
-    return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, curl_options),
-                                           rpc_options);
+  Result<std::vector<EndpointSpec>> specs = ParseEndpointList(options.url);
+  if (!specs.ok() || specs->size() < 2) {
+    std::string url = specs.ok() ? specs->front().url : options.url;
+    return [url, rpc_options, curl_options]() {
+      return std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(url, curl_options),
+                                             rpc_options);
+    };
+  }
+  PoolOptions pool_options;
+  pool_options.hedge = options.hedge;
+  auto pool = std::make_shared<EndpointPool>(*specs, pool_options);
+  if (pool_out != nullptr) *pool_out = pool;
+  return [pool, rpc_options, curl_options]() {
+    std::vector<std::unique_ptr<HttpTransport>> transports;
+    for (size_t i = 0; i < pool->size(); ++i) {
+      transports.push_back(std::make_unique<CurlTransport>(pool->spec(i).url, curl_options));
+    }
+    return std::make_unique<JsonRpcClient>(
+        std::make_unique<PoolTransport>(pool, std::move(transports)), rpc_options);
   };
 }
 

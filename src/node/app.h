@@ -25,6 +25,7 @@
 #include "coord/redis.h"
 #include "core/status.h"
 #include "node/range_job.h"
+#include "rpc/endpoint_pool.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
 #include "verify/verify.h"
@@ -40,10 +41,16 @@ struct RpcOptions {
   int64_t request_timeout_ms = 60'000;
   int64_t connect_timeout_ms = 5'000;
   bool traces = false;  // --traces: fetch every block's traces too (JsonRpcClientOptions)
+  bool hedge = true;    // --rpc-hedge, with several endpoints (rpc/endpoint_pool.h)
 };
 
 // Makes one client per call (clients are not thread-safe: one per thread), all with `options`.
-RpcClientFactory MakeRpcClientFactory(const RpcOptions& options);
+// `url` may list several endpoints (rpc/endpoint_pool.h ParseEndpointList): then every client of
+// the factory goes through one shared EndpointPool, returned in `pool` (nullable) for metrics and
+// status; with one endpoint (or a list that does not parse: the CLI checks it) a plain client and
+// no pool.
+RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
+                                      std::shared_ptr<EndpointPool>* pool = nullptr);
 
 // Opens `connections` (>= 1) connections and applies the schema migrations. Errors: the
 // connection's (Unavailable naming host:port, never the password) or the migration's.

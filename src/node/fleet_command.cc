@@ -323,7 +323,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   ops.SetStarting("checking the node and opening the database");
   ops.Add("postgresql", PostgresProbe(args.db));
   if (has_rpc) ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
-  RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
+  std::shared_ptr<EndpointPool> rpc_pool;  // with several --rpc endpoints
+  RpcClientFactory make_client = MakeRpcClientFactory(args.rpc, &rpc_pool);
   std::unique_ptr<JsonRpcClient> rpc = has_rpc ? make_client() : nullptr;
   const size_t connections =
       std::max<size_t>(args.db_connections, command.workers + 2) + command.events.buses.size();
@@ -358,10 +359,34 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     status.rpc = args.rpc.url;
     ops.SetStatus(std::move(status));
   }
+  // The fleet-wide rate limit: one window for the node, or with a pool one window per endpoint
+  // (its rate-limit= setting, else --rate-limit), taken by the pool as it sends to the endpoint;
+  // then the workers' own limiter is off, so no request is counted twice.
   GAPLESS_ASSIGN_OR_RETURN(
       SharedRateLimiter limiter,
       OpenRateLimiter(command.redis, coord.keys, has_rpc ? rpc->Describe() : std::string(),
-                      has_rpc ? command.rate_limit : 0));
+                      has_rpc && !rpc_pool ? command.rate_limit : 0));
+  if (rpc_pool) {
+    // Shared with the pool, which outlives this function in the clients it made.
+    auto limiters = std::make_shared<std::vector<SharedRateLimiter>>();
+    for (size_t i = 0; i < rpc_pool->size(); ++i) {
+      const double rate =
+          rpc_pool->spec(i).rate_limit > 0 ? rpc_pool->spec(i).rate_limit : command.rate_limit;
+      GAPLESS_ASSIGN_OR_RETURN(SharedRateLimiter one,
+                               OpenRateLimiter(command.redis, coord.keys, rpc_pool->Key(i), rate));
+      limiters->push_back(std::move(one));
+    }
+    EndpointAdmission admission;
+    admission.acquire = [limiters](size_t i) {
+      RateLimiter* l = limiters->at(i).limiter.get();
+      return l == nullptr ? Status::Ok() : l->Acquire();
+    };
+    admission.slow_down = [limiters](size_t i) {
+      RateLimiter* l = limiters->at(i).limiter.get();
+      if (l != nullptr) l->SlowDown();
+    };
+    rpc_pool->SetAdmission(std::move(admission));
+  }
 
   const std::string process_id = ProcessId();
   // The head log, as the workers read it (connections of their own, shared by all of them).

@@ -34,8 +34,14 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
       return raw.status();
     }
     for (RawBlock& block : *raw) {
-      GAPLESS_ASSIGN_OR_RETURN(BlockData data, DecodeRawBlock(block, checks, described));
-      out->push_back(std::move(data));
+      Result<BlockData> data = DecodeRawBlock(block, checks, described);
+      if (!data.ok()) {
+        // Inconsistent answers (a block and receipts of two forks, a wrong hash): a source over
+        // several endpoints asks another one next time.
+        if (data.status().code() == Code::kInvalidData) source.Distrust();
+        return data.status();
+      }
+      out->push_back(std::move(data).value());
     }
     first += count;
   }

@@ -190,7 +190,12 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
     st = FetchAndDecodeRange(source, write.from_block, write.to_block, options_.blocks_per_request,
                              BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
                              &abort_, &write.blocks);
-    if (st.ok() && options_.check_blocks) st = options_.check_blocks(write.blocks);
+    if (st.ok() && options_.check_blocks) {
+      st = options_.check_blocks(write.blocks);
+      // A block the head log does not have at its height: the endpoint that served it answered
+      // from another fork or a lagging backend; the retry asks another (a pool's).
+      if (!st.ok() && st.code() == Code::kInvalidData) source.Distrust();
+    }
     AddSince(options_.env, fetch_start, counters_.fetch_micros);
     if (abort_.load()) {
       abandoned = true;

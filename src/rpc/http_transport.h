@@ -42,6 +42,13 @@ class HttpTransport {
   // text without anything of the endpoint's URL that Describe hides: an answer's body, quoted in
   // an error, can echo the API key or user it was sent with (core/redact.h SecretsOf).
   virtual std::string Scrub(std::string text) const { return text; }
+
+  // For a transport over several endpoints (rpc/endpoint_pool.h): MarkAnswers starts a group of
+  // requests (one unit of work: a range's blocks, receipts and traces); DistrustAnswers says the
+  // answers since then were wrong (a block hash not the head log's), so the endpoints that gave
+  // them are counted as failing and the next request goes elsewhere. No-ops for one endpoint.
+  virtual void MarkAnswers() {}
+  virtual void DistrustAnswers() {}
 };
 
 }  // namespace gapless

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <numeric>
@@ -261,6 +262,14 @@ bool IsRateLimit(int64_t code, std::string_view message) {
          m.find("too many requests") != std::string::npos;
 }
 
+// "Batch size too large", "batch limit exceeded", "too many requests in batch".
+bool MentionsBatch(std::string_view message) {
+  std::string lower(message);
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower.find("batch") != std::string::npos;
+}
+
 Status RpcErrorStatus(const std::string& what, const Envelope& env, const std::string& endpoint) {
   Status st(CodeForRpcError(env.error_code, env.error_message),
             fmt::format("{}: JSON-RPC error {}: {}{}{} (from {})", what, env.error_code,
@@ -359,7 +368,11 @@ Status ParseAnswer(od::parser& parser, std::string& body, bool single, uint64_t 
       // Some nodes answer a batch they reject as a whole (rate limit, batch too large) with one
       // error object.
       if (env.has_error) {
-        return RpcErrorStatus(what + ": the node rejected the whole batch", env, endpoint);
+        Status st = RpcErrorStatus(what + ": the node rejected the whole batch", env, endpoint);
+        if (st.reason().empty() && MentionsBatch(env.error_message)) {
+          st = st.WithReason(std::string(kBatchTooLargeReason));
+        }
+        return st;
       }
       return malformed("an object where a JSON array answering the batch was expected");
     }
@@ -705,13 +718,23 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Batch(
     const std::vector<RpcRequest>& calls) {
   std::vector<Result<std::string>> all;
   all.reserve(calls.size());
-  const size_t chunk = options_.max_batch_size == 0 ? calls.size() : options_.max_batch_size;
   std::span<const RpcRequest> rest(calls);
   while (!rest.empty()) {
+    const size_t chunk = options_.max_batch_size == 0 ? calls.size() : options_.max_batch_size;
     size_t n = std::min(chunk, rest.size());
-    GAPLESS_ASSIGN_OR_RETURN(auto part, Execute(rest.first(n), /*single=*/false,
-                                                /*retry_rpc_errors=*/true));
-    for (auto& r : part) all.push_back(std::move(r));
+    auto part = Execute(rest.first(n), /*single=*/false, /*retry_rpc_errors=*/true);
+    if (!part.ok() && n > 1 &&
+        (part.status().reason() == kBatchTooLargeReason ||
+         part.status().reason() == HttpStatusReason(413))) {
+      // The node takes fewer calls per batch: learned for this client, and the chunk sent again
+      // in halves (a provider's limit is found in a few halvings).
+      options_.max_batch_size = std::max<size_t>(1, n / 2);
+      spdlog::warn("{}; sending at most {} calls per batch from now on", part.status().message(),
+                   options_.max_batch_size);
+      continue;
+    }
+    if (!part.ok()) return part.status();
+    for (auto& r : *part) all.push_back(std::move(r));
     rest = rest.subspan(n);
   }
   return all;
@@ -793,6 +816,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
   }
   const std::string range = count == 1 ? fmt::format("block {}", first)
                                        : fmt::format("blocks {}..{}", first, first + count - 1);
+  transport_->MarkAnswers();  // one unit: DistrustAnswers names the endpoints that served it
   const bool with_receipts = block_receipts_supported_;
   std::vector<RpcRequest> calls;
   calls.reserve(with_receipts ? 2 * count : count);

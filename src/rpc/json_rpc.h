@@ -82,7 +82,8 @@ class JsonRpcClient {
   // 5xx, server-side JSON-RPC errors) up to max_attempts; other failures return at once.
   Result<std::string> Call(std::string_view method, std::string_view params_json);
 
-  // Many calls in one POST (a JSON array; split by max_batch_size). Answers are matched by id, in
+  // Many calls in one POST (a JSON array; split by max_batch_size, which a refusal of the batch
+  // as too large lowers: see max_batch_size()). Answers are matched by id, in
   // any order. The outer Result fails when the batch as a whole failed (transport, HTTP status,
   // a malformed body, answers with unknown ids); otherwise element i answers calls[i]: a JSON-RPC
   // error or a missing answer makes that element non-ok. Elements that failed with Unavailable
@@ -131,6 +132,15 @@ class JsonRpcClient {
   // The endpoint, redacted (HttpTransport::Describe).
   std::string Describe() const { return transport_->Describe(); }
 
+  // The answers of the last FetchBlocks were wrong (a block hash not the head log's): over an
+  // endpoint pool, the endpoints that gave them count a failure and the next fetch goes
+  // elsewhere (HttpTransport::DistrustAnswers). A no-op over one endpoint.
+  void DistrustAnswers() { transport_->DistrustAnswers(); }
+
+  // The most calls Batch sends in one POST now: options' max_batch_size, lowered when the node
+  // refused a batch as too large (HTTP 413, or one error object naming the batch).
+  size_t max_batch_size() const { return options_.max_batch_size; }
+
  private:
   struct Parser;
   // Sends calls (as one object when single, else as an array), retrying per the policy, and fills
@@ -165,6 +175,9 @@ std::optional<int64_t> RpcErrorCode(const Status& status);
 std::string HttpStatusReason(long status);  // NOLINT(runtime/int): libcurl's type
 // Status::reason() of a JSON-RPC error answer that means "rate limited" (table above).
 inline constexpr std::string_view kRpcRateLimitedReason = "rpc:rate-limited";
+// Status::reason() of a batch the node refused as a whole with an error naming the batch ("batch
+// too large"); Batch halves its batches and sends again on it or on HTTP 413.
+inline constexpr std::string_view kBatchTooLargeReason = "rpc:batch-too-large";
 
 // The status code a JSON-RPC error object maps to (table above).
 Code CodeForRpcError(int64_t code, std::string_view message);

@@ -42,6 +42,10 @@ class BlockSource {
   virtual std::string Describe() const = 0;
   // True when fetching costs a rate-limited request (the fleet's RPC limiter applies).
   virtual bool rate_limited() const { return false; }
+  // The blocks of the last Fetch were wrong (their hash is not the head log's, they do not decode
+  // consistently): a source over several endpoints counts it against the ones that served them
+  // and asks another next time (rpc/endpoint_pool.h). Others ignore it.
+  virtual void Distrust() {}
 };
 
 using BlockSourceFactory = std::function<std::unique_ptr<BlockSource>()>;
@@ -55,6 +59,7 @@ class RpcBlockSource : public BlockSource {
   }
   std::string Describe() const override { return client_->Describe(); }
   bool rate_limited() const override { return true; }
+  void Distrust() override { client_->DistrustAnswers(); }
   JsonRpcClient& client() { return *client_; }
 
  private:

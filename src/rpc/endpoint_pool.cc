@@ -1,0 +1,676 @@
+#include "rpc/endpoint_pool.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <condition_variable>
+#include <deque>
+#include <set>
+#include <thread>
+
+#include "core/metrics.h"
+#include "core/redact.h"
+
+namespace gapless {
+
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> PositiveNumber(std::string_view text, bool zero_ok) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  if (v < 0 || (!zero_ok && v == 0) || v != v) return std::nullopt;
+  return v;
+}
+
+bool ContainsNoCase(std::string_view text, std::string_view word) {
+  auto it = std::search(text.begin(), text.end(), word.begin(), word.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) ==
+           std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != text.end();
+}
+
+struct PoolMetrics {
+  Family<Counter>& requests;
+  Family<Counter>& failures;
+  Family<Counter>& hedges;
+  Family<Counter>& calls;
+  Family<Gauge>& up;
+  Family<Gauge>& latency;
+};
+
+PoolMetrics& Metrics() {
+  static PoolMetrics m{
+      MetricsRegistry::Default().CounterFamily(
+          "gapless_rpc_endpoint_requests_total",
+          "Requests sent to each endpoint of the RPC pool, hedges included", {"endpoint"}),
+      MetricsRegistry::Default().CounterFamily(
+          "gapless_rpc_endpoint_failures_total",
+          "Unusable answers per endpoint of the RPC pool, by kind (transport, rate_limited, "
+          "server_error, client_error, batch_rejected, missing_method, distrusted)",
+          {"endpoint", "kind"}),
+      MetricsRegistry::Default().CounterFamily(
+          "gapless_rpc_endpoint_hedges_total",
+          "Requests also sent to this endpoint because another was slow, by whether it answered "
+          "first",
+          {"endpoint", "won"}),
+      MetricsRegistry::Default().CounterFamily(
+          "gapless_rpc_endpoint_calls_served_total",
+          "JSON-RPC calls answered usably by each endpoint of the RPC pool", {"endpoint"}),
+      MetricsRegistry::Default().GaugeFamily(
+          "gapless_rpc_endpoint_up", "1 while the endpoint is in the RPC pool, 0 while taken out",
+          {"endpoint"}),
+      MetricsRegistry::Default().GaugeFamily("gapless_rpc_endpoint_latency_seconds",
+                                             "Latency EWMA of the endpoint's usable answers",
+                                             {"endpoint"}),
+  };
+  return m;
+}
+
+}  // namespace
+
+std::string_view EndpointOutcomeName(EndpointOutcome outcome) {
+  switch (outcome) {
+    case EndpointOutcome::kGood:
+      return "good";
+    case EndpointOutcome::kTransport:
+      return "transport";
+    case EndpointOutcome::kRateLimited:
+      return "rate_limited";
+    case EndpointOutcome::kServerError:
+      return "server_error";
+    case EndpointOutcome::kClientError:
+      return "client_error";
+    case EndpointOutcome::kBatchRejected:
+      return "batch_rejected";
+    case EndpointOutcome::kMissingMethod:
+      return "missing_method";
+  }
+  return "unknown";
+}
+
+Result<std::vector<EndpointSpec>> ParseEndpointList(std::string_view text) {
+  std::vector<EndpointSpec> out;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = text.find(',', start);
+    std::string_view item =
+        Trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    if (item.empty()) {
+      return FailedPrecondition(fmt::format("--rpc: endpoint {} of the list is empty ({})",
+                                            out.size() + 1, RedactUrlList(text)));
+    }
+    EndpointSpec spec;
+    size_t space = item.find_first_of(" \t");
+    spec.url = std::string(item.substr(0, space));
+    std::string_view rest = space == item.npos ? std::string_view() : item.substr(space);
+    while (!(rest = Trim(rest)).empty()) {
+      size_t end = rest.find_first_of(" \t");
+      std::string_view setting = rest.substr(0, end);
+      rest = end == rest.npos ? std::string_view() : rest.substr(end);
+      size_t eq = setting.find('=');
+      std::string_view key = setting.substr(0, eq);
+      std::string_view value = eq == setting.npos ? std::string_view() : setting.substr(eq + 1);
+      std::optional<double> number = PositiveNumber(value, /*zero_ok=*/key == "rate-limit");
+      if ((key != "weight" && key != "rate-limit") || !number.has_value()) {
+        return FailedPrecondition(fmt::format(
+            "--rpc: endpoint {} ({}): '{}' is not a setting (weight=W with W > 0, rate-limit=R "
+            "requests/s with R >= 0)",
+            out.size() + 1, RedactUrl(spec.url), setting));
+      }
+      (key == "weight" ? spec.weight : spec.rate_limit) = *number;
+    }
+    out.push_back(std::move(spec));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  if (out.size() > 64) return FailedPrecondition("--rpc: at most 64 endpoints");
+  return out;
+}
+
+std::vector<std::string> MethodsOf(std::string_view body, size_t* calls) {
+  std::vector<std::string> methods;
+  size_t n = 0;
+  constexpr std::string_view kKey = R"("method":")";
+  for (size_t at = body.find(kKey); at != body.npos; at = body.find(kKey, at)) {
+    at += kKey.size();
+    size_t end = body.find('"', at);
+    if (end == body.npos) break;
+    std::string method(body.substr(at, end - at));
+    if (std::find(methods.begin(), methods.end(), method) == methods.end()) {
+      methods.push_back(std::move(method));
+    }
+    ++n;
+    at = end;
+  }
+  if (calls != nullptr) *calls = std::max<size_t>(n, 1);
+  return methods;
+}
+
+EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls) {
+  if (!response.ok()) return EndpointOutcome::kTransport;
+  const HttpResponse& r = *response;
+  if (r.status == 429) return EndpointOutcome::kRateLimited;
+  if (r.status == 413) return EndpointOutcome::kBatchRejected;
+  if (r.status == 408 || r.status >= 500) return EndpointOutcome::kServerError;
+  if (r.status < 200 || r.status >= 300) return EndpointOutcome::kClientError;
+  std::string_view body = Trim(r.body);
+  // A batch answered with one object: the node refused the whole request.
+  if (calls > 1 && !body.empty() && body.front() == '{') {
+    if (ContainsNoCase(body, "batch")) return EndpointOutcome::kBatchRejected;
+    if (body.find("-32005") != body.npos || ContainsNoCase(body, "rate limit") ||
+        ContainsNoCase(body, "too many requests")) {
+      return EndpointOutcome::kRateLimited;
+    }
+    return EndpointOutcome::kServerError;
+  }
+  if (body.find("-32601") != body.npos) return EndpointOutcome::kMissingMethod;
+  return EndpointOutcome::kGood;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct EndpointPool::Endpoint {
+  EndpointSpec spec;
+  std::string name;  // redacted
+  bool in = true;
+  bool probing = false;
+  int consecutive_failures = 0;
+  int64_t out_until = 0;
+  int64_t probe_interval = 0;
+  int64_t cooling_until = 0;
+  double latency_ewma_us = 0;
+  std::deque<int64_t> recent;  // latencies of the last good answers, for p95
+  size_t batch_limit = 0;
+  std::set<std::string> served;
+  std::set<std::string> missing;
+  EndpointStats stats;
+};
+
+EndpointPool::EndpointPool(std::vector<EndpointSpec> specs, PoolOptions options)
+    : options_(options) {
+  if (options_.env == nullptr) options_.env = Env::Default();
+  for (auto& spec : specs) {
+    auto e = std::make_unique<Endpoint>();
+    e->name = RedactUrl(spec.url);
+    e->spec = std::move(spec);
+    e->probe_interval = options_.probe_base_micros;
+    e->stats.endpoint = e->name;
+    e->stats.weight = e->spec.weight;
+    Metrics().up.With({e->name}).Set(1);
+    endpoints_.push_back(std::move(e));
+  }
+}
+
+EndpointPool::~EndpointPool() = default;
+
+const EndpointSpec& EndpointPool::spec(size_t i) const { return endpoints_.at(i)->spec; }
+
+std::string EndpointPool::Key(size_t i) const {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a, 64 bits: stable across processes and builds
+  for (unsigned char c : endpoints_.at(i)->spec.url) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return fmt::format("ep-{:016x}", h);
+}
+
+void EndpointPool::SetAdmission(EndpointAdmission admission) {
+  auto shared = std::make_shared<const EndpointAdmission>(std::move(admission));
+  std::lock_guard<std::mutex> lock(mu_);
+  admission_ = std::move(shared);
+}
+
+Status EndpointPool::Admit(size_t i) {
+  std::shared_ptr<const EndpointAdmission> admission;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission = admission_;
+  }
+  if (!admission || !admission->acquire) return Status::Ok();
+  return admission->acquire(i);
+}
+
+void EndpointPool::SlowDown(size_t i) {
+  std::shared_ptr<const EndpointAdmission> admission;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    admission = admission_;
+  }
+  if (admission && admission->slow_down) admission->slow_down(i);
+}
+const std::string& EndpointPool::Describe(size_t i) const { return endpoints_.at(i)->name; }
+
+double EndpointPool::EffectiveWeightLocked(size_t i) const {
+  double best = 0;
+  for (const auto& e : endpoints_) {
+    if (e->in && e->latency_ewma_us > 0 && (best == 0 || e->latency_ewma_us < best)) {
+      best = e->latency_ewma_us;
+    }
+  }
+  const Endpoint& e = *endpoints_[i];
+  double slower = best > 0 && e.latency_ewma_us > 0 ? e.latency_ewma_us / best : 1.0;
+  return e.spec.weight / std::max(1.0, slower);
+}
+
+bool EndpointPool::Available(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Endpoint& e = *endpoints_.at(i);
+  const int64_t now = options_.env->NowMicros();
+  if (e.cooling_until > now) return false;
+  return e.in || (now >= e.out_until && !e.probing);
+}
+
+std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::string>& methods,
+                                        uint64_t exclude, size_t* usable) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = options_.env->NowMicros();
+  std::vector<size_t> probe, fitting, unfit, away;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    if (exclude & (uint64_t{1} << i)) continue;
+    const Endpoint& e = *endpoints_[i];
+    const bool cooling = e.cooling_until > now;
+    const bool probe_due = !e.in && now >= e.out_until && !e.probing;
+    if (cooling || (!e.in && !probe_due)) {
+      away.push_back(i);
+      continue;
+    }
+    if (probe_due) {
+      probe.push_back(i);
+      continue;
+    }
+    bool fits = e.batch_limit == 0 || calls <= e.batch_limit;
+    for (const auto& m : methods) fits = fits && e.missing.count(m) == 0;
+    (fits ? fitting : unfit).push_back(i);
+  }
+  std::vector<size_t> order;
+  // One probe per request, first: the request that takes it probes (the others wait their turn).
+  if (!probe.empty()) {
+    endpoints_[probe[0]]->probing = true;
+    order.push_back(probe[0]);
+    away.insert(away.end(), probe.begin() + 1, probe.end());
+  }
+  // The first fitting endpoint drawn by effective weight, the rest by it, best first.
+  std::vector<double> w(endpoints_.size(), 0);
+  for (size_t i : fitting) w[i] = EffectiveWeightLocked(i);
+  std::stable_sort(fitting.begin(), fitting.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+  if (fitting.size() > 1) {
+    double total = 0;
+    for (size_t i : fitting) total += w[i];
+    double draw = static_cast<double>(options_.env->Uniform(1'000'000)) / 1e6 * total;
+    size_t pick = 0;
+    for (size_t k = 0; k < fitting.size(); ++k) {
+      if (draw < w[fitting[k]]) {
+        pick = k;
+        break;
+      }
+      draw -= w[fitting[k]];
+      pick = k;
+    }
+    std::rotate(fitting.begin(), fitting.begin() + static_cast<std::ptrdiff_t>(pick),
+                fitting.begin() + static_cast<std::ptrdiff_t>(pick) + 1);
+  }
+  order.insert(order.end(), fitting.begin(), fitting.end());
+  // Endpoints that lack a method or refuse this batch size: the ones with fewer gaps first, then
+  // the higher batch limit (the client splits what none takes whole).
+  std::stable_sort(unfit.begin(), unfit.end(), [&](size_t a, size_t b) {
+    const Endpoint& x = *endpoints_[a];
+    const Endpoint& y = *endpoints_[b];
+    size_t mx = 0, my = 0;
+    for (const auto& m : methods) {
+      mx += x.missing.count(m);
+      my += y.missing.count(m);
+    }
+    if (mx != my) return mx < my;
+    size_t lx = x.batch_limit == 0 ? SIZE_MAX : x.batch_limit;
+    size_t ly = y.batch_limit == 0 ? SIZE_MAX : y.batch_limit;
+    return lx > ly;
+  });
+  order.insert(order.end(), unfit.begin(), unfit.end());
+  if (usable != nullptr) *usable = order.size();
+  std::stable_sort(away.begin(), away.end(), [&](size_t a, size_t b) {
+    auto back = [&](size_t i) {
+      const Endpoint& e = *endpoints_[i];
+      return std::max(e.cooling_until, e.in ? int64_t{0} : e.out_until);
+    };
+    return back(a) < back(b);
+  });
+  order.insert(order.end(), away.begin(), away.end());
+  return order;
+}
+
+void EndpointPool::FailedLocked(Endpoint& e, int64_t now) {
+  e.stats.failures += 1;
+  e.consecutive_failures += 1;
+  const bool was_probe = e.probing;
+  e.probing = false;
+  if (was_probe || (e.in && e.consecutive_failures >= options_.take_out_after)) {
+    if (was_probe) {
+      e.probe_interval = std::min(e.probe_interval * 2, options_.probe_cap_micros);
+    }
+    if (e.in) {
+      spdlog::warn("rpc pool: {} taken out after {} failures in a row; probed again in {:.1f} s",
+                   e.name, e.consecutive_failures, static_cast<double>(e.probe_interval) / 1e6);
+    }
+    e.in = false;
+    e.out_until = now + e.probe_interval;
+    e.stats.in = false;
+    Metrics().up.With({e.name}).Set(0);
+  }
+}
+
+void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_micros, size_t calls,
+                          const std::vector<std::string>& methods,
+                          std::optional<int64_t> retry_after_micros) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = *endpoints_.at(i);
+  const int64_t now = options_.env->NowMicros();
+  ++posts_;
+  e.stats.requests += 1;
+  Metrics().requests.With({e.name}).Inc();
+  if (outcome != EndpointOutcome::kGood) {
+    Metrics().failures.With({e.name, EndpointOutcomeName(outcome)}).Inc();
+  }
+  switch (outcome) {
+    case EndpointOutcome::kGood: {
+      e.stats.good += 1;
+      e.stats.calls_served += calls;
+      Metrics().calls.With({e.name}).Inc(static_cast<double>(calls));
+      e.consecutive_failures = 0;
+      e.probing = false;
+      if (!e.in) {
+        spdlog::info("rpc pool: {} answers again; back in", e.name);
+        e.in = true;
+        e.stats.in = true;
+        e.probe_interval = options_.probe_base_micros;
+        Metrics().up.With({e.name}).Set(1);
+      }
+      const double l = static_cast<double>(std::max<int64_t>(latency_micros, 1));
+      e.latency_ewma_us = e.latency_ewma_us == 0 ? l : 0.8 * e.latency_ewma_us + 0.2 * l;
+      e.stats.latency_ewma_ms = e.latency_ewma_us / 1e3;
+      Metrics().latency.With({e.name}).Set(e.latency_ewma_us / 1e6);
+      e.recent.push_back(latency_micros);
+      if (e.recent.size() > 64) e.recent.pop_front();
+      for (const auto& m : methods) e.served.insert(m);
+      if (e.batch_limit != 0 && calls > e.batch_limit) e.batch_limit = calls;
+      e.stats.batch_limit = e.batch_limit;
+      break;
+    }
+    case EndpointOutcome::kRateLimited: {
+      e.stats.rate_limited += 1;
+      e.probing = false;
+      int64_t wait = std::min(retry_after_micros.value_or(options_.cooldown_micros),
+                              options_.max_retry_after_micros);
+      e.cooling_until = std::max(e.cooling_until, now + wait);
+      break;
+    }
+    case EndpointOutcome::kBatchRejected: {
+      e.probing = false;
+      size_t limit = std::max<size_t>(1, calls / 2);
+      if (calls > 1 && (e.batch_limit == 0 || limit < e.batch_limit)) {
+        spdlog::warn(
+            "rpc pool: {} refused a batch of {} calls; larger batches than {} go elsewhere", e.name,
+            calls, limit);
+        e.batch_limit = limit;
+        e.stats.batch_limit = limit;
+      }
+      break;
+    }
+    case EndpointOutcome::kMissingMethod: {
+      e.probing = false;
+      for (const auto& m : methods) {
+        if (e.served.count(m) == 0 && e.missing.insert(m).second) {
+          spdlog::warn("rpc pool: {} does not serve {}; it goes to the other endpoints", e.name, m);
+          e.stats.missing_methods.push_back(m);
+        }
+      }
+      break;
+    }
+    case EndpointOutcome::kClientError:
+      // A bad key or path at this provider: out at once, probed back as any other.
+      e.consecutive_failures = std::max(e.consecutive_failures, options_.take_out_after - 1);
+      FailedLocked(e, now);
+      break;
+    case EndpointOutcome::kTransport:
+    case EndpointOutcome::kServerError:
+      FailedLocked(e, now);
+      break;
+  }
+}
+
+void EndpointPool::Distrust(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = *endpoints_.at(i);
+  e.stats.distrusted += 1;
+  Metrics().failures.With({e.name, "distrusted"}).Inc();
+  FailedLocked(e, options_.env->NowMicros());
+}
+
+void EndpointPool::CountHedge(size_t i, bool won) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = *endpoints_.at(i);
+  e.stats.hedges += 1;
+  if (won) e.stats.hedge_wins += 1;
+  Metrics().hedges.With({e.name, won ? "true" : "false"}).Inc();
+}
+
+std::optional<int64_t> EndpointPool::HedgeDelayMicros(size_t i) {
+  if (!options_.hedge || endpoints_.size() < 2) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Endpoint& e = *endpoints_.at(i);
+  if (e.recent.size() < 8) return std::nullopt;
+  std::vector<int64_t> sorted(e.recent.begin(), e.recent.end());
+  size_t k = std::min(sorted.size() - 1, sorted.size() * 95 / 100);
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
+  return std::max(sorted[k], options_.hedge_min_micros);
+}
+
+bool EndpointPool::TakeHedge() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<double>(hedges_) >= options_.hedge_budget * static_cast<double>(posts_) + 1) {
+    return false;
+  }
+  ++hedges_;
+  return true;
+}
+
+std::vector<EndpointStats> EndpointPool::Stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = options_.env->NowMicros();
+  std::vector<EndpointStats> out;
+  for (const auto& e : endpoints_) {
+    out.push_back(e->stats);
+    out.back().cooling = e->cooling_until > now;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+// One request to one endpoint, possibly on a thread of its own. `done` and `result` are guarded
+// by the signal's mutex, shared by the flights of one Post.
+struct PoolTransport::FlightSignal {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+struct PoolTransport::Flight {
+  std::shared_ptr<FlightSignal> signal;
+  size_t endpoint = 0;
+  bool done = false;
+  Result<HttpResponse> result = Unavailable("not sent");
+  EndpointOutcome outcome = EndpointOutcome::kTransport;
+  std::thread thread;
+};
+
+PoolTransport::PoolTransport(std::shared_ptr<EndpointPool> pool,
+                             std::vector<std::unique_ptr<HttpTransport>> transports)
+    : pool_(std::move(pool)), transports_(std::move(transports)) {
+  in_flight_.resize(transports_.size());
+}
+
+PoolTransport::~PoolTransport() {
+  for (size_t i = 0; i < in_flight_.size(); ++i) WaitIdle(i);
+}
+
+void PoolTransport::WaitIdle(size_t i) {
+  if (in_flight_[i] && in_flight_[i]->thread.joinable()) in_flight_[i]->thread.join();
+  in_flight_[i].reset();
+}
+
+std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
+    size_t i, std::string_view body, size_t calls, const std::vector<std::string>* methods,
+    bool async, std::shared_ptr<FlightSignal> signal) {
+  WaitIdle(i);
+  auto flight = std::make_shared<Flight>();
+  flight->signal = std::move(signal);
+  flight->endpoint = i;
+  auto run = [this, flight, i, body = std::string(body), calls, methods = *methods] {
+    Env* env = pool_->options().env;
+    Status admitted = pool_->Admit(i);
+    if (!admitted.ok()) {
+      // The limiter's own failure (its Redis away): not the endpoint's.
+      std::lock_guard<std::mutex> lock(flight->signal->mu);
+      flight->result = admitted;
+      flight->outcome = EndpointOutcome::kTransport;
+      flight->done = true;
+      flight->signal->cv.notify_all();
+      return;
+    }
+    const int64_t start = env->NowMicros();
+    Result<HttpResponse> r = transports_[i]->Post(body);
+    const int64_t latency = env->NowMicros() - start;
+    EndpointOutcome outcome = ClassifyAnswer(r, calls);
+    std::optional<int64_t> retry_after;
+    if (r.ok()) retry_after = r->retry_after_micros;
+    pool_->Record(i, outcome, latency, calls, methods, retry_after);
+    if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
+    std::lock_guard<std::mutex> lock(flight->signal->mu);
+    flight->result = std::move(r);
+    flight->outcome = outcome;
+    flight->done = true;
+    flight->signal->cv.notify_all();
+  };
+  if (async) {
+    flight->thread = std::thread(std::move(run));
+    in_flight_[i] = flight;
+  } else {
+    run();
+  }
+  return flight;
+}
+
+Result<HttpResponse> PoolTransport::Post(std::string_view body) {
+  size_t calls = 1;
+  const std::vector<std::string> methods = MethodsOf(body, &calls);
+  // Endpoints whose answers the caller found wrong are not asked again by this retry (unless
+  // that is all of them).
+  const uint64_t all =
+      transports_.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << transports_.size()) - 1;
+  uint64_t tried = (avoid_ & all) == all ? 0 : avoid_;
+  std::optional<Result<HttpResponse>> last_failure;
+  while (true) {
+    size_t usable = 0;
+    std::vector<size_t> order = pool_->Route(calls, methods, tried, &usable);
+    if (usable == 0 && !last_failure.has_value() && tried != 0 && tried == avoid_) {
+      tried = 0;  // the others are out or cooling: the distrusted ones rather than none
+      continue;
+    }
+    if (usable == 0) {
+      // Nothing left to try now: every endpoint tried, out or cooling down.
+      if (last_failure.has_value()) return std::move(*last_failure);
+      return Unavailable(fmt::format("every endpoint of the RPC pool is out or cooling down ({})",
+                                     Describe()))
+          .WithReason("http:429");
+    }
+    const size_t first = order[0];
+    std::optional<size_t> second;
+    if (usable > 1) second = order[1];
+    std::optional<int64_t> delay;
+    if (second.has_value()) delay = pool_->HedgeDelayMicros(first);
+
+    auto signal = std::make_shared<FlightSignal>();
+    std::vector<std::shared_ptr<Flight>> flights;
+    if (!delay.has_value()) {
+      flights.push_back(Launch(first, body, calls, &methods, /*async=*/false, signal));
+    } else {
+      flights.push_back(Launch(first, body, calls, &methods, /*async=*/true, signal));
+      std::unique_lock<std::mutex> lock(signal->mu);
+      signal->cv.wait_for(lock, std::chrono::microseconds(*delay),
+                          [&] { return flights[0]->done; });
+      if (!flights[0]->done) {
+        lock.unlock();
+        // Not answered within its p95: the same request to the next endpoint, if the budget
+        // allows; the first usable answer wins.
+        if (pool_->TakeHedge()) {
+          flights.push_back(Launch(*second, body, calls, &methods, /*async=*/true, signal));
+        }
+        lock.lock();
+      }
+      signal->cv.wait(lock, [&] {
+        bool all_done = true;
+        for (auto& f : flights) {
+          if (f->done && f->outcome == EndpointOutcome::kGood) return true;
+          all_done = all_done && f->done;
+        }
+        return all_done;
+      });
+    }
+    std::unique_lock<std::mutex> lock(signal->mu);
+    std::shared_ptr<Flight> winner;
+    for (auto& f : flights) {
+      if (f->done && f->outcome == EndpointOutcome::kGood) {
+        winner = f;
+        break;
+      }
+    }
+    if (flights.size() > 1) pool_->CountHedge(flights[1]->endpoint, winner == flights[1]);
+    if (winner) {
+      answered_ |= uint64_t{1} << winner->endpoint;
+      avoid_ = 0;
+      return std::move(winner->result);
+    }
+    // Nothing usable: the next endpoint. (A flight still running finishes on its own thread.)
+    for (auto& f : flights) {
+      tried |= uint64_t{1} << f->endpoint;
+      if (f->done) last_failure = std::move(f->result);
+    }
+    if (!last_failure.has_value()) last_failure = Unavailable("no answer from the RPC pool");
+  }
+}
+
+std::string PoolTransport::Describe() const {
+  std::string out = fmt::format("pool of {} (", transports_.size());
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += transports_[i]->Describe();
+  }
+  return out + ")";
+}
+
+std::string PoolTransport::Scrub(std::string text) const {
+  for (const auto& t : transports_) text = t->Scrub(std::move(text));
+  return text;
+}
+
+void PoolTransport::MarkAnswers() { answered_ = 0; }
+
+void PoolTransport::DistrustAnswers() {
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    if (answered_ & (uint64_t{1} << i)) pool_->Distrust(i);
+  }
+  avoid_ = answered_;
+  answered_ = 0;
+}
+
+}  // namespace gapless

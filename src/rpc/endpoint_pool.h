@@ -1,0 +1,221 @@
+// endpoint_pool: several JSON-RPC endpoints behind one HttpTransport (issue 18 item 1), so that
+// one provider failing, slowing down, rate-limiting or answering from a lagging backend neither
+// stops nor slows the fleet.
+//
+// `--rpc "URL [weight=W] [rate-limit=R], URL ..."` (ParseEndpointList) makes an EndpointPool (one
+// per process, shared by every client: the health of an endpoint is what the whole process has
+// seen of it) and, per client, a PoolTransport holding one transport per endpoint. The JSON-RPC
+// client above (rpc/json_rpc.h) keeps its retry policy and sees one endpoint that fails less.
+//
+// Per request (one POST: one call or one batch), in PoolTransport::Post:
+//  - Routing: among the endpoints that are in (see below), not cooling down after a 429, not
+//    known to lack a method of the request, and not known to refuse a batch of this size, one is
+//    drawn with probability proportional to its weight divided by how much slower it has been
+//    than the fastest (latency EWMA): a 10x slower endpoint gets a tenth of its share.
+//  - Failover: a transport failure, HTTP 408/429/5xx, another 4xx (a bad key at one provider), a
+//    batch rejected as a whole, or "method not found" (-32601) from this endpoint: the request
+//    goes to the next endpoint at once, within the same Post. Only when no endpoint gave a usable
+//    answer does the client see the last failure (and apply its own retries and backoff).
+//  - Health: `take_out_after` consecutive failures take an endpoint out; it is probed back in
+//    with one request after probe_base (doubling up to probe_cap while it keeps failing). A 429
+//    cools that endpoint alone for its Retry-After (or a backoff). An answer the caller found
+//    wrong (DistrustAnswers: a block hash that differs from the head log, a lagging or forked
+//    backend) counts as a failure of the endpoints that gave the answers since MarkAnswers, and
+//    the caller's next request goes to another endpoint.
+//  - Learned limits: a batch refused as a whole (HTTP 413, or one error object naming the batch)
+//    records that the endpoint takes fewer calls; larger batches go elsewhere (and when no
+//    endpoint takes them, to the one with the highest limit, where the client splits them). A
+//    method an endpoint answers -32601 is routed to the others (eth_getBlockReceipts, trace_block,
+//    debug_traceBlockByNumber), and the client's own fallback applies only when none serves it.
+//  - Hedging: when an endpoint has not answered within its recent p95 latency (at least
+//    hedge_min), the same request also goes to the next endpoint, and the first usable answer
+//    wins. At most hedge_budget of the requests are hedged; each hedge is counted.
+// Every endpoint's requests, failures by kind, hedges and calls served are counted (Stats) and
+// exported as gapless_rpc_endpoint_* metrics labelled by the redacted endpoint.
+//
+// Thread-safety: EndpointPool is thread-safe. A PoolTransport is used by one thread at a time
+// (like CurlTransport); with hedging it runs requests on threads of its own and waits for them
+// before it is destroyed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+#include "rpc/http_transport.h"
+
+namespace gapless {
+
+struct EndpointSpec {
+  std::string url;
+  double weight = 1.0;      // > 0: the share of requests it gets while healthy
+  double rate_limit = 0.0;  // requests/s for this endpoint across the fleet; 0: the --rate-limit
+};
+
+// "URL [weight=W] [rate-limit=R], URL ...": endpoints separated by commas, each a URL followed by
+// optional space-separated settings. One URL alone is a pool of one. Errors name the item (its
+// URL redacted) and the setting.
+Result<std::vector<EndpointSpec>> ParseEndpointList(std::string_view text);
+
+struct PoolOptions {
+  int take_out_after = 3;  // consecutive failures
+  int64_t probe_base_micros = 1'000'000;
+  int64_t probe_cap_micros = 30'000'000;
+  int64_t cooldown_micros = 1'000'000;  // after a 429 without Retry-After
+  int64_t max_retry_after_micros = 30'000'000;
+  bool hedge = true;
+  double hedge_budget = 0.1;  // hedged requests at most this fraction of all (plus one)
+  int64_t hedge_min_micros = 50'000;
+  Env* env = nullptr;  // time and the routing draw; nullptr = Env::Default()
+};
+
+// What one endpoint's answer (or failure) to a request means for the pool.
+enum class EndpointOutcome {
+  kGood,           // a usable answer (JSON-RPC errors of single calls included)
+  kTransport,      // no answer: refused, timeout, reset
+  kRateLimited,    // HTTP 429, or the whole request refused for rate limiting
+  kServerError,    // HTTP 408/5xx, or the whole request refused otherwise
+  kClientError,    // HTTP 4xx but 408/413/429: the endpoint's configuration (a bad key)
+  kBatchRejected,  // HTTP 413, or one error object naming the batch
+  kMissingMethod,  // -32601 in the answer
+};
+std::string_view EndpointOutcomeName(EndpointOutcome outcome);
+
+// Classifies `response` (or its failure) to a request of `calls` calls. Exposed for tests.
+EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls);
+
+struct EndpointStats {
+  std::string endpoint;  // redacted
+  double weight = 1;
+  bool in = true;        // not taken out
+  bool cooling = false;  // after a 429
+  double latency_ewma_ms = 0;
+  size_t batch_limit = 0;  // 0: none learned
+  std::vector<std::string> missing_methods;
+  uint64_t requests = 0;  // answers and failures
+  uint64_t good = 0;
+  uint64_t failures = 0;
+  uint64_t rate_limited = 0;
+  uint64_t distrusted = 0;    // answers the caller found wrong
+  uint64_t hedges = 0;        // requests sent here as a hedge
+  uint64_t hedge_wins = 0;    // of which answered first
+  uint64_t calls_served = 0;  // JSON-RPC calls in good answers
+};
+
+// How requests to one endpoint are admitted: the fleet-wide rate limiter's window for that
+// endpoint (node wires coord/rate_limiter.h RateLimiter here, one per endpoint). `acquire` waits
+// for a slot (an error stops the request without counting against the endpoint); `slow_down`
+// is told of the endpoint's 429s. Either may be empty.
+struct EndpointAdmission {
+  std::function<Status(size_t endpoint)> acquire;
+  std::function<void(size_t endpoint)> slow_down;
+};
+
+class EndpointPool {
+ public:
+  EndpointPool(std::vector<EndpointSpec> specs, PoolOptions options = {});
+  ~EndpointPool();
+  EndpointPool(const EndpointPool&) = delete;
+  EndpointPool& operator=(const EndpointPool&) = delete;
+
+  size_t size() const { return endpoints_.size(); }
+  const EndpointSpec& spec(size_t i) const;
+  // "http://host:8545/***" (core/redact.h).
+  const std::string& Describe(size_t i) const;
+  const PoolOptions& options() const { return options_; }
+  // A name for endpoint i that is the same in every process given the same URL and carries no
+  // secret: "ep-" + 16 hex digits of a hash of the URL (for rate-limit keys).
+  std::string Key(size_t i) const;
+
+  // Set once, before or while clients use the pool.
+  void SetAdmission(EndpointAdmission admission);
+  Status Admit(size_t i);
+  void SlowDown(size_t i);
+
+  // The endpoints to try for a request of `calls` calls of `methods`, best first, skipping those
+  // in `exclude` (bit i: endpoint i). The first is drawn by weight (see the file comment); the
+  // rest follow by effective weight. Endpoints that are out or cooling come last, soonest back
+  // first, unless a probe of an out one is due (then it goes first, and is marked probing until
+  // its answer is recorded). `usable` (nullable) gets how many of the first ones may be asked now;
+  // the rest are out or cooling. Never empty unless every endpoint is excluded.
+  std::vector<size_t> Route(size_t calls, const std::vector<std::string>& methods, uint64_t exclude,
+                            size_t* usable = nullptr);
+  // True when endpoint i may be asked now (in, or its probe is due; not cooling).
+  bool Available(size_t i);
+
+  // The outcome of a request sent to endpoint i: its latency, its size and methods (good answers
+  // record the methods as served there), the server's Retry-After.
+  void Record(size_t i, EndpointOutcome outcome, int64_t latency_micros, size_t calls,
+              const std::vector<std::string>& methods, std::optional<int64_t> retry_after_micros);
+  // An answer of endpoint i turned out wrong (a block hash not the head log's).
+  void Distrust(size_t i);
+  void CountHedge(size_t i, bool won);
+
+  // How long to wait for endpoint i before hedging: its recent p95 latency, at least hedge_min;
+  // nullopt when hedging is off or too few answers are known.
+  std::optional<int64_t> HedgeDelayMicros(size_t i);
+  // Takes one hedge from the budget; false when hedging now would exceed it.
+  bool TakeHedge();
+
+  std::vector<EndpointStats> Stats();
+
+ private:
+  struct Endpoint;
+  double EffectiveWeightLocked(size_t i) const;
+  void FailedLocked(Endpoint& e, int64_t now);
+
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  PoolOptions options_;
+  std::mutex mu_;
+  std::shared_ptr<const EndpointAdmission> admission_;  // guarded by mu_
+  uint64_t posts_ = 0;
+  uint64_t hedges_ = 0;
+};
+
+// One client's view of the pool: a transport per endpoint (made by the caller, e.g. CurlTransport
+// with the client's timeouts), routed by `pool`.
+class PoolTransport : public HttpTransport {
+ public:
+  PoolTransport(std::shared_ptr<EndpointPool> pool,
+                std::vector<std::unique_ptr<HttpTransport>> transports);
+  ~PoolTransport() override;
+
+  Result<HttpResponse> Post(std::string_view body) override;
+  // "pool of 3 (http://a/***, http://b, ...)".
+  std::string Describe() const override;
+  std::string Scrub(std::string text) const override;
+  void MarkAnswers() override;
+  void DistrustAnswers() override;
+
+  // The endpoints (bit i: endpoint i) that gave answers since MarkAnswers (for tests).
+  uint64_t answered() const { return answered_; }
+
+ private:
+  struct FlightSignal;
+  struct Flight;
+  // Sends body to endpoint i, on this thread or (hedging) on a thread of its own; `signal` is
+  // notified when it ends.
+  std::shared_ptr<Flight> Launch(size_t i, std::string_view body, size_t calls,
+                                 const std::vector<std::string>* methods, bool async,
+                                 std::shared_ptr<FlightSignal> signal);
+  void WaitIdle(size_t i);
+
+  std::shared_ptr<EndpointPool> pool_;
+  std::vector<std::unique_ptr<HttpTransport>> transports_;
+  std::vector<std::shared_ptr<Flight>> in_flight_;  // per endpoint, the last async request
+  uint64_t answered_ = 0;                           // since MarkAnswers
+  uint64_t avoid_ = 0;                              // distrusted: not asked by the next request
+};
+
+// The methods of a request body ("method":"..." of each call, distinct, in order) and the number of
+// calls in it. Exposed for tests.
+std::vector<std::string> MethodsOf(std::string_view body, size_t* calls);
+
+}  // namespace gapless

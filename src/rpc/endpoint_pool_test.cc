@@ -1,0 +1,420 @@
+// The RPC endpoint pool (rpc/endpoint_pool.h) over scripted endpoints: parsing of the --rpc list,
+// how answers are classified, routing by weight and speed, failover, taking out and probing back
+// (SimEnv time), per-endpoint 429 cooling, learned batch limits and missing methods, distrusted
+// answers, hedging (real threads and time), and the client's own batch splitting.
+#include "rpc/endpoint_pool.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "rpc/json_rpc.h"
+#include "testing/replay_transport.h"
+
+namespace gapless {
+namespace {
+
+// An endpoint whose answers a function decides; it may advance a SimEnv to take "latency".
+class ScriptedEndpoint : public HttpTransport {
+ public:
+  using Handler = std::function<Result<HttpResponse>(const std::vector<JsonRpcCall>&, bool batch)>;
+  ScriptedEndpoint(std::string name, Handler handler)
+      : name_(std::move(name)), handler_(std::move(handler)) {}
+  Result<HttpResponse> Post(std::string_view body) override {
+    bool batch = false;
+    auto calls = ParseJsonRpcRequests(body, &batch);
+    if (!calls.ok()) return calls.status();
+    posts_ += 1;
+    return handler_(*calls, batch);
+  }
+  std::string Describe() const override { return name_; }
+  std::atomic<int> posts_{0};
+
+ private:
+  std::string name_;
+  Handler handler_;
+};
+
+// Every call answered with "0x1".
+Result<HttpResponse> AnswerAll(const std::vector<JsonRpcCall>& calls, bool batch) {
+  std::string body;
+  for (const auto& c : calls) {
+    if (!body.empty()) body += ",";
+    body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":"0x1"}})", c.id_json);
+  }
+  return HttpResponse{200, batch ? "[" + body + "]" : body, std::nullopt};
+}
+
+ScriptedEndpoint::Handler Healthy() { return AnswerAll; }
+ScriptedEndpoint::Handler Down() {
+  return [](const std::vector<JsonRpcCall>&, bool) -> Result<HttpResponse> {
+    return Unavailable("connection refused");
+  };
+}
+
+PoolOptions Options(bool hedge, int take_out_after = 3) {
+  PoolOptions o;
+  o.hedge = hedge;
+  o.take_out_after = take_out_after;
+  return o;
+}
+
+struct Fixture {
+  explicit Fixture(std::vector<ScriptedEndpoint::Handler> handlers, PoolOptions options = {},
+                   std::vector<double> weights = {}) {
+    if (options.env == nullptr) options.env = &env;
+    std::vector<EndpointSpec> specs;
+    std::vector<std::unique_ptr<HttpTransport>> transports;
+    for (size_t i = 0; i < handlers.size(); ++i) {
+      specs.push_back({fmt::format("http://e{}:8545/", i), weights.empty() ? 1.0 : weights[i], 0});
+      auto t = std::make_unique<ScriptedEndpoint>(fmt::format("e{}", i), handlers[i]);
+      endpoints.push_back(t.get());
+      transports.push_back(std::move(t));
+    }
+    pool = std::make_shared<EndpointPool>(specs, options);
+    transport = std::make_unique<PoolTransport>(pool, std::move(transports));
+  }
+  // Each request its own unit of answers (Answered() names its endpoint).
+  Result<HttpResponse> Call(std::string_view method = "eth_blockNumber") {
+    transport->MarkAnswers();
+    return transport->Post(
+        fmt::format(R"({{"jsonrpc":"2.0","id":1,"method":"{}","params":[]}})", method));
+  }
+  Result<HttpResponse> Batch(size_t n, std::string_view method = "eth_getBlockByNumber") {
+    transport->MarkAnswers();
+    std::string body = "[";
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) body += ",";
+      body +=
+          fmt::format(R"({{"jsonrpc":"2.0","id":{},"method":"{}","params":[]}})", i + 1, method);
+    }
+    return transport->Post(body + "]");
+  }
+  // The endpoint (index) that answered the last good request.
+  int Answered() const {
+    for (size_t i = 0; i < 64; ++i) {
+      if (transport->answered() == (uint64_t{1} << i)) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  SimEnv env{7};
+  std::vector<ScriptedEndpoint*> endpoints;
+  std::shared_ptr<EndpointPool> pool;
+  std::unique_ptr<PoolTransport> transport;
+};
+
+TEST(EndpointListTest, ParsesUrlsWithWeightsAndRateLimits) {
+  auto one = ParseEndpointList("http://127.0.0.1:8545");
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->size(), 1u);
+  EXPECT_EQ((*one)[0].url, "http://127.0.0.1:8545");
+  EXPECT_EQ((*one)[0].weight, 1.0);
+
+  auto many = ParseEndpointList(
+      "https://a.example/v2/KEY1 weight=3 rate-limit=50, https://b.example/KEY2,http://c:8545 "
+      "rate-limit=0.5");
+  ASSERT_TRUE(many.ok()) << many.status().ToString();
+  ASSERT_EQ(many->size(), 3u);
+  EXPECT_EQ((*many)[0].url, "https://a.example/v2/KEY1");
+  EXPECT_EQ((*many)[0].weight, 3.0);
+  EXPECT_EQ((*many)[0].rate_limit, 50.0);
+  EXPECT_EQ((*many)[1].url, "https://b.example/KEY2");
+  EXPECT_EQ((*many)[2].rate_limit, 0.5);
+}
+
+TEST(EndpointListTest, ABadItemIsNamedWithoutItsSecret) {
+  auto bad = ParseEndpointList("https://a.example/v2/SECRETKEY123 weight=0, http://b");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("endpoint 1"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("weight=0"), std::string::npos);
+  EXPECT_EQ(bad.status().message().find("SECRETKEY123"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(ParseEndpointList("http://a, , http://b").ok());
+  EXPECT_FALSE(ParseEndpointList("http://a speed=3").ok());
+}
+
+TEST(EndpointPoolTest, AnswersAreClassifiedForThePool) {
+  EXPECT_EQ(ClassifyAnswer(Unavailable("reset"), 1), EndpointOutcome::kTransport);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{429, "", 2'000'000}, 1), EndpointOutcome::kRateLimited);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{503, "", std::nullopt}, 1), EndpointOutcome::kServerError);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{401, "", std::nullopt}, 1), EndpointOutcome::kClientError);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{413, "", std::nullopt}, 20),
+            EndpointOutcome::kBatchRejected);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{200,
+                                        R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,)"
+                                        R"("message":"Batch size too large"}})",
+                                        std::nullopt},
+                           20),
+            EndpointOutcome::kBatchRejected);
+  EXPECT_EQ(ClassifyAnswer(HttpResponse{200,
+                                        R"([{"jsonrpc":"2.0","id":1,"error":{"code":-32601,)"
+                                        R"("message":"the method does not exist"}}])",
+                                        std::nullopt},
+                           1),
+            EndpointOutcome::kMissingMethod);
+  EXPECT_EQ(ClassifyAnswer(
+                HttpResponse{200, R"({"jsonrpc":"2.0","id":1,"result":"0x1"})", std::nullopt}, 1),
+            EndpointOutcome::kGood);
+}
+
+TEST(EndpointPoolTest, AFailingEndpointFailsOverWithinOneRequest) {
+  Fixture f({Down(), Healthy()});
+  for (int i = 0; i < 20; ++i) {
+    auto r = f.Call();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(f.Answered(), 1);
+  }
+  auto stats = f.pool->Stats();
+  EXPECT_FALSE(stats[0].in) << "three failures in a row take an endpoint out";
+  EXPECT_EQ(stats[0].failures, 3u) << "once out, it is not asked until its probe is due";
+  EXPECT_EQ(stats[1].good, 20u);
+}
+
+TEST(EndpointPoolTest, AnEndpointTakenOutIsProbedBackInWithBackoff) {
+  bool up = false;
+  Fixture f({[&](const std::vector<JsonRpcCall>& c, bool b) -> Result<HttpResponse> {
+               if (!up) return Unavailable("refused");
+               return AnswerAll(c, b);
+             },
+             Healthy()},
+            Options(/*hedge=*/false, /*take_out_after=*/1));
+  ASSERT_TRUE(f.Call().ok());
+  // Whichever endpoint the draws chose first, e0 is out after its first failure.
+  for (int i = 0; i < 10 && f.pool->Stats()[0].in; ++i) ASSERT_TRUE(f.Call().ok());
+  ASSERT_FALSE(f.pool->Stats()[0].in);
+  const int posts = f.endpoints[0]->posts_;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f.Call().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts) << "asked while out, before its probe was due";
+  f.env.Advance(1'000'000);
+  ASSERT_TRUE(f.Call().ok());  // the probe fails, the request fails over
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1);
+  EXPECT_FALSE(f.pool->Stats()[0].in);
+  f.env.Advance(1'000'000);  // the interval doubled: not yet
+  ASSERT_TRUE(f.Call().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1);
+  up = true;
+  f.env.Advance(1'000'000);
+  ASSERT_TRUE(f.Call().ok());
+  EXPECT_EQ(f.Answered(), 0) << "the due probe goes first";
+  EXPECT_TRUE(f.pool->Stats()[0].in);
+}
+
+TEST(EndpointPoolTest, A429CoolsThatEndpointAloneForItsRetryAfter) {
+  bool limited = true;
+  Fixture f({[&](const std::vector<JsonRpcCall>& c, bool b) -> Result<HttpResponse> {
+               if (limited) return HttpResponse{429, "slow down", 3'000'000};
+               return AnswerAll(c, b);
+             },
+             Healthy()});
+  for (int i = 0; i < 50 && f.endpoints[0]->posts_ == 0; ++i) ASSERT_TRUE(f.Call().ok());
+  ASSERT_EQ(f.endpoints[0]->posts_, 1);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f.Call().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, 1) << "asked again while cooling down";
+  auto stats = f.pool->Stats();
+  EXPECT_TRUE(stats[0].cooling);
+  EXPECT_TRUE(stats[0].in) << "a 429 is not a failure of the endpoint";
+  EXPECT_EQ(stats[0].rate_limited, 1u);
+  limited = false;
+  f.env.Advance(3'000'000);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(f.Call().ok());
+  EXPECT_GT(f.endpoints[0]->posts_, 1) << "not asked again after its Retry-After";
+}
+
+TEST(EndpointPoolTest, EveryEndpointCoolingIsARateLimitForTheClient) {
+  auto limited = [](const std::vector<JsonRpcCall>&, bool) -> Result<HttpResponse> {
+    return HttpResponse{429, "slow down", 5'000'000};
+  };
+  Fixture f({limited, limited});
+  auto first = f.Call();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->status, 429) << "the last endpoint's answer is what the client sees";
+  auto then = f.Call();
+  ASSERT_FALSE(then.ok());
+  EXPECT_EQ(then.status().reason(), "http:429") << then.status().ToString();
+}
+
+TEST(EndpointPoolTest, RequestsFollowTheWeights) {
+  Fixture f({Healthy(), Healthy()}, Options(/*hedge=*/false), {3.0, 1.0});
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(f.Call().ok());
+  const double share = f.endpoints[0]->posts_ / 2000.0;
+  EXPECT_NEAR(share, 0.75, 0.05);
+}
+
+TEST(EndpointPoolTest, ASlowerEndpointGetsLessInProportion) {
+  Fixture* self = nullptr;
+  auto slow = [&](const std::vector<JsonRpcCall>& c, bool b) {
+    self->env.Advance(100'000);
+    return AnswerAll(c, b);
+  };
+  auto fast = [&](const std::vector<JsonRpcCall>& c, bool b) {
+    self->env.Advance(10'000);
+    return AnswerAll(c, b);
+  };
+  Fixture f({slow, fast}, Options(/*hedge=*/false));
+  self = &f;
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(f.Call().ok());
+  // 10x slower: a tenth of the fast one's share, 1/11 of all.
+  EXPECT_NEAR(f.endpoints[0]->posts_ / 2000.0, 1.0 / 11, 0.03);
+}
+
+TEST(EndpointPoolTest, ABatchAnEndpointRefusesGoesElsewhereAndItsLimitIsLearned) {
+  auto small_batches = [](const std::vector<JsonRpcCall>& c, bool b) -> Result<HttpResponse> {
+    if (c.size() > 10) {
+      return HttpResponse{200,
+                          R"x({"jsonrpc":"2.0","id":null,"error":{"code":-32600,)x"
+                          R"x("message":"batch size too large (max 10)"}})x",
+                          std::nullopt};
+    }
+    return AnswerAll(c, b);
+  };
+  Fixture f({small_batches, Healthy()}, Options(/*hedge=*/false));
+  for (int i = 0; i < 30; ++i) {
+    auto r = f.Batch(20);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(r->body.front(), '[');
+    EXPECT_EQ(f.Answered(), 1);
+  }
+  EXPECT_EQ(f.pool->Stats()[0].batch_limit, 10u);
+  EXPECT_LE(f.endpoints[0]->posts_, 1) << "a batch above the learned limit was sent there again";
+  EXPECT_TRUE(f.pool->Stats()[0].in) << "refusing a batch is not a failure";
+  int small_to_0 = 0;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(f.Batch(5).ok());
+    small_to_0 += f.Answered() == 0;
+  }
+  EXPECT_GT(small_to_0, 5) << "batches within its limit still go there";
+}
+
+TEST(EndpointPoolTest, AMethodAnEndpointLacksIsRoutedToTheOthers) {
+  auto no_receipts = [](const std::vector<JsonRpcCall>& c, bool b) -> Result<HttpResponse> {
+    if (c[0].method == "eth_getBlockReceipts") {
+      return HttpResponse{200,
+                          fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":-32601,)"
+                                      R"("message":"the method does not exist"}}}})",
+                                      c[0].id_json),
+                          std::nullopt};
+    }
+    return AnswerAll(c, b);
+  };
+  Fixture f({no_receipts, Healthy()}, Options(/*hedge=*/false));
+  for (int i = 0; i < 20; ++i) {
+    auto r = f.Call("eth_getBlockReceipts");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->body.find("-32601"), std::string::npos) << r->body;
+  }
+  EXPECT_LE(f.endpoints[0]->posts_, 1);
+  EXPECT_EQ(f.pool->Stats()[0].missing_methods, std::vector<std::string>{"eth_getBlockReceipts"});
+  // Other methods still go there.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(f.Call("eth_blockNumber").ok());
+  EXPECT_GT(f.endpoints[0]->posts_, 3);
+
+  // When no endpoint has it, the answer reaches the client (which has its fallback).
+  Fixture none({no_receipts, no_receipts}, Options(/*hedge=*/false));
+  auto r = none.Call("eth_getBlockReceipts");
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->body.find("-32601"), std::string::npos);
+}
+
+TEST(EndpointPoolTest, AnswersFoundWrongAreCountedAndTheRetryGoesElsewhere) {
+  Fixture f({Healthy(), Healthy()}, Options(/*hedge=*/false));
+  for (int i = 0; i < 20; ++i) {
+    f.transport->MarkAnswers();
+    ASSERT_TRUE(f.Call().ok());
+    const int wrong = f.Answered();
+    f.transport->DistrustAnswers();
+    ASSERT_TRUE(f.Call().ok());
+    EXPECT_NE(f.Answered(), wrong) << "the retry went to the endpoint that answered wrong";
+    f.transport->MarkAnswers();
+    f.env.Advance(60'000'000);  // let a taken-out endpoint's probe come due
+  }
+  auto stats = f.pool->Stats();
+  EXPECT_EQ(stats[0].distrusted + stats[1].distrusted, 20u);
+}
+
+TEST(EndpointPoolTest, ASlowAnswerIsHedgedAndTheFasterEndpointWins) {
+  std::atomic<bool> slow{false};
+  auto first = [&](const std::vector<JsonRpcCall>& c, bool b) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(slow ? 400 : 2));
+    return AnswerAll(c, b);
+  };
+  auto second = [&](const std::vector<JsonRpcCall>& c, bool b) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return AnswerAll(c, b);
+  };
+  PoolOptions options;
+  options.env = Env::Default();
+  options.hedge_min_micros = 20'000;
+  options.hedge_budget = 1.0;
+  Fixture f({first, second}, options, {1000.0, 0.001});  // e0 first whenever it is in
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(f.Call().ok());
+  ASSERT_GE(f.endpoints[0]->posts_, 19);
+  slow = true;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = f.Call();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(f.Answered(), 1) << "the hedge did not win";
+  EXPECT_LT(took, std::chrono::milliseconds(300)) << "the answer waited for the slow endpoint";
+  auto stats = f.pool->Stats();
+  EXPECT_EQ(stats[1].hedges, 1u);
+  EXPECT_EQ(stats[1].hedge_wins, 1u);
+}
+
+TEST(EndpointPoolTest, HedgesStayWithinTheirBudget) {
+  auto slow = [](const std::vector<JsonRpcCall>& c, bool b) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return AnswerAll(c, b);
+  };
+  PoolOptions options;
+  options.env = Env::Default();
+  options.hedge_min_micros = 1;  // hedge nearly every request if the budget let it
+  options.hedge_budget = 0.1;
+  Fixture f({slow, slow}, options);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(f.Call().ok());
+  auto stats = f.pool->Stats();
+  const uint64_t hedges = stats[0].hedges + stats[1].hedges;
+  const uint64_t requests = stats[0].requests + stats[1].requests;
+  EXPECT_LE(static_cast<double>(hedges), 0.1 * static_cast<double>(requests) + 1);
+}
+
+// The client halves its batches when the node refuses one as too large, and keeps the limit.
+TEST(ClientBatchLimitTest, ARefusedBatchIsSplitAndTheLimitKept) {
+  int biggest = 0;
+  ScriptedEndpoint node(
+      "node", [&](const std::vector<JsonRpcCall>& c, bool b) -> Result<HttpResponse> {
+        if (c.size() > 10) {
+          return HttpResponse{200,
+                              R"({"jsonrpc":"2.0","id":null,"error":{"code":-32600,)"
+                              R"("message":"Batch size too large"}})",
+                              std::nullopt};
+        }
+        biggest = std::max<int>(biggest, static_cast<int>(c.size()));
+        return AnswerAll(c, b);
+      });
+  SimEnv env;
+  JsonRpcClientOptions options;
+  options.env = &env;
+  JsonRpcClient client(&node, options);
+  std::vector<RpcRequest> calls(40, RpcRequest{"eth_chainId", "[]"});
+  auto r = client.Batch(calls);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->size(), 40u);
+  for (const auto& one : *r) EXPECT_TRUE(one.ok());
+  EXPECT_LE(client.max_batch_size(), 10u);
+  EXPECT_LE(biggest, 10);
+  const int posts = node.posts_;
+  ASSERT_TRUE(client.Batch(calls).ok());
+  EXPECT_EQ(node.posts_ - posts,
+            static_cast<int>((40 + client.max_batch_size() - 1) / client.max_batch_size()))
+      << "the learned limit was not kept";
+}
+
+}  // namespace
+}  // namespace gapless
