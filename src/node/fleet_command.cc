@@ -527,6 +527,11 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
         dead);
   }
   if (lost > 0) spdlog::info("{} tasks were dropped after their lease was lost", lost);
+  if (rpc_pool) {
+    for (const EndpointStats& e : rpc_pool->Stats()) {
+      spdlog::info("rpc endpoint {}: {}", e.endpoint, DescribeStats(e));
+    }
+  }
   GAPLESS_RETURN_IF_ERROR(first_error);
   if (!kafka_workers.empty() && leader == nullptr &&
       std::all_of(kafka_workers.begin(), kafka_workers.end(),

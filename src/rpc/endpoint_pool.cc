@@ -1,6 +1,7 @@
 #include "rpc/endpoint_pool.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@ struct PoolMetrics {
   Family<Counter>& requests;
   Family<Counter>& failures;
   Family<Counter>& hedges;
+  Family<Counter>& hedge_wins;
   Family<Counter>& calls;
   Family<Gauge>& up;
   Family<Gauge>& latency;
@@ -61,9 +63,10 @@ PoolMetrics& Metrics() {
           {"endpoint", "kind"}),
       MetricsRegistry::Default().CounterFamily(
           "gapless_rpc_endpoint_hedges_total",
-          "Requests also sent to this endpoint because another was slow, by whether it answered "
-          "first",
-          {"endpoint", "won"}),
+          "Requests also sent to this endpoint because another was slow", {"endpoint"}),
+      MetricsRegistry::Default().CounterFamily("gapless_rpc_endpoint_hedge_wins_total",
+                                               "Hedged requests this endpoint answered first",
+                                               {"endpoint"}),
       MetricsRegistry::Default().CounterFamily(
           "gapless_rpc_endpoint_calls_served_total",
           "JSON-RPC calls answered usably by each endpoint of the RPC pool", {"endpoint"}),
@@ -395,8 +398,10 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
         e.probe_interval = options_.probe_base_micros;
         Metrics().up.With({e.name}).Set(1);
       }
+      // Quick to see an endpoint slow down, slower to trust it again.
       const double l = static_cast<double>(std::max<int64_t>(latency_micros, 1));
-      e.latency_ewma_us = e.latency_ewma_us == 0 ? l : 0.8 * e.latency_ewma_us + 0.2 * l;
+      const double alpha = l > e.latency_ewma_us ? 0.5 : 0.2;
+      e.latency_ewma_us = e.latency_ewma_us == 0 ? l : (1 - alpha) * e.latency_ewma_us + alpha * l;
       e.stats.latency_ewma_ms = e.latency_ewma_us / 1e3;
       Metrics().latency.With({e.name}).Set(e.latency_ewma_us / 1e6);
       e.recent.push_back(latency_micros);
@@ -456,28 +461,46 @@ void EndpointPool::Distrust(size_t i) {
   FailedLocked(e, options_.env->NowMicros());
 }
 
-void EndpointPool::CountHedge(size_t i, bool won) {
+void EndpointPool::CountHedge(size_t i, bool /*won*/) {
   std::lock_guard<std::mutex> lock(mu_);
   Endpoint& e = *endpoints_.at(i);
   e.stats.hedges += 1;
-  if (won) e.stats.hedge_wins += 1;
-  Metrics().hedges.With({e.name, won ? "true" : "false"}).Inc();
+  Metrics().hedges.With({e.name}).Inc();
+}
+
+void EndpointPool::CountHedgeWin(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = *endpoints_.at(i);
+  e.stats.hedge_wins += 1;
+  Metrics().hedge_wins.With({e.name}).Inc();
 }
 
 std::optional<int64_t> EndpointPool::HedgeDelayMicros(size_t i) {
   if (!options_.hedge || endpoints_.size() < 2) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
+  auto p95 = [](std::vector<int64_t> v) -> std::optional<int64_t> {
+    if (v.size() < 8) return std::nullopt;
+    size_t k = std::min(v.size() - 1, v.size() * 95 / 100);
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+  };
+  // Its own p95, or the pool's when lower: an endpoint that turned slow has a p95 that soon
+  // says "slow is normal", and waiting that long before hedging would hedge nothing.
   const Endpoint& e = *endpoints_.at(i);
-  if (e.recent.size() < 8) return std::nullopt;
-  std::vector<int64_t> sorted(e.recent.begin(), e.recent.end());
-  size_t k = std::min(sorted.size() - 1, sorted.size() * 95 / 100);
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
-  return std::max(sorted[k], options_.hedge_min_micros);
+  std::optional<int64_t> own = p95(std::vector<int64_t>(e.recent.begin(), e.recent.end()));
+  std::vector<int64_t> all;
+  for (const auto& other : endpoints_)
+    all.insert(all.end(), other->recent.begin(), other->recent.end());
+  std::optional<int64_t> pool = p95(std::move(all));
+  if (!own && !pool) return std::nullopt;
+  int64_t delay = std::min(own.value_or(INT64_MAX), pool.value_or(INT64_MAX));
+  return std::max(delay, options_.hedge_min_micros);
 }
 
 bool EndpointPool::TakeHedge() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<double>(hedges_) >= options_.hedge_budget * static_cast<double>(posts_) + 1) {
+  if (static_cast<double>(hedges_) >=
+      options_.hedge_budget * static_cast<double>(posts_) + options_.hedge_burst) {
     return false;
   }
   ++hedges_;
@@ -491,6 +514,19 @@ std::vector<EndpointStats> EndpointPool::Stats() {
   for (const auto& e : endpoints_) {
     out.push_back(e->stats);
     out.back().cooling = e->cooling_until > now;
+  }
+  return out;
+}
+
+std::string DescribeStats(const EndpointStats& s) {
+  std::string out = fmt::format(
+      "{}, {} requests, {} good, {} failures, {} rate-limited, {} distrusted, {} hedges ({} won), "
+      "{} calls served, latency {:.1f} ms",
+      s.in ? (s.cooling ? "cooling down" : "in") : "out", s.requests, s.good, s.failures,
+      s.rate_limited, s.distrusted, s.hedges, s.hedge_wins, s.calls_served, s.latency_ewma_ms);
+  if (s.batch_limit != 0) out += fmt::format(", batch limit {}", s.batch_limit);
+  if (!s.missing_methods.empty()) {
+    out += fmt::format(", lacks {}", fmt::join(s.missing_methods, " "));
   }
   return out;
 }
@@ -608,14 +644,28 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
       std::unique_lock<std::mutex> lock(signal->mu);
       signal->cv.wait_for(lock, std::chrono::microseconds(*delay),
                           [&] { return flights[0]->done; });
-      if (!flights[0]->done) {
+      // Not answered within the p95: the same request to the next endpoint, if the budget
+      // allows, and to the one after while the hedges fail at once (refused, 429) and the
+      // primary still runs; the first usable answer wins.
+      size_t next = 1;
+      while (!flights[0]->done && next < usable) {
+        bool hedge_running = false;
+        for (size_t k = 1; k < flights.size(); ++k) hedge_running |= !flights[k]->done;
+        if (hedge_running) break;
         lock.unlock();
-        // Not answered within its p95: the same request to the next endpoint, if the budget
-        // allows; the first usable answer wins.
-        if (pool_->TakeHedge()) {
-          flights.push_back(Launch(*second, body, calls, &methods, /*async=*/true, signal));
+        bool taken = next <= 2 && pool_->TakeHedge();
+        if (taken) {
+          flights.push_back(Launch(order[next], body, calls, &methods, /*async=*/true, signal));
+          pool_->CountHedge(order[next], false);
         }
         lock.lock();
+        if (!taken) break;
+        ++next;
+        signal->cv.wait(lock, [&] {
+          if (flights[0]->done) return true;
+          return flights.back()->done;  // a hedge that failed at once lets the next one go
+        });
+        if (flights.back()->done && flights.back()->outcome == EndpointOutcome::kGood) break;
       }
       signal->cv.wait(lock, [&] {
         bool all_done = true;
@@ -634,7 +684,7 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
         break;
       }
     }
-    if (flights.size() > 1) pool_->CountHedge(flights[1]->endpoint, winner == flights[1]);
+    if (winner && winner != flights[0]) pool_->CountHedgeWin(winner->endpoint);
     if (winner) {
       answered_ |= uint64_t{1} << winner->endpoint;
       avoid_ = 0;

@@ -11,7 +11,8 @@
 //  - Routing: among the endpoints that are in (see below), not cooling down after a 429, not
 //    known to lack a method of the request, and not known to refuse a batch of this size, one is
 //    drawn with probability proportional to its weight divided by how much slower it has been
-//    than the fastest (latency EWMA): a 10x slower endpoint gets a tenth of its share.
+//    than the fastest (latency EWMA, quick to rise, slow to fall): a 10x slower endpoint gets a
+//    tenth of its share.
 //  - Failover: a transport failure, HTTP 408/429/5xx, another 4xx (a bad key at one provider), a
 //    batch rejected as a whole, or "method not found" (-32601) from this endpoint: the request
 //    goes to the next endpoint at once, within the same Post. Only when no endpoint gave a usable
@@ -27,9 +28,11 @@
 //    endpoint takes them, to the one with the highest limit, where the client splits them). A
 //    method an endpoint answers -32601 is routed to the others (eth_getBlockReceipts, trace_block,
 //    debug_traceBlockByNumber), and the client's own fallback applies only when none serves it.
-//  - Hedging: when an endpoint has not answered within its recent p95 latency (at least
-//    hedge_min), the same request also goes to the next endpoint, and the first usable answer
-//    wins. At most hedge_budget of the requests are hedged; each hedge is counted.
+//  - Hedging: when an endpoint has not answered within its recent p95 latency (or the pool's,
+//    when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
+//    hedge_min), the same request also goes to the next endpoint, and to the one after if that
+//    hedge fails at once (at most two), and the first usable answer wins. At most hedge_budget of
+//    the requests (plus a burst of hedge_burst) are hedged; each hedge and each win is counted.
 // Every endpoint's requests, failures by kind, hedges and calls served are counted (Stats) and
 // exported as gapless_rpc_endpoint_* metrics labelled by the redacted endpoint.
 //
@@ -71,7 +74,8 @@ struct PoolOptions {
   int64_t cooldown_micros = 1'000'000;  // after a 429 without Retry-After
   int64_t max_retry_after_micros = 30'000'000;
   bool hedge = true;
-  double hedge_budget = 0.1;  // hedged requests at most this fraction of all (plus one)
+  double hedge_budget = 0.1;  // hedged requests at most this fraction of all, plus hedge_burst
+  int hedge_burst = 5;
   int64_t hedge_min_micros = 50'000;
   Env* env = nullptr;  // time and the routing draw; nullptr = Env::Default()
 };
@@ -156,10 +160,13 @@ class EndpointPool {
               const std::vector<std::string>& methods, std::optional<int64_t> retry_after_micros);
   // An answer of endpoint i turned out wrong (a block hash not the head log's).
   void Distrust(size_t i);
-  void CountHedge(size_t i, bool won);
+  // A request sent to endpoint i as a hedge; one it answered first.
+  void CountHedge(size_t i, bool won = false);
+  void CountHedgeWin(size_t i);
 
-  // How long to wait for endpoint i before hedging: its recent p95 latency, at least hedge_min;
-  // nullopt when hedging is off or too few answers are known.
+  // How long to wait for endpoint i before hedging: its recent p95 latency or the pool's,
+  // whichever is lower (each known from 8 answers on), at least hedge_min; nullopt when hedging
+  // is off or neither is known.
   std::optional<int64_t> HedgeDelayMicros(size_t i);
   // Takes one hedge from the budget; false when hedging now would exceed it.
   bool TakeHedge();
@@ -217,5 +224,10 @@ class PoolTransport : public HttpTransport {
 // The methods of a request body ("method":"..." of each call, distinct, in order) and the number of
 // calls in it. Exposed for tests.
 std::vector<std::string> MethodsOf(std::string_view body, size_t* calls);
+
+// One line of an endpoint's counts, for logs and `gapless status`: "in, 120 requests, 100 good,
+// 2 failures, 3 rate-limited, 1 distrusted, 4 hedges (3 won), 980 calls served, latency 5.2 ms,
+// batch limit 10, lacks eth_getBlockReceipts".
+std::string DescribeStats(const EndpointStats& stats);
 
 }  // namespace gapless
