@@ -25,6 +25,9 @@ std::string Keys::range_lock(std::string_view task) const {
   return prefix_ + "rangelock:" + std::string(task);
 }
 std::string Keys::gap() const { return prefix_ + "gap"; }
+std::string Keys::rpc_pool(std::string_view process) const {
+  return prefix_ + "rpcpool:" + std::string(process);
+}
 std::string Keys::heartbeat(std::string_view worker) const {
   return prefix_ + "heartbeat:" + std::string(worker);
 }

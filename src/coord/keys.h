@@ -20,7 +20,7 @@
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
 //   fence_counter, frontier       one integer each.
-//   rate_limit, heartbeat, election_lock, range_lock, gap   carry a TTL.
+//   rate_limit, heartbeat, rpc_pool, election_lock, range_lock, gap   carry a TTL.
 //   election_epoch, election_meta, head_floor, head_incarnation, head_fork, leader_epoch,
 //   leader_term, reorg_generation one value each.
 //   head_log, head_heights        trimmed to the head-log window by election_write_head.lua.
@@ -97,6 +97,10 @@ class Keys {
   // --- fleet ---
   // String with a TTL (a few heartbeat intervals): the process is alive while it exists.
   std::string heartbeat(std::string_view worker) const;
+  // String with a TTL (15 s past the process's last write): a fleet process's RPC endpoint pool
+  // counts (rpc/endpoint_pool.h StatsJson), by process ("host:pid"), for `gapless status`, which
+  // finds them with SCAN MATCH rpc_pool("*").
+  std::string rpc_pool(std::string_view process) const;
   // Hash worker -> JSON (host, pid, current range, blocks/s) for `gapless status`.
   std::string registry() const;
   // Sorted set worker -> expiry (Redis TIME ms) of its registry entry: how a beat finds dead

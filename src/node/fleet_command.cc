@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -290,6 +291,52 @@ Result<CheckedChain> ChainFromDatabase(const IndexingOptions& args, size_t conne
   return chain;
 }
 
+// Publishes a process's RPC pool counts every 2 s for `gapless status` (Keys::rpc_pool, 15 s TTL),
+// on a thread and a Redis connection of its own; a failed write is skipped (status shows less).
+class PoolPublisher {
+ public:
+  PoolPublisher(std::shared_ptr<EndpointPool> pool, const std::string& redis_url, std::string key)
+      : pool_(std::move(pool)), key_(std::move(key)) {
+    auto conn = RedisConn::Connect(redis_url, {}, /*connect_now=*/false);
+    if (!conn.ok()) return;
+    conn_ = std::move(conn).value();
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!stop_) {
+        lock.unlock();
+        Publish();
+        lock.lock();
+        cv_.wait_for(lock, std::chrono::seconds(2), [this] { return stop_; });
+      }
+    });
+  }
+  ~PoolPublisher() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (conn_) Publish();  // the final counts
+  }
+  PoolPublisher(const PoolPublisher&) = delete;
+  PoolPublisher& operator=(const PoolPublisher&) = delete;
+
+ private:
+  void Publish() {
+    static_cast<void>(
+        conn_->Command({"SET", key_, StatsJson(pool_->Stats()), "PX", "15000"}).status());
+  }
+
+  std::shared_ptr<EndpointPool> pool_;
+  std::string key_;
+  std::unique_ptr<RedisConn> conn_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 Result<Outcome> RunFleet(const FleetCommand& command) {
@@ -462,6 +509,12 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
       command.follow ? "(following)" : std::to_string(chain.to), chain.chain_id, command.workers,
       leader != nullptr ? " and a leader candidate" : "", coord.redis->Describe(),
       worker_nodes->size(), worker_nodes->size() == 1 ? "" : "s");
+
+  std::unique_ptr<PoolPublisher> pool_publisher;
+  if (rpc_pool) {
+    pool_publisher =
+        std::make_unique<PoolPublisher>(rpc_pool, command.redis, coord.keys.rpc_pool(process_id));
+  }
 
   IndexCounters totals;
   const bool live_bar = ShowsLiveBar(args.progress);

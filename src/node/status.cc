@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "coord/election.h"
@@ -452,6 +453,60 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
     r.workers.push_back({w.worker, w.host, w.pid, w.range, w.blocks_per_s,
                          std::max<int64_t>(0, r.now_ms - w.updated_ms)});
   }
+  // The RPC pools the fleet's processes published (each key lives 15 s past its process's last
+  // write, so a run that just ended still shows), summed per endpoint. A SCAN of this chain's
+  // prefix: the coordination keys are few (coord/keys.h bounds them).
+  std::set<std::string> pool_keys;
+  const std::string pattern = keys.rpc_pool("*");
+  std::string cursor = "0";
+  do {
+    auto page = display.Command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+    if (!page.ok() || page->elements.size() != 2) break;
+    cursor = page->elements[0].str;
+    for (const auto& k : page->elements[1].elements) pool_keys.insert(k.str);
+  } while (cursor != "0");
+  for (const std::string& key : pool_keys) {
+    auto published = display.Command({"GET", key});
+    if (!published.ok() || published->is_nil()) continue;
+    auto stats = ParseStatsJson(published->str);
+    if (!stats.ok()) continue;
+    for (const EndpointStats& e : *stats) {
+      auto it = std::find_if(r.rpc_endpoints.begin(), r.rpc_endpoints.end(),
+                             [&](const auto& x) { return x.totals.endpoint == e.endpoint; });
+      if (it == r.rpc_endpoints.end()) {
+        r.rpc_endpoints.push_back({});
+        it = r.rpc_endpoints.end() - 1;
+        it->totals.endpoint = e.endpoint;
+        it->totals.weight = e.weight;
+        it->totals.latency_ewma_ms = 0;
+      }
+      StatusReport::RpcEndpoint& t = *it;
+      t.processes += 1;
+      t.out_in += e.in ? 0 : 1;
+      t.totals.in = t.out_in == 0;
+      t.totals.cooling = t.totals.cooling || e.cooling;
+      t.totals.latency_ewma_ms +=
+          (e.latency_ewma_ms - t.totals.latency_ewma_ms) / static_cast<double>(t.processes);
+      t.totals.batch_limit = e.batch_limit == 0 ? t.totals.batch_limit
+                             : t.totals.batch_limit == 0
+                                 ? e.batch_limit
+                                 : std::min(t.totals.batch_limit, e.batch_limit);
+      for (const auto& m : e.missing_methods) {
+        if (std::find(t.totals.missing_methods.begin(), t.totals.missing_methods.end(), m) ==
+            t.totals.missing_methods.end()) {
+          t.totals.missing_methods.push_back(m);
+        }
+      }
+      t.totals.requests += e.requests;
+      t.totals.good += e.good;
+      t.totals.failures += e.failures;
+      t.totals.rate_limited += e.rate_limited;
+      t.totals.distrusted += e.distrusted;
+      t.totals.hedges += e.hedges;
+      t.totals.hedge_wins += e.hedge_wins;
+      t.totals.calls_served += e.calls_served;
+    }
+  }
   // The warnings, from the text report's lines (one rule for both).
   std::ostringstream text;
   WriteStatusText(r, text);
@@ -522,6 +577,15 @@ void WriteStatusText(const StatusReport& r, std::ostream& out) {
     for (const auto& g : r.groups) {
       out << fmt::format("  group {:<20} on {:<28} {}\n", g.group, g.bus,
                          g.lag ? fmt::format("lag {} events", *g.lag) : "unknown: " + g.error);
+    }
+  }
+  if (!r.rpc_endpoints.empty()) {
+    out << fmt::format("rpc endpoints ({})\n", r.rpc_endpoints.size());
+    for (const auto& e : r.rpc_endpoints) {
+      out << fmt::format("  {:<40} {}{}\n", e.totals.endpoint, DescribeStats(e.totals),
+                         e.out_in > 0 ? fmt::format("   WARNING: taken out in {} of {} processes",
+                                                    e.out_in, e.processes)
+                                      : "");
     }
   }
   out << fmt::format("live workers ({})\n", r.workers.size());
@@ -630,6 +694,14 @@ std::string StatusJson(const StatusReport& r) {
         (i > 0 ? "," : "") + std::string("{\"worker\":") + Str(w.worker) +
         ",\"host\":" + Str(w.host) + fmt::format(",\"pid\":{},\"range\":", w.pid) + Str(w.range) +
         fmt::format(",\"blocks_per_s\":{:.2f},\"beat_ms_ago\":{}}}", w.blocks_per_s, w.beat_ms_ago);
+  }
+  o += "],\"rpc_endpoints\":[";
+  for (size_t i = 0; i < r.rpc_endpoints.size(); ++i) {
+    const auto& e = r.rpc_endpoints[i];
+    std::string one = StatsJson({e.totals});  // "[{...}]"
+    one = one.substr(1, one.size() - 3);      // "{..." without the closing brace
+    o += (i > 0 ? "," : "") + one +
+         fmt::format(",\"processes\":{},\"out_in\":{}}}", e.processes, e.out_in);
   }
   o += "],\"warnings\":[";
   for (size_t i = 0; i < r.warnings.size(); ++i) o += (i > 0 ? "," : "") + Str(r.warnings[i]);

@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "node/app.h"
 #include "node/commands.h"
+#include "rpc/endpoint_pool.h"
 
 namespace gapless {
 
@@ -112,6 +113,15 @@ struct StatusReport {
     int64_t beat_ms_ago = 0;
   };
   std::vector<Worker> workers;
+
+  // The RPC endpoint pools of the live fleet processes (rpc/endpoint_pool.h), summed per endpoint
+  // over the processes that publish one (Keys::rpc_pool).
+  struct RpcEndpoint {
+    EndpointStats totals;  // counts summed; latency the mean; in/cooling: in every process
+    size_t processes = 0;  // that use it
+    size_t out_in = 0;     // of which have it taken out
+  };
+  std::vector<RpcEndpoint> rpc_endpoints;
 
   // Every line of the report that says WARNING, without the word.
   std::vector<std::string> warnings;

@@ -230,4 +230,9 @@ std::vector<std::string> MethodsOf(std::string_view body, size_t* calls);
 // batch limit 10, lacks eth_getBlockReceipts".
 std::string DescribeStats(const EndpointStats& stats);
 
+// The pool's counts as JSON (an array of objects, one per endpoint), as a fleet process publishes
+// them for `gapless status`, and back. The parser ignores what it does not know.
+std::string StatsJson(const std::vector<EndpointStats>& stats);
+Result<std::vector<EndpointStats>> ParseStatsJson(std::string_view json);
+
 }  // namespace gapless

@@ -18,7 +18,7 @@ local current = redis.call('GET', fence)
 if current and not string.match(current, '^%d+$') then
   return redis.error_reply('queue_fence_floor: ' .. fence .. ' holds ' .. current)
 end
-current = tonumber(current or '0')
-if current >= floor then return current end
+-- A missing counter is created even at floor 0, so that its absence keeps meaning "lost".
+if current and tonumber(current) >= floor then return tonumber(current) end
 redis.call('SET', fence, string.format('%d', floor))
 return floor
