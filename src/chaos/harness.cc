@@ -253,6 +253,9 @@ std::string LastLogLine(const std::string& path) {
   return last.size() > 400 ? last.substr(last.size() - 400) : last;
 }
 
+// The name suffix of a worker's spare RPC front (its pool's second endpoint).
+constexpr const char* kSpareSuffix = "/spare";
+
 // The RPC node as one process sees it: an HTTP server forwarding every request to anvil, which a
 // fault makes answer badly (every other request while the fault lasts, so work still moves).
 class RpcFront {
@@ -932,6 +935,17 @@ Status Scenario::Setup() {
     return Via(process, "rpc", front->port(), "http");
   };
 
+  // A worker's RPC pool (rpc/endpoint_pool.h): its front, through its link, and a spare front
+  // straight to anvil (no link of its own, so the schedule's draws are unchanged), healthy while
+  // an `rpc` fault hits the first: the pool fails over instead of the worker retrying. other-hash
+  // reaches both (every worker front), as a lagging backend behind both would.
+  auto RpcPoolOf = [&](const std::string& process) {
+    std::string first = RpcVia(process);
+    auto& spare = rpc_fronts_[process + kSpareSuffix];
+    spare = std::make_unique<RpcFront>(anvil_url_);
+    return first + ", http://127.0.0.1:" + std::to_string(spare->port()) + "/";
+  };
+
   // The gapless processes, every link through a proxy of its own.
   std::vector<std::string> names = {"leader-a", "leader-b"};
   for (int i = 1; i <= options_.workers; ++i) names.push_back(fmt::format("worker-{}", i));
@@ -957,7 +971,7 @@ Status Scenario::Setup() {
     p.args = {options_.gapless_bin,
               leader ? "leader" : "worker",
               "--rpc",
-              RpcVia(name),
+              leader ? RpcVia(name) : RpcPoolOf(name),
               "--db",
               pg,
               "--redis",
@@ -2272,7 +2286,11 @@ Result<SeedReport> Scenario::Run() {
   for (const auto& [name, p] : procs_) schedule.processes.push_back(name);
   for (const auto& [name, link] : links_) schedule.links.push_back(name);
   for (const auto& [name, proxies] : kafka_links_) schedule.links.push_back(name);
-  for (const auto& [name, front] : rpc_fronts_) schedule.rpc_clients.push_back(name);
+  for (const auto& [name, front] : rpc_fronts_) {
+    // A worker's spare endpoint is not a fault target of its own: it stays healthy while the
+    // worker's first one fails (see Deploy), and the draws stay what they were without it.
+    if (name.find(kSpareSuffix) == std::string::npos) schedule.rpc_clients.push_back(name);
+  }
   for (const Bus& bus : buses_) {
     if (bus.name != "kafka") schedule.buses.push_back(bus.name);
   }

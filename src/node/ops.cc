@@ -156,13 +156,13 @@ ReadinessProber::Probe RedisProbe(std::string url, bool coordination) {
 }
 
 ReadinessProber::Probe RpcProbe(RpcOptions rpc) {
-  CurlTransportOptions transport;
-  transport.connect_timeout_ms = 1'000;
-  transport.request_timeout_ms = 2'000;
-  JsonRpcClientOptions client_options;
-  client_options.max_attempts = 1;
-  auto client = std::make_shared<JsonRpcClient>(std::make_unique<CurlTransport>(rpc.url, transport),
-                                                client_options);
+  // Short timeouts, no retries: a probe answers fast. Over a pool (several --rpc endpoints) the
+  // node is reachable while any endpoint answers (the pool fails over within the call).
+  rpc.connect_timeout_ms = 1'000;
+  rpc.request_timeout_ms = 2'000;
+  rpc.max_attempts = 1;
+  rpc.hedge = false;
+  std::shared_ptr<JsonRpcClient> client = MakeRpcClientFactory(rpc)();
   return [client]() -> Result<std::string> {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t chain, client->ChainId());
     return fmt::format("chain {}", chain);

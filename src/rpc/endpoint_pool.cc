@@ -652,6 +652,16 @@ PoolTransport::~PoolTransport() {
   for (size_t i = 0; i < in_flight_.size(); ++i) WaitIdle(i);
 }
 
+uint64_t PoolTransport::BusyMask() const {
+  uint64_t busy = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    if (!in_flight_[i]) continue;
+    std::lock_guard<std::mutex> lock(in_flight_[i]->signal->mu);
+    if (!in_flight_[i]->done) busy |= uint64_t{1} << i;
+  }
+  return busy;
+}
+
 void PoolTransport::WaitIdle(size_t i) {
   if (in_flight_[i] && in_flight_[i]->thread.joinable()) in_flight_[i]->thread.join();
   in_flight_[i].reset();
@@ -710,7 +720,12 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
   std::optional<Result<HttpResponse>> last_failure;
   while (true) {
     size_t usable = 0;
-    std::vector<size_t> order = pool_->Route(calls, methods, tried, &usable);
+    // An endpoint still answering a lost hedge of this client would make the request wait for
+    // it: the others first (a Route that finds none usable marks no probe, so asking again is
+    // safe).
+    const uint64_t busy = BusyMask();
+    std::vector<size_t> order = pool_->Route(calls, methods, tried | busy, &usable);
+    if (usable == 0 && busy != 0) order = pool_->Route(calls, methods, tried, &usable);
     if (usable == 0 && !last_failure.has_value() && tried != 0 && tried == avoid_) {
       tried = 0;  // the others are out or cooling: the distrusted ones rather than none
       continue;

@@ -213,6 +213,8 @@ class PoolTransport : public HttpTransport {
                                  const std::vector<std::string>* methods, bool async,
                                  std::shared_ptr<FlightSignal> signal);
   void WaitIdle(size_t i);
+  // Endpoints with a request of this client still running (a hedge that lost).
+  uint64_t BusyMask() const;
 
   std::shared_ptr<EndpointPool> pool_;
   std::vector<std::unique_ptr<HttpTransport>> transports_;
