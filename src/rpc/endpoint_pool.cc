@@ -485,14 +485,17 @@ std::optional<int64_t> EndpointPool::HedgeDelayMicros(size_t i) {
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
     return v[k];
   };
-  // Its own p95, or the pool's when lower: an endpoint that turned slow has a p95 that soon
-  // says "slow is normal", and waiting that long before hedging would hedge nothing.
+  // Its own p95, or the other endpoints' when lower: an endpoint that turned slow has a p95
+  // that soon says "slow is normal", and waiting that long before hedging would hedge nothing;
+  // what the others take is what a request should take.
   const Endpoint& e = *endpoints_.at(i);
   std::optional<int64_t> own = p95(std::vector<int64_t>(e.recent.begin(), e.recent.end()));
-  std::vector<int64_t> all;
-  for (const auto& other : endpoints_)
-    all.insert(all.end(), other->recent.begin(), other->recent.end());
-  std::optional<int64_t> pool = p95(std::move(all));
+  std::vector<int64_t> others;
+  for (size_t k = 0; k < endpoints_.size(); ++k) {
+    if (k == i) continue;
+    others.insert(others.end(), endpoints_[k]->recent.begin(), endpoints_[k]->recent.end());
+  }
+  std::optional<int64_t> pool = p95(std::move(others));
   if (!own && !pool) return std::nullopt;
   int64_t delay = std::min(own.value_or(INT64_MAX), pool.value_or(INT64_MAX));
   return std::max(delay, options_.hedge_min_micros);

@@ -28,8 +28,8 @@
 //    endpoint takes them, to the one with the highest limit, where the client splits them). A
 //    method an endpoint answers -32601 is routed to the others (eth_getBlockReceipts, trace_block,
 //    debug_traceBlockByNumber), and the client's own fallback applies only when none serves it.
-//  - Hedging: when an endpoint has not answered within its recent p95 latency (or the pool's,
-//    when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
+//  - Hedging: when an endpoint has not answered within its recent p95 latency (or the other
+//    endpoints', when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
 //    hedge_min), the same request also goes to the next endpoint, and to the one after if that
 //    hedge fails at once (at most two), and the first usable answer wins. At most hedge_budget of
 //    the requests (plus a burst of hedge_burst) are hedged; each hedge and each win is counted.
@@ -164,8 +164,8 @@ class EndpointPool {
   void CountHedge(size_t i, bool won = false);
   void CountHedgeWin(size_t i);
 
-  // How long to wait for endpoint i before hedging: its recent p95 latency or the pool's,
-  // whichever is lower (each known from 8 answers on), at least hedge_min; nullopt when hedging
+  // How long to wait for endpoint i before hedging: its recent p95 latency or the other
+  // endpoints', whichever is lower (each known from 8 answers on), at least hedge_min; nullopt when hedging
   // is off or neither is known.
   std::optional<int64_t> HedgeDelayMicros(size_t i);
   // Takes one hedge from the budget; false when hedging now would exceed it.
