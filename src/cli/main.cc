@@ -289,8 +289,8 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
   sub->add_option("--rpc", index.rpc, kRpcHelp)->required()->check(RpcListCheck());
   sub->add_option("--rpc-hedge", index.rpc_hedge,
                   "With several --rpc endpoints: also send a request to another endpoint when "
-                  "the first has not answered within its recent p95 latency (at most 10% of the "
-                  "requests); on or off")
+                  "the first has not answered within its recent p95 latency or the other "
+                  "endpoints', whichever is lower (at most 10% of the requests, plus 5); on or off")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--from", index.from, "First block")->capture_default_str();
