@@ -698,9 +698,7 @@ std::string StatusJson(const StatusReport& r) {
   o += "],\"rpc_endpoints\":[";
   for (size_t i = 0; i < r.rpc_endpoints.size(); ++i) {
     const auto& e = r.rpc_endpoints[i];
-    std::string one = StatsJson({e.totals});  // "[{...}]"
-    one = one.substr(1, one.size() - 3);      // "{..." without the closing brace
-    o += (i > 0 ? "," : "") + one +
+    o += (i > 0 ? "," : "") + StatsJsonFields(e.totals) +
          fmt::format(",\"processes\":{},\"out_in\":{}}}", e.processes, e.out_in);
   }
   o += "],\"warnings\":[";

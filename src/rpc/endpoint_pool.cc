@@ -267,14 +267,6 @@ double EndpointPool::EffectiveWeightLocked(size_t i) const {
   return e.spec.weight / std::max(1.0, slower);
 }
 
-bool EndpointPool::Available(size_t i) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const Endpoint& e = *endpoints_.at(i);
-  const int64_t now = options_.env->NowMicros();
-  if (e.cooling_until > now) return false;
-  return e.in || (now >= e.out_until && !e.probing);
-}
-
 std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::string>& methods,
                                         uint64_t exclude, size_t* usable) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -462,7 +454,7 @@ void EndpointPool::Distrust(size_t i) {
   FailedLocked(e, options_.env->NowMicros());
 }
 
-void EndpointPool::CountHedge(size_t i, bool /*won*/) {
+void EndpointPool::CountHedge(size_t i) {
   std::lock_guard<std::mutex> lock(mu_);
   Endpoint& e = *endpoints_.at(i);
   e.stats.hedges += 1;
@@ -554,24 +546,28 @@ void AppendQuoted(std::string& out, std::string_view s) {
 
 }  // namespace
 
+std::string StatsJsonFields(const EndpointStats& s) {
+  std::string out = "{\"endpoint\":";
+  AppendQuoted(out, s.endpoint);
+  out += fmt::format(
+      ",\"weight\":{},\"in\":{},\"cooling\":{},\"latency_ms\":{:.3f},\"batch_limit\":{},"
+      "\"requests\":{},\"good\":{},\"failures\":{},\"rate_limited\":{},\"distrusted\":{},"
+      "\"hedges\":{},\"hedge_wins\":{},\"calls_served\":{},\"missing\":[",
+      s.weight, s.in ? "true" : "false", s.cooling ? "true" : "false", s.latency_ewma_ms,
+      s.batch_limit, s.requests, s.good, s.failures, s.rate_limited, s.distrusted, s.hedges,
+      s.hedge_wins, s.calls_served);
+  for (size_t i = 0; i < s.missing_methods.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    AppendQuoted(out, s.missing_methods[i]);
+  }
+  return out + "]";
+}
+
 std::string StatsJson(const std::vector<EndpointStats>& stats) {
   std::string out = "[";
   for (const auto& s : stats) {
     if (out.size() > 1) out.push_back(',');
-    out += "{\"endpoint\":";
-    AppendQuoted(out, s.endpoint);
-    out += fmt::format(
-        ",\"weight\":{},\"in\":{},\"cooling\":{},\"latency_ms\":{:.3f},\"batch_limit\":{},"
-        "\"requests\":{},\"good\":{},\"failures\":{},\"rate_limited\":{},\"distrusted\":{},"
-        "\"hedges\":{},\"hedge_wins\":{},\"calls_served\":{},\"missing\":[",
-        s.weight, s.in ? "true" : "false", s.cooling ? "true" : "false", s.latency_ewma_ms,
-        s.batch_limit, s.requests, s.good, s.failures, s.rate_limited, s.distrusted, s.hedges,
-        s.hedge_wins, s.calls_served);
-    for (size_t i = 0; i < s.missing_methods.size(); ++i) {
-      if (i > 0) out.push_back(',');
-      AppendQuoted(out, s.missing_methods[i]);
-    }
-    out += "]}";
+    out += StatsJsonFields(s) + "}";
   }
   return out + "]";
 }
@@ -767,7 +763,7 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
         bool taken = next <= 2 && pool_->TakeHedge();
         if (taken) {
           flights.push_back(Launch(order[next], body, calls, &methods, /*async=*/true, signal));
-          pool_->CountHedge(order[next], false);
+          pool_->CountHedge(order[next]);
         }
         lock.lock();
         if (!taken) break;

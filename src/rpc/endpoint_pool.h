@@ -151,8 +151,6 @@ class EndpointPool {
   // the rest are out or cooling. Never empty unless every endpoint is excluded.
   std::vector<size_t> Route(size_t calls, const std::vector<std::string>& methods, uint64_t exclude,
                             size_t* usable = nullptr);
-  // True when endpoint i may be asked now (in, or its probe is due; not cooling).
-  bool Available(size_t i);
 
   // The outcome of a request sent to endpoint i: its latency, its size and methods (good answers
   // record the methods as served there), the server's Retry-After.
@@ -161,12 +159,12 @@ class EndpointPool {
   // An answer of endpoint i turned out wrong (a block hash not the head log's).
   void Distrust(size_t i);
   // A request sent to endpoint i as a hedge; one it answered first.
-  void CountHedge(size_t i, bool won = false);
+  void CountHedge(size_t i);
   void CountHedgeWin(size_t i);
 
   // How long to wait for endpoint i before hedging: its recent p95 latency or the other
-  // endpoints', whichever is lower (each known from 8 answers on), at least hedge_min; nullopt when hedging
-  // is off or neither is known.
+  // endpoints', whichever is lower (each known from 8 answers on), at least hedge_min; nullopt when
+  // hedging is off or neither is known.
   std::optional<int64_t> HedgeDelayMicros(size_t i);
   // Takes one hedge from the budget; false when hedging now would exceed it.
   bool TakeHedge();
@@ -235,6 +233,8 @@ std::string DescribeStats(const EndpointStats& stats);
 // The pool's counts as JSON (an array of objects, one per endpoint), as a fleet process publishes
 // them for `gapless status`, and back. The parser ignores what it does not know.
 std::string StatsJson(const std::vector<EndpointStats>& stats);
+// One endpoint's object of StatsJson, without its closing brace (a caller may add fields).
+std::string StatsJsonFields(const EndpointStats& stats);
 Result<std::vector<EndpointStats>> ParseStatsJson(std::string_view json);
 
 }  // namespace gapless

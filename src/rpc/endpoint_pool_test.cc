@@ -384,6 +384,26 @@ TEST(EndpointPoolTest, HedgesStayWithinTheirBudget) {
   EXPECT_LE(static_cast<double>(hedges), 0.1 * static_cast<double>(requests) + options.hedge_burst);
 }
 
+// What a fleet process publishes for `gapless status` reads back the same.
+TEST(EndpointPoolTest, StatsRoundTripThroughJson) {
+  EndpointStats e;
+  e.endpoint = "http://a:8545/\"q\"";
+  e.in = false;
+  e.requests = 7;
+  e.hedge_wins = 2;
+  e.batch_limit = 10;
+  e.missing_methods = {"trace_block"};
+  auto back = ParseStatsJson(StatsJson({e, EndpointStats{}}));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->size(), 2u);
+  EXPECT_EQ((*back)[0].endpoint, e.endpoint);
+  EXPECT_FALSE((*back)[0].in);
+  EXPECT_EQ((*back)[0].requests, 7u);
+  EXPECT_EQ((*back)[0].hedge_wins, 2u);
+  EXPECT_EQ((*back)[0].batch_limit, 10u);
+  EXPECT_EQ((*back)[0].missing_methods, e.missing_methods);
+}
+
 // The client halves its batches when the node refuses one as too large, and keeps the limit.
 TEST(ClientBatchLimitTest, ARefusedBatchIsSplitAndTheLimitKept) {
   int biggest = 0;
