@@ -16,6 +16,7 @@ std::string Keys::attempts() const { return prefix_ + "queue:attempts"; }
 std::string Keys::expiries() const { return prefix_ + "queue:expiries"; }
 std::string Keys::dlq() const { return prefix_ + "queue:dlq"; }
 std::string Keys::fence_counter() const { return prefix_ + "fence"; }
+std::string Keys::fence_dataset() const { return prefix_ + "fence:dataset"; }
 std::string Keys::completed() const { return prefix_ + "frontier:completed"; }
 std::string Keys::frontier() const { return prefix_ + "frontier"; }
 std::string Keys::rate_limit(std::string_view endpoint) const {

@@ -19,7 +19,7 @@
 //                                 task to the DLQ at its max_expiries), reset by DLQ retry.
 //   dlq                           one field per dead task; drained by `gapless dlq retry`.
 //   completed                     trimmed below the frontier by frontier_advance.lua.
-//   fence_counter, frontier       one integer each.
+//   fence_counter, frontier       one integer each; fence_dataset one replication id.
 //   rate_limit, heartbeat, rpc_pool, election_lock, range_lock, gap   carry a TTL.
 //   election_epoch, election_meta, head_floor, head_incarnation, head_fork, leader_epoch,
 //   leader_term, reorg_generation one value each.
@@ -74,6 +74,10 @@ class Keys {
   // String, INCR: the fencing token counter. Never expires. Restarts from 0 when Redis loses its
   // data; the PostgreSQL side floors it (queue.h: Queue::FloorFenceCounter).
   std::string fence_counter() const;
+  // String: the replication id of the Redis server on which fence_counter was last floored from
+  // PostgreSQL (or first granted from); grants on another server are refused until it is floored
+  // again (lua/fence_lib.lua). Never expires.
+  std::string fence_dataset() const;
 
   // --- frontier (frontier.h) ---
   // Sorted set of completed ranges: member "from-to", score from. Trimmed below the frontier.

@@ -106,10 +106,11 @@ Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks, uint64_t leader
 
 Result<std::optional<Lease>> Queue::Claim(const std::string& worker, int64_t ttl_ms) {
   static const RedisScript& script = LoadScript("queue_claim.lua");
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply r, conn_->Eval(script,
-                                                     {keys_.pending(), keys_.processing(),
-                                                      keys_.leases(), keys_.fence_counter()},
-                                                     {worker, std::to_string(ttl_ms)}));
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
+                           conn_->Eval(script,
+                                       {keys_.pending(), keys_.processing(), keys_.leases(),
+                                        keys_.fence_counter(), keys_.fence_dataset()},
+                                       {worker, std::to_string(ttl_ms)}));
   if (r.is_nil()) return std::optional<Lease>();
   if (r.type != RedisReply::Type::kArray || r.elements.size() != 3) return BadReply(script, r);
   GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, r, 0));
@@ -144,10 +145,11 @@ Result<CompleteAndClaimResult> Queue::CompleteAndClaim(const TaskRange& done,
   static const RedisScript& script = LoadScript("queue_complete_claim.lua");
   GAPLESS_ASSIGN_OR_RETURN(
       RedisReply r,
-      conn_->Eval(script,
-                  {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(),
-                   keys_.attempts(), keys_.completed(), keys_.expiries(), keys_.fence_counter()},
-                  {done.id(), worker, std::to_string(token), std::to_string(ttl_ms)}));
+      conn_->Eval(
+          script,
+          {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(), keys_.attempts(),
+           keys_.completed(), keys_.expiries(), keys_.fence_counter(), keys_.fence_dataset()},
+          {done.id(), worker, std::to_string(token), std::to_string(ttl_ms)}));
   // {completed, reason} or {completed, reason, task, token, expires_ms}.
   if (r.type != RedisReply::Type::kArray || (r.elements.size() != 2 && r.elements.size() != 5) ||
       r.elements[0].type != RedisReply::Type::kInteger) {
@@ -273,13 +275,18 @@ Result<int64_t> Queue::DlqRetryAll(int64_t limit) {
   return static_cast<int64_t>(moved.size());
 }
 
-Result<int64_t> Queue::FloorFenceCounter(int64_t floor) {
+Result<FenceFloorResult> Queue::FloorFenceCounter(int64_t floor, bool only_on_new_data_set) {
   static const RedisScript& script = LoadScript("queue_fence_floor.lua");
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
-                           conn_->Eval(script, {keys_.fence_counter()}, {std::to_string(floor)},
-                                       /*idempotent=*/true));
-  if (r.type != RedisReply::Type::kInteger) return BadReply(script, r);
-  return r.integer;
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r,
+      conn_->Eval(script, {keys_.fence_counter(), keys_.fence_dataset()},
+                  {std::to_string(floor), only_on_new_data_set ? "new-data-set" : "always"},
+                  /*idempotent=*/true));
+  if (r.type != RedisReply::Type::kArray || r.elements.size() != 2 ||
+      r.elements[0].type != RedisReply::Type::kInteger) {
+    return BadReply(script, r);
+  }
+  return FenceFloorResult{.counter = r.elements[0].integer, .floored = r.elements[1].integer == 1};
 }
 
 Result<std::optional<int64_t>> Queue::FenceCounter() {
@@ -292,6 +299,15 @@ Result<std::optional<int64_t>> Queue::FenceCounter() {
     return DataLoss(fmt::format("{} holds '{}', not a counter", keys_.fence_counter(), r.str));
   }
   return std::optional<int64_t>(value);
+}
+
+Result<bool> Queue::FenceFlooredOnThisDataSet() {
+  const std::string replid = ReplicationId(*conn_);
+  if (replid.empty()) return false;
+  GAPLESS_ASSIGN_OR_RETURN(RedisReply recorded, conn_->Command({"GET", keys_.fence_dataset()}));
+  if (recorded.str != replid) return false;
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<int64_t> counter, FenceCounter());
+  return counter.has_value();
 }
 
 Result<QueueDepths> Queue::Depths() {

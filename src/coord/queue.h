@@ -122,6 +122,11 @@ struct QueueDepths {
 inline constexpr char kStaleLeaderEpochError[] = "STALE_LEADER_EPOCH";
 bool IsStaleLeaderEpoch(const Status& status);
 
+struct FenceFloorResult {
+  int64_t counter = 0;   // the counter after the call
+  bool floored = false;  // false: only_on_new_data_set found it floored on this data set already
+};
+
 class Queue {
  public:
   // `conn` must outlive the Queue.
@@ -134,6 +139,8 @@ class Queue {
   Result<int64_t> Push(const std::vector<TaskRange>& tasks, uint64_t leader_epoch = 0);
 
   // Claims the head of pending for `worker` with a lease of ttl_ms; nullopt when pending is empty.
+  // IsFenceDataSetRefusal (nothing claimed) when the fence counter must be floored again first:
+  // it was floored on another Redis data set (a failover, a restart; FloorFenceCounter).
   Result<std::optional<Lease>> Claim(const std::string& worker, int64_t ttl_ms);
 
   // Extends the lease to now + ttl_ms (Redis TIME); returns the new expiry. Aborted when
@@ -178,12 +185,19 @@ class Queue {
   // Re-queues up to `limit` dead-lettered tasks; returns how many.
   Result<int64_t> DlqRetryAll(int64_t limit = 10'000);
 
-  // Raises the fencing-token counter to at least `floor` (never lowers it); returns its value.
-  // After Redis loses its data the counter restarts at 0: reconciliation calls this with a floor
-  // above every token granted before (node/reconcile.h) before any worker claims.
-  Result<int64_t> FloorFenceCounter(int64_t floor);
+  // Raises the fencing-token counter to at least `floor` (never lowers it) and records the data
+  // set (the server's replication id) it is valid on, so grants there are no longer refused with
+  // IsFenceDataSetRefusal. After Redis loses its data the counter restarts at 0, and after a
+  // failover to a replica that lagged it is behind grants of the old primary: reconciliation calls
+  // this with a floor above every token granted before (node/reconcile.h) before any claim.
+  // only_on_new_data_set: nothing is done when the counter exists and was floored on this data
+  // set already (floored is false then).
+  Result<FenceFloorResult> FloorFenceCounter(int64_t floor, bool only_on_new_data_set = false);
   // The fencing-token counter, nullopt when Redis does not have it.
   Result<std::optional<int64_t>> FenceCounter();
+  // True when the counter exists and was floored on this server's data set (its replication id
+  // is the one recorded); false also when INFO is refused (nothing can be told then).
+  Result<bool> FenceFlooredOnThisDataSet();
 
   Result<QueueDepths> Depths();
 

@@ -15,8 +15,10 @@ Result<std::optional<int64_t>> RangeLocks::Acquire(const TaskRange& range, const
                                                    int64_t ttl_ms) {
   static const RedisScript& script = LoadScript("range_lock.lua");
   GAPLESS_ASSIGN_OR_RETURN(
-      RedisReply r, conn_->Eval(script, {keys_.range_lock(range.id()), keys_.fence_counter()},
-                                {"acquire", owner, std::to_string(ttl_ms)}, /*idempotent=*/true));
+      RedisReply r,
+      conn_->Eval(script,
+                  {keys_.range_lock(range.id()), keys_.fence_counter(), keys_.fence_dataset()},
+                  {"acquire", owner, std::to_string(ttl_ms)}, /*idempotent=*/true));
   if (r.integer <= 0) return std::optional<int64_t>();
   return std::optional<int64_t>(r.integer);
 }

@@ -33,7 +33,8 @@ class RangeLocks {
   // When `owner` holds the range's lock now (taken, or already held: its TTL renewed), a fresh
   // fencing token for the write (the queue's counter: higher than every earlier lease or lock);
   // nullopt while another owner holds it. Resending after a lost answer is safe (the owner gets
-  // the lock again, with a higher token).
+  // the lock again, with a higher token). IsFenceDataSetRefusal (nothing taken) when the counter
+  // must be floored again first (Queue::FloorFenceCounter, node/reconcile.h).
   Result<std::optional<int64_t>> Acquire(const TaskRange& range, const std::string& owner,
                                          int64_t ttl_ms);
   // Renews the TTL while `owner` holds it; false when the lock was lost (expired or taken).

@@ -178,6 +178,10 @@ std::string RedisErrorReason(std::string_view error_code) {
   return "redis:" + std::string(error_code);
 }
 
+bool IsFenceDataSetRefusal(const Status& status) {
+  return !status.ok() && status.reason() == RedisErrorReason(kFenceDataSetError);
+}
+
 std::string Sha1Hex(std::string_view data) {
   Sha1 sha;
   sha.Update(data);

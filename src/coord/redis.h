@@ -139,6 +139,12 @@ std::string RedisErrorReason(std::string_view error_code);
 // before any write. RedisConn maps it to DataLoss with reason RedisErrorReason("CORRUPT").
 inline constexpr std::string_view kCorruptStateError = "CORRUPT";
 
+// The error code with which a script that grants a fencing token refuses to grant it on a Redis
+// data set the counter was not floored on (lua/fence_lib.lua: a failover, a restart). Internal,
+// with reason RedisErrorReason(kFenceDataSetError); IsFenceDataSetRefusal tells it apart.
+inline constexpr std::string_view kFenceDataSetError = "DATASET";
+bool IsFenceDataSetRefusal(const Status& status);
+
 class RedisConn;
 
 // One field of `INFO <section>` ("" when absent or when INFO is refused), e.g.

@@ -163,16 +163,17 @@ TEST(RedisConnItest, EvalReloadsTheScriptAfterScriptFlush) {
   GAPLESS_REDIS_TEST_DB_OR_SKIP(db);
   RedisConn& c = *db.conn();
   const RedisScript& s = LoadScript("queue_fence_floor.lua");
-  auto r = c.Eval(s, {db.keys().fence_counter()}, {"7"});
+  const std::vector<std::string> keys = {db.keys().fence_counter(), db.keys().fence_dataset()};
+  auto r = c.Eval(s, keys, {"7", "always"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->integer, 7);
+  EXPECT_EQ(r->elements.at(0).integer, 7);
   ASSERT_TRUE(c.Command({"SCRIPT", "FLUSH"}).ok());
   auto exists = c.Command({"SCRIPT", "EXISTS", s.sha1()});
   ASSERT_TRUE(exists.ok());
   ASSERT_EQ(exists->elements.at(0).integer, 0);
-  r = c.Eval(s, {db.keys().fence_counter()}, {"9"});
+  r = c.Eval(s, keys, {"9", "always"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->integer, 9);
+  EXPECT_EQ(r->elements.at(0).integer, 9);
   exists = c.Command({"SCRIPT", "EXISTS", s.sha1()});
   ASSERT_TRUE(exists.ok());
   EXPECT_EQ(exists->elements.at(0).integer, 1);  // the locally computed SHA1 is Redis's

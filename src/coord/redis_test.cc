@@ -23,9 +23,9 @@ TEST(KeysTest, OneHashTagPerChainAndDatabase) {
   EXPECT_NE(a.prefix(), b.prefix());
   EXPECT_EQ(Keys(1).prefix(), "gapless:{chain-1}:");
   for (const std::string& key :
-       {a.pending(), a.processing(), a.leases(), a.fence_counter(), a.completed(), a.frontier(),
-        a.dlq(), a.expiries(), a.election_lock(), a.leader_epoch(), a.leader_term(), a.head_log(),
-        a.registry(), a.registry_expiries(), a.rate_limit("rpc")}) {
+       {a.pending(), a.processing(), a.leases(), a.fence_counter(), a.fence_dataset(),
+        a.completed(), a.frontier(), a.dlq(), a.expiries(), a.election_lock(), a.leader_epoch(),
+        a.leader_term(), a.head_log(), a.registry(), a.registry_expiries(), a.rate_limit("rpc")}) {
     EXPECT_EQ(key.rfind(a.prefix(), 0), 0u) << key;
   }
 }

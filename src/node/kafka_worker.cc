@@ -367,6 +367,13 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
   // 2. The window's lock, with a fresh fencing token.
   Result<std::optional<int64_t>> token =
       locks.Acquire(window, options_.worker_id, options_.lock_ttl_ms);
+  if (!token.ok() && IsFenceDataSetRefusal(token.status())) {
+    // The counter was floored on another Redis data set (a failover): restored before the retry.
+    Queue queue(redis_.get(), keys_);
+    auto conn = pool_->Acquire();
+    Status restored = RestoreFenceOnNewDataSet(queue, *conn, "kafka worker " + options_.worker_id);
+    if (!restored.ok()) return fail(restored);
+  }
   if (!token.ok()) return fail(token.status());
   if (!token->has_value()) return Outcome::kRetry;  // another worker writes it: look again soon
   {

@@ -27,16 +27,26 @@ struct FenceRestore {
 
 // Step 1 (see the header). A counter at or above PostgreSQL's highest token is live and left
 // alone, with no write anywhere, unless `lost` (the caller saw the data set change, so even such a
-// counter may have missed grants). Otherwise it is set to the highest of PostgreSQL's token, the
-// last restore's value and itself, plus kFenceHeadroom; on the database's first start, to 0.
+// counter may have missed grants) and the counter was not floored on this data set since.
+// Otherwise it is set to the highest of PostgreSQL's token, the last restore's value and itself,
+// plus kFenceHeadroom; on the database's first start, to 0. Either way the data set it is now
+// valid on is recorded with it (Queue::FloorFenceCounter), which lets grants there go on.
 Result<FenceRestore> RestoreFenceCounter(Queue& queue, PgConn& pg, bool lost,
                                          const std::string& who) {
   FenceRestore out;
   GAPLESS_ASSIGN_OR_RETURN(out.max_token, MaxFenceToken(pg));
   GAPLESS_ASSIGN_OR_RETURN(std::optional<int64_t> current, queue.FenceCounter());
-  if (current.has_value() && *current >= out.max_token && !lost) {
-    out.counter = *current;
-    return out;
+  if (current.has_value() && *current >= out.max_token) {
+    bool live = !lost;
+    // Several processes see one failover (every worker refused a claim, the leader its step):
+    // the first restore serves them all, and each further one would only raise the next.
+    if (lost) {
+      GAPLESS_ASSIGN_OR_RETURN(live, queue.FenceFlooredOnThisDataSet());
+    }
+    if (live) {
+      out.counter = *current;
+      return out;
+    }
   }
   GAPLESS_ASSIGN_OR_RETURN(std::optional<int64_t> base, LoadFenceBase(pg));
   int64_t target = 0;
@@ -48,7 +58,13 @@ Result<FenceRestore> RestoreFenceCounter(Queue& queue, PgConn& pg, bool lost,
   // Recorded before the counter is set: a crash between the two only raises the next restore.
   GAPLESS_RETURN_IF_ERROR(RecordFenceBase(pg, target));
   // Never lowers: a restore that raced this one and granted since stays where it is.
-  GAPLESS_ASSIGN_OR_RETURN(out.counter, queue.FloorFenceCounter(target));
+  GAPLESS_ASSIGN_OR_RETURN(FenceFloorResult floored,
+                           queue.FloorFenceCounter(target, /*only_on_new_data_set=*/lost));
+  out.counter = floored.counter;
+  if (!floored.floored) {
+    out.state = FenceState::kLive;  // another process restored it on this data set meanwhile
+    return out;
+  }
   if (out.state == FenceState::kRestored) {
     spdlog::warn(
         "{}: the fence counter was {} (PostgreSQL's highest token {}); restored at {}, above "
@@ -147,6 +163,10 @@ Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const st
                 "{}: the fence counter was missing from Redis; started at {}", who, fence.counter);
   }
   return Status::Ok();
+}
+
+Status RestoreFenceOnNewDataSet(Queue& queue, PgConn& pg, const std::string& who) {
+  return RestoreFenceCounter(queue, pg, /*lost=*/true, who).status();
 }
 
 Status RaiseFenceAfterRefusal(Queue& queue, PgConn& pg, int64_t refused_token,

@@ -16,7 +16,10 @@
 //     gets a low token: its write can still be rejected or accepted, never doubled, because range
 //     writes are idempotent.) The value is recorded in PostgreSQL (store/state.h RecordFenceBase)
 //     before the counter is set, so a second loss before any commit restores above the first
-//     restore.
+//     restore. With the counter, the data set it is valid on is recorded (the server's
+//     replication id, coord/lua/fence_lib.lua): a failover to a replica that lagged keeps a
+//     counter that looks live yet is behind grants of the old primary, and the new server's
+//     scripts refuse to grant from it until a process restores it here (RestoreFenceOnNewDataSet).
 //  2. The Redis frontier is raised to the contiguous committed prefix of [from, to] read from
 //     indexed_ranges. That is at least the frontier persisted in PostgreSQL for this job
 //     (PersistFrontier only records a covered frontier) but is computed rather than trusted, so a
@@ -85,6 +88,12 @@ Result<bool> RedisStateMissing(RedisConn& redis, const Keys& keys);
 // start, or Redis lost its data), restores it as step 1 above does, so a token taken afterwards
 // is above every token granted before. Logs the value as `who`.
 Status EnsureFenceFloor(RedisConn& redis, const Keys& keys, PgConn& pg, const std::string& who);
+
+// After a claim or a range lock was refused because the counter was floored on another Redis
+// data set (IsFenceDataSetRefusal: a failover to a replica that may have lagged, a restart):
+// restores it as step 1 does for a lost counter, above every token granted before on any data set,
+// unless another process did so on this data set meanwhile. Then the caller claims again.
+Status RestoreFenceOnNewDataSet(Queue& queue, PgConn& pg, const std::string& who);
 
 // After a write the fence refused (store/writer.h: kStaleFenceReason, kReorgFencedReason): the
 // token was at or below one PostgreSQL recorded. Usually a newer lease holds the range; but when

@@ -103,6 +103,7 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   Status result;
   int64_t redis_failures = 0;
   std::optional<Committed> committed;  // the task just committed, completed with the next claim
+  bool data_set_restored = false;      // the last claim was refused (IsFenceDataSetRefusal)
   while (!stop.load()) {
     int64_t claim_start = options_.env->NowMicros();
     Status floor = EnsureFenceFloor(*redis);
@@ -118,6 +119,21 @@ Status Worker::Run(const std::atomic<bool>& stop) {
       claim = queue.Claim(options_.worker_id, options_.lease_ttl_ms);
     }
     AddSince(options_.env, claim_start, counters_.coord_micros);
+    if (!claim.ok() && IsFenceDataSetRefusal(claim.status()) && !data_set_restored) {
+      // The coordination Redis is another data set than the one the counter was floored on (a
+      // failover to a replica that may have lagged): restored, then claimed again at once. A
+      // second refusal in a row waits like any failed claim.
+      spdlog::warn("worker {}: {}", options_.worker_id, claim.status().ToString());
+      Status restored;
+      {
+        auto conn = pool_->Acquire();
+        restored = RestoreFenceOnNewDataSet(queue, *conn, "worker " + options_.worker_id);
+      }
+      data_set_restored = true;
+      if (restored.ok()) continue;
+      claim = restored;
+    }
+    data_set_restored = false;
     if (!claim.ok()) {
       // Redis or PostgreSQL away: wait it out (a claim that ran but whose answer was lost is a
       // lease nobody renews; the janitor requeues it).

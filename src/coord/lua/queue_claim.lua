@@ -7,14 +7,16 @@
 -- KEYS[2]  processing list
 -- KEYS[3]  leases hash (task -> JSON lease)
 -- KEYS[4]  fence counter string
+-- KEYS[5]  the fence counter's data set (fence_lib.lua)
 -- ARGV[1]  worker id (non-empty)
 -- ARGV[2]  lease TTL in milliseconds (integer > 0)
 -- Returns  {task, token, expires_ms}, or nil when pending is empty.
--- Errors   "queue_claim: ..." for bad arguments, before any write.
--- needs: queue_lib.lua
+-- Errors   "queue_claim: ..." for bad arguments, before any write; "DATASET queue_claim: ..."
+--          when the counter must be floored again first (fence_lib.lua).
+-- needs: fence_lib.lua queue_lib.lua
 
-local pending, processing, leases, fence = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local pending, processing, leases, fence, dataset = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local worker, ttl = ARGV[1], tonumber(ARGV[2])
-local bad = check_claim('queue_claim', fence, worker, ARGV[2])
+local bad, record = check_claim('queue_claim', fence, dataset, worker, ARGV[2])
 if bad then return bad end
-return apply_claim(pending, processing, leases, fence, worker, ttl)
+return apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl)

@@ -16,7 +16,7 @@
 -- ARGV[3]  fencing token
 -- Returns  {1, 'ok'} when completed; {0, reason} when refused.
 -- Errors   "queue_complete: ..." for a malformed task or corrupt lease, before any write.
--- needs: queue_lib.lua
+-- needs: fence_lib.lua queue_lib.lua
 
 local processing, leases, queued, attempts, completed, expiries =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

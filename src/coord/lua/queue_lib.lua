@@ -1,8 +1,9 @@
 -- queue_lib.lua: the lease logic that claim and complete share, written once. It is not a
 -- script of its own: Redis scripts cannot include one another, so queue_claim.lua,
--- queue_complete.lua and queue_complete_claim.lua name it on a "-- needs:" line and LoadScript
--- (redis.h) sends each with this file prepended. It only defines local functions; it reads no KEYS or ARGV and writes nothing. (So
--- the line numbers in a Lua runtime error of those scripts count from the top of this file.)
+-- queue_complete.lua and queue_complete_claim.lua name it on a "-- needs:" line, after
+-- fence_lib.lua (whose functions the claim uses), and LoadScript (redis.h) sends each with these
+-- files prepended. It only defines local functions; it reads no KEYS or ARGV and writes nothing.
+-- (So the line numbers in a Lua runtime error of those scripts count from the top of fence_lib.)
 --
 -- Conventions: a check_* function returns nil when all is well, otherwise the reply the script
 -- returns as is (redis.error_reply for bad arguments or corrupt state, {0, reason} for a refusal);
@@ -19,8 +20,10 @@ local function is_error(reply)
 end
 
 -- Claim arguments: worker id (non-empty), TTL (integer ms > 0), and a fence counter that is
--- missing or a decimal integer (INCR on anything else would fail after the LMOVE).
-local function check_claim(script, fence, worker, ttl_arg)
+-- missing or a decimal integer (INCR on anything else would fail after the LMOVE) and valid on
+-- this data set (fence_lib.lua, which every script that needs this file needs first). Returns
+-- the refusal or nil, and then the data set to record with the grant (for apply_claim).
+local function check_claim(script, fence, dataset, worker, ttl_arg)
   local ttl = tonumber(ttl_arg)
   if not worker or worker == '' then return redis.error_reply(script .. ': empty worker id') end
   if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
@@ -30,19 +33,19 @@ local function check_claim(script, fence, worker, ttl_arg)
   if counter and not string.match(counter, '^%d+$') then
     return redis.error_reply(script .. ': ' .. fence .. ' holds ' .. counter)
   end
-  return nil
+  return check_fence_dataset(script, fence, dataset)
 end
 
 -- Moves the head of pending to the tail of processing and writes its lease in the same script, so
 -- there is no moment in which a task sits in processing without a lease (the janitor would
 -- requeue it) or is leased without being in processing. The token comes from INCR of the fence
 -- counter: every grant gets a token higher than every earlier grant (as long as Redis keeps its
--- data; see Queue::FloorFenceCounter). Returns {task, token, expires_ms}, or nil when pending is
--- empty. Call check_claim first.
-local function apply_claim(pending, processing, leases, fence, worker, ttl)
+-- data; see Queue::FloorFenceCounter and fence_lib.lua). Returns {task, token, expires_ms}, or
+-- nil when pending is empty. Call check_claim first; `record` is its second value.
+local function apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl)
   local task = redis.call('LMOVE', pending, processing, 'LEFT', 'RIGHT')
   if not task then return nil end
-  local token = redis.call('INCR', fence)
+  local token = grant_token(fence, dataset, record)
   local expires = now_ms() + ttl
   redis.call('HSET', leases, task,
              cjson.encode({worker = worker, token = token, expires_ms = expires}))
