@@ -10,7 +10,12 @@
 // safeTransferFrom/safeBatchTransferFrom; plain non-token logs; reverting calls (status 0); EIP-7702
 // (type 4) calls whose signed authorization delegates a key of our own to DevReverter; EIP-4844
 // blob transactions (type 3) carrying one all-zero blob; and empty blocks. Contract calls also use
-// types 0, 1 and 2.
+// types 0, 1 and 2. Internal transactions: DevForwarder passes ETH on through other contracts (call
+// frames with value at trace depth 1, 2 and 3) or into a call that reverts while the transaction
+// succeeds; DevFactory creates DevChild contracts with CREATE and CREATE2 (with and without value)
+// and makes them self-destruct, in the creating transaction (EIP-6780: the contract is deleted) or
+// later (only the balance moves). Two ERC-20s with odd metadata (bytes32 name and symbol; no
+// decimals and a reverting name) emit standard Transfer events.
 //
 // Types 3 and 4 need keys of our own: anvil's eth_sendTransaction cannot build a blob transaction
 // ("Failed to decode transaction" in anvil 1.7.1, and eth_signTransaction of one even crashes it),
@@ -25,8 +30,14 @@
 // history it still sends the same mix, with other nonces and addresses.
 // Every transaction's success or failure and every token-transfer log is checked against what
 // was sent, from eth_getBlockReceipts, before the manifest (--out) is written, so the manifest is
-// what an indexer must find. Which transaction succeeds never depends on the order of transactions
-// within a block: tokens received become spendable only once the receiving transaction is mined.
+// what an indexer must find. Transactions expected to create contracts or to move value below the
+// top level, and all calls to the forwarders and the factory, are also traced (debug_traceTransaction with callTracer, and trace_transaction where
+// the node has it): the created contracts and the value-carrying sub-frames must be exactly the
+// expected ones. Token metadata (name, symbol, decimals, totalSupply) is read back with eth_call.
+// Which transaction succeeds never depends on the order of transactions within a block: tokens
+// received become spendable only once the receiving transaction is mined. (The addresses of
+// factory-made contracts do: they are predicted from the factory's nonce in sending order, which
+// anvil's --order fifo keeps.)
 //
 // --follow keeps sending about --rate transactions per second (mining a block every --block-ms,
 // or leaving that to the node when it runs with interval mining) until SIGINT/SIGTERM, then
@@ -180,7 +191,11 @@ class Rpc {
     } catch {
       throw new Error(`${method}: HTTP ${res.status}, not JSON: ${text.slice(0, 200)}`);
     }
-    if (body.error) throw new Error(`${method}: ${body.error.message} (code ${body.error.code})`);
+    if (body.error) {
+      const err = new Error(`${method}: ${body.error.message} (code ${body.error.code})`);
+      err.rpcCode = body.error.code;
+      throw err;
+    }
     return body.result;
   }
 }
@@ -198,7 +213,7 @@ function encodeArgs(types, values) {
   let tailSize = types.length * 32;
   const encodeOne = (type, v) => {
     if (type === 'address') return word(BigInt(v));
-    if (type === 'uint256' || type === 'uint8') return word(v);
+    if (type === 'uint256' || type === 'uint8' || type === 'bytes32') return word(v);
     if (type === 'bool') return word(v ? 1 : 0);
     throw new Error(`abi: unsupported type ${type}`);
   };
@@ -346,32 +361,117 @@ const EVENTS = {
 };
 
 // ----------------------------------------------------------------------------------------------
+// Call traces, flattened in execution order (pre-order) into frames
+// {depth, type, from, to, value (bigint), reverted}: type is "call", "create", "create2",
+// "selfdestruct" (or "staticcall", "delegatecall", "callcode"); reverted is true when the frame or
+// an ancestor failed, so its value did not move. depth 0 is the transaction itself.
+
+// debug_traceTransaction(hash, {tracer: "callTracer"}): nested {type, from, to, value, error, calls}.
+// anvil reports SELFDESTRUCT as a child frame of the self-destructing call (from: the contract,
+// to: the beneficiary, value: the balance sent); only the failing frame carries "error".
+function callTracerFrames(root) {
+  const frames = [];
+  const walk = (f, depth, parentReverted) => {
+    const reverted = parentReverted || f.error !== undefined;
+    frames.push({ depth, type: String(f.type).toLowerCase(), from: String(f.from).toLowerCase(),
+      to: f.to ? String(f.to).toLowerCase() : null, value: f.value === undefined ? 0n : BigInt(f.value), reverted });
+    for (const c of f.calls || []) walk(c, depth + 1, reverted);
+  };
+  walk(root, 0, false);
+  return frames;
+}
+
+// trace_transaction(hash) (Parity/OpenEthereum style): a flat list with traceAddress; "suicide"
+// actions carry {address, refundAddress, balance}; create actions name creationMethod.
+function parityFrames(traces) {
+  const failed = new Set();
+  return traces.map((t) => {
+    const path = t.traceAddress.join(',');
+    let reverted = t.error !== undefined;
+    for (let k = 0; k < t.traceAddress.length && !reverted; ++k) reverted = failed.has(t.traceAddress.slice(0, k).join(','));
+    if (t.error !== undefined) failed.add(path);
+    const a = t.action;
+    const depth = t.traceAddress.length;
+    if (t.type === 'suicide') {
+      return { depth, type: 'selfdestruct', from: a.address.toLowerCase(), to: a.refundAddress.toLowerCase(), value: BigInt(a.balance), reverted };
+    }
+    if (t.type === 'create') {
+      return { depth, type: a.creationMethod || 'create', from: a.from.toLowerCase(),
+        to: t.result && t.result.address ? t.result.address.toLowerCase() : null, value: BigInt(a.value || 0), reverted };
+    }
+    return { depth, type: a.callType || t.type, from: a.from.toLowerCase(), to: a.to ? a.to.toLowerCase() : null,
+      value: BigInt(a.value || 0), reverted };
+  });
+}
+
+// Frames below the top level that carry value, as the manifest lists them. A DELEGATECALL or
+// STATICCALL moves no value, whatever a tracer prints as its value.
+const valueFrames = (frames) => frames.filter((f) => f.depth >= 1 && f.value > 0n && f.type !== 'delegatecall' && f.type !== 'staticcall');
+
+// Metadata of the tokens (what their sources return); null: no such function, or it reverts.
+const TOKEN_META = {
+  erc20: { name: 'Gapless Dev Token', symbol: 'GDT', decimals: 18, totalSupply: true },
+  erc721: { name: 'Gapless Dev NFT', symbol: 'GDN', decimals: null, totalSupply: false },
+  erc1155: { name: null, symbol: null, decimals: null, totalSupply: false },
+  oddBytes32Token: { name: 'Gapless Bytes32 Token', symbol: 'GB32', decimals: 9, totalSupply: true },
+  oddNoDecimalsToken: { name: null, symbol: 'GNODEC', decimals: null, totalSupply: true },
+};
+
+// A string from an eth_call result: ABI string, or bytes32 (exactly one word) with the trailing
+// NUL bytes removed.
+function decodeText(data) {
+  const b = Buffer.from(strip(data), 'hex');
+  if (b.length === 32) {
+    let n = 32;
+    while (n > 0 && b[n - 1] === 0) --n;
+    return b.subarray(0, n).toString('utf8');
+  }
+  const off = Number(wordAt(data, 0));
+  const len = Number(wordAt(data, off / 32));
+  return b.subarray(off + 32, off + 32 + len).toString('utf8');
+}
+
+// ----------------------------------------------------------------------------------------------
 // The traffic generator
 
 const GWEI = 10n ** 9n;
 const ETHER = 10n ** 18n;
 const ZERO = '0x0000000000000000000000000000000000000000';
 const N1155_IDS = 8; // ERC-1155 token ids 1..8
+// The kinds with internal transactions, created contracts or odd tokens: weight 1.5 each (about
+// 1.4% of the random mix), and each once in the first traffic block.
+const FIRST_BLOCK_KINDS = ['forwarder.forward', 'forwarder.attempt', 'factory.deploy', 'factory.deploy2', 'factory.deployAndDestroy',
+  'factory.destroyChild', 'oddBytes32Token.transfer', 'oddNoDecimalsToken.transfer'];
 
 class Traffic {
   constructor(opts) {
     this.o = opts;
     this.rpc = new Rpc(opts.rpc);
     this.rng = new Rng(opts.seed);
-    this.pending = []; // sent, not yet seen in a block: {hash, kind, type, from, to, status, transfers, credit}
+    this.pending = []; // sent, not yet seen in a block: {hash, kind, type, from, to, status, transfers, credit, internal, created}
     this.txs = []; // settled, for the manifest
     this.transfers = []; // settled token transfers, for the manifest
+    this.created = []; // settled contract creations (createdContracts), for the manifest
+    this.internal = []; // settled value-carrying sub-frames (internalTransfers), for the manifest
+    this.tokensSeen = new Map(); // token address -> standard, in order of first transfer
+    this.supply = new Map(); // token address -> minted so far (bigint)
     this.blocks = { first: null, last: null, empty: 0, count: 0 };
     this.lastSeen = null; // highest block number whose receipts were read
     this.nonces = new Map();
     this.keepRecords = true; // false: count, but keep no per-transaction records
-    this.stats = { txs: 0, failed: 0, byType: {}, transfers: 0, byStandard: {} };
+    this.stats = { txs: 0, failed: 0, byType: {}, transfers: 0, byStandard: {},
+      created: 0, createdVia: {}, destroyedInSameTx: 0, internal: 0, internalByType: {}, internalReverted: 0, traced: 0 };
     // Spendable state: what may be spent without depending on another transaction of the same
     // block. Sends debit at once; receipts credit only when their transaction is mined.
     this.erc20 = new Map(); // addr -> bigint
     this.erc721 = new Map(); // tokenId (bigint) -> owner addr, absent while moving
     this.nextNft = 1n;
     this.erc1155 = new Map(); // `${addr}:${id}` -> bigint
+    this.odd20 = { oddBytes32Token: new Map(), oddNoDecimalsToken: new Map() }; // token key -> (addr -> bigint)
+    this.children = []; // DevFactory children not yet told to self-destruct: {address, balance (bigint), busy}
+    this.factoryNonce = 1n; // the factory's account nonce: CREATE and CREATE2 both increment it
+    this.salt = 0n; // last CREATE2 salt used
+    this.parityTraces = true; // trace_transaction answered (or not tried yet)
     this.authNonce = 0n; // nonce of the EIP-7702 authority key
     this.eip7702 = opts.eip7702;
     this.blobTxs = opts.blobs;
@@ -400,6 +500,7 @@ class Traffic {
     await rpc.call('evm_setAutomine', [false]);
     this.lastSeen = Number(await rpc.call('eth_blockNumber'));
     this.artifacts = ensureBuilt();
+    this.childInitHash = await this.keccak(this.artifacts.DevChild.bytecode); // DevChild takes no constructor arguments
 
     const address = async (key) => {
       const P = pointMul(key, SECP_G);
@@ -421,6 +522,20 @@ class Traffic {
       this.authority = await address(this.authKey);
       this.authNonce = BigInt(await rpc.call('eth_getTransactionCount', [this.authority, 'latest']));
     }
+  }
+
+  async keccak(data) {
+    return this.rpc.call('web3_sha3', ['0x' + strip(data)]);
+  }
+
+  // Address of what `creator` creates with CREATE at account nonce `nonce`.
+  async createAddress(creator, nonce) {
+    return '0x' + strip(await this.keccak(rlpList([rlpBytes(strip(creator)), rlpUint(nonce)]))).slice(24);
+  }
+
+  // Address of a DevChild that `creator` creates with CREATE2 and `salt`.
+  async create2Address(creator, salt) {
+    return '0x' + strip(await this.keccak('ff' + strip(creator) + word(salt) + strip(this.childInitHash))).slice(24);
   }
 
   async restore() {
@@ -448,7 +563,11 @@ class Traffic {
     };
   }
 
-  async send({ kind, from, to, value = 0n, data = '0x', gas, type, status = 1, transfers = [], credit = () => {}, extra = {} }) {
+  // internal: the expected value-carrying sub-frames {depth, type, from, to, value, reverted}, in
+  // execution order; created: the expected contract creations {address, creator, via,
+  // destroyedInSameTx} (a deployment's address comes from its receipt).
+  async send({ kind, from, to, value = 0n, data = '0x', gas, type, status = 1, transfers = [], credit = () => {}, extra = {},
+    internal = [], created = [] }) {
     if (type === undefined) type = this.rng.weighted([[2, 0], [1, 1], [4, 2]]);
     const env = this.envelope(type, to);
     const nonce = this.nonces.get(from);
@@ -457,13 +576,14 @@ class Traffic {
     if (env.accessList) req.gas = hex(BigInt(gas) + 2400n + 1900n * BigInt(env.accessList[0].storageKeys.length));
     const hash = await this.rpc.call('eth_sendTransaction', [req]);
     this.nonces.set(from, nonce + 1n);
-    this.pending.push({ hash, kind, type, from, to: to || null, status, transfers, credit });
+    if (!to) created = [{ address: null, creator: from, via: 'transaction', destroyedInSameTx: false }];
+    this.pending.push({ hash, kind, type, from, to: to || null, status, transfers, credit, internal, created });
     return hash;
   }
 
   // Picks and sends one random transaction (or one of the given kind); returns false when the
   // chosen kind had nothing to do or is not supported by the node.
-  async randomTx(forced) {
+  async randomTx(forced, { value: forcedValue } = {}) {
     const rng = this.rng;
     const acc = this.accounts;
     const c = this.contracts;
@@ -474,6 +594,7 @@ class Traffic {
       [6, 'erc721.mint'], [5, 'erc721.transferFrom'], [4, 'erc721.safeTransferFrom'],
       [4, 'erc1155.mint'], [2, 'erc1155.mintBatch'], [6, 'erc1155.safeTransferFrom'], [5, 'erc1155.safeBatchTransferFrom'],
       [3, 'ping'], [3, 'revert.fail'], [1, 'revert.failSilently'], [2, 'revert.erc20'],
+      ...FIRST_BLOCK_KINDS.map((k) => [1.5, k]),
     ];
     if (this.eip7702 && !this.pending.some((p) => p.kind === 'eip7702')) kinds.push([2, 'eip7702']);
     if (this.blobTxs && this.blobFunded && !this.pending.some((p) => p.kind === 'blob')) kinds.push([1, 'blob']);
@@ -609,6 +730,105 @@ class Traffic {
         await this.send({ kind, from, to: c.erc20, data: calldata(T20, 'transfer(address,uint256)', to, 2n ** 255n), gas: 120000, status: 0 });
         return true;
       }
+      case 'forwarder.forward': {
+        // A third of the value to an EOA at each hop, the rest on along the route; the route
+        // alternates between the two forwarders and ends at the vault: depth 1, 2 or 3.
+        const [start, alt] = rng.chance(0.5) ? [c.forwarder, c.forwarder2] : [c.forwarder2, c.forwarder];
+        const hops = rng.int(1, 3);
+        const route = [...Array.from({ length: hops - 1 }, (_, k) => (k % 2 === 0 ? alt : start)), c.vault];
+        const eoa = other(from);
+        const value = rng.big(1n, 1000n) * (ETHER / 1000n);
+        const internal = [];
+        const expect = (self, depth, v, rest) => {
+          const share = v / 3n;
+          internal.push({ depth, type: 'call', from: self, to: eoa, value: share, reverted: false });
+          internal.push({ depth, type: 'call', from: self, to: rest[0], value: v - share, reverted: false });
+          if (rest.length > 1) expect(rest[0], depth + 1, v - share, rest.slice(1));
+        };
+        expect(start, 1, value, route);
+        await this.send({ kind, from, to: start, value, data: calldata(this.artifacts.DevForwarder, 'forward(address,address[])', eoa, route),
+          gas: 50000 + 40000 * hops, internal });
+        return true;
+      }
+      case 'forwarder.attempt': {
+        // Half the value into forwardAndRevert on the other forwarder, which pays half of that to
+        // the EOA and reverts (both frames reverted); the other half to the EOA.
+        const [start, alt] = rng.chance(0.5) ? [c.forwarder, c.forwarder2] : [c.forwarder2, c.forwarder];
+        const eoa = other(from);
+        const value = rng.big(1n, 1000n) * (ETHER / 1000n);
+        const half = value / 2n;
+        const internal = [
+          { depth: 1, type: 'call', from: start, to: alt, value: half, reverted: true },
+          { depth: 2, type: 'call', from: alt, to: eoa, value: half / 2n, reverted: true },
+          { depth: 1, type: 'call', from: start, to: eoa, value: value - half, reverted: false },
+        ];
+        await this.send({ kind, from, to: start, value, data: calldata(this.artifacts.DevForwarder, 'attempt(address,address)', eoa, alt),
+          gas: 110000, internal });
+        return true;
+      }
+      case 'factory.deploy': case 'factory.deploy2': {
+        const create2 = kind === 'factory.deploy2';
+        const value = forcedValue !== undefined ? forcedValue : rng.chance(0.5) ? rng.big(1n, 1000n) * GWEI : 0n;
+        const salt = create2 ? ++this.salt : null;
+        const address = create2 ? await this.create2Address(c.factory, salt) : await this.createAddress(c.factory, this.factoryNonce);
+        this.factoryNonce += 1n;
+        const via = create2 ? 'create2' : 'create';
+        const child = { address, balance: value, busy: true };
+        this.children.push(child);
+        await this.send({ kind, from, to: c.factory, value, gas: 200000,
+          data: create2 ? calldata(this.artifacts.DevFactory, 'deploy2(bytes32)', salt) : calldata(this.artifacts.DevFactory, 'deploy()'),
+          internal: value > 0n ? [{ depth: 1, type: via, from: c.factory, to: address, value, reverted: false }] : [],
+          created: [{ address, creator: c.factory, via, destroyedInSameTx: false }], credit: () => { child.busy = false; } });
+        return true;
+      }
+      case 'factory.deployAndDestroy': {
+        // Created and self-destructed in one transaction: deleted (EIP-6780), its value goes on.
+        const create2 = rng.chance(0.5);
+        const value = rng.big(1n, 1000n) * GWEI;
+        const beneficiary = rng.pick(acc);
+        const salt = ++this.salt; // unused by CREATE, but always a fresh one
+        const address = create2 ? await this.create2Address(c.factory, salt) : await this.createAddress(c.factory, this.factoryNonce);
+        this.factoryNonce += 1n;
+        const via = create2 ? 'create2' : 'create';
+        await this.send({ kind, from, to: c.factory, value, gas: 230000,
+          data: calldata(this.artifacts.DevFactory, 'deployAndDestroy(bytes32,bool,address)', salt, create2, beneficiary),
+          internal: [
+            { depth: 1, type: via, from: c.factory, to: address, value, reverted: false },
+            { depth: 2, type: 'selfdestruct', from: address, to: beneficiary, value, reverted: false },
+          ],
+          created: [{ address, creator: c.factory, via, destroyedInSameTx: true }] });
+        return true;
+      }
+      case 'factory.destroyChild': {
+        // An older child self-destructs: only its balance (plus what this call brings) moves.
+        const idle = this.children.filter((ch) => !ch.busy);
+        if (idle.length === 0) return false;
+        const child = rng.pick(idle);
+        // Each child only once: before Cancun (--hardfork shanghai) the child is deleted, and
+        // a call to it would fail.
+        const value = child.balance > 0n && rng.chance(0.5) ? 0n : rng.big(1n, 1000n) * GWEI;
+        const beneficiary = rng.pick(acc);
+        const internal = [];
+        if (value > 0n) internal.push({ depth: 1, type: 'call', from: c.factory, to: child.address, value, reverted: false });
+        internal.push({ depth: 2, type: 'selfdestruct', from: child.address, to: beneficiary, value: child.balance + value, reverted: false });
+        this.children.splice(this.children.indexOf(child), 1);
+        await this.send({ kind, from, to: c.factory, value, gas: 80000,
+          data: calldata(this.artifacts.DevFactory, 'destroyChild(address,address)', child.address, beneficiary), internal });
+        return true;
+      }
+      case 'oddBytes32Token.transfer': case 'oddNoDecimalsToken.transfer': {
+        const key = kind.slice(0, kind.indexOf('.'));
+        const token = c[key];
+        const bal = this.odd20[key];
+        const to = other(from);
+        const v = rng.big(0n, (bal.get(from) || 0n) / 4n);
+        bal.set(from, (bal.get(from) || 0n) - v);
+        const art = key === 'oddBytes32Token' ? this.artifacts.DevBytes32Token : this.artifacts.DevNoDecimalsToken;
+        await this.send({ kind, from, to: token, data: calldata(art, 'transfer(address,uint256)', to, v), gas: 120000,
+          transfers: [{ token, standard: 'erc20', operator: null, from, to, tokenId: null, value: v }],
+          credit: () => bal.set(to, (bal.get(to) || 0n) + v) });
+        return true;
+      }
       case 'eip7702': {
         // Delegate the authority's code to DevReverter and call ping() on the authority in the
         // same transaction: the Ping log then comes from the authority's address.
@@ -669,7 +889,7 @@ class Traffic {
     const wrapped = rlpList([tx, rlpList([rlpBytes(blob)]), rlpList([rlpBytes(infinity)]), rlpList([rlpBytes(infinity)])]);
     const hash = await this.rpc.call('eth_sendRawTransaction', ['0x03' + wrapped]);
     this.nonces.set(this.blobSender, nonce + 1n);
-    this.pending.push({ hash, kind: 'blob', type: 3, from: this.blobSender, to, status: 1, transfers: [], credit: () => {} });
+    this.pending.push({ hash, kind: 'blob', type: 3, from: this.blobSender, to, status: 1, transfers: [], credit: () => {}, internal: [], created: [] });
     return hash;
   }
 
@@ -703,7 +923,7 @@ class Traffic {
         const p = byHash.get(rc.transactionHash);
         if (!p) continue;
         byHash.delete(rc.transactionHash);
-        this.check(p, rc);
+        await this.check(p, rc);
         mine += 1;
       }
       this.log(`block ${b}: ${receipts.length} txs (${mine} ours)`);
@@ -712,7 +932,7 @@ class Traffic {
     this.pending = this.pending.filter((p) => byHash.has(p.hash));
   }
 
-  check(p, rc) {
+  async check(p, rc) {
     const status = Number(rc.status);
     const where = `tx ${p.hash} (${p.kind}, block ${Number(rc.blockNumber)})`;
     if (status !== p.status) {
@@ -720,7 +940,7 @@ class Traffic {
         'this is a bug in traffic.js: please report it');
     }
     if (Number(rc.type) !== p.type) throw new Error(`${where}: type ${rc.type}, expected ${p.type}`);
-    const tokenAddrs = new Set([this.contracts.erc20, this.contracts.erc721, this.contracts.erc1155]);
+    const tokenAddrs = new Set(Object.keys(TOKEN_META).map((k) => this.contracts[k]));
     const tokenLogs = rc.logs.filter((l) => tokenAddrs.has(l.address.toLowerCase()) &&
       [this.topics.Transfer, this.topics.TransferSingle, this.topics.TransferBatch].includes(l.topics[0]));
     // Expand logs into one row per transferred (token id, value), in log order.
@@ -764,15 +984,45 @@ class Traffic {
       throw new Error(`${where}: blobGasUsed ${rc.blobGasUsed}, expected 0x20000`);
     }
     if (status === 1) p.credit();
+    const block = Number(rc.blockNumber);
+    const txIndex = Number(rc.transactionIndex);
+    const created = status === 1 ? p.created.map((cc) => ({ ...cc, address: cc.address || (rc.contractAddress || '').toLowerCase() })) : [];
+    const internal = status === 1 ? p.internal : [];
+    // Traced: what should create contracts or move value below the top level, and whatever goes
+    // to a contract that can (so that a value transfer that should not be there is found too).
+    const c = this.contracts;
+    if (created.length > 0 || internal.length > 0 || [c.forwarder, c.forwarder2, c.factory].includes(p.to)) {
+      await this.checkTrace(p, where, created, internal);
+    }
+    for (const row of rows) {
+      if (!this.tokensSeen.has(row.token)) this.tokensSeen.set(row.token, row.standard);
+      if (row.from === ZERO) this.supply.set(row.token, (this.supply.get(row.token) || 0n) + row.value);
+    }
     const st = this.stats;
     st.txs += 1;
     st.failed += status === 0 ? 1 : 0;
     st.byType[p.type] = (st.byType[p.type] || 0) + 1;
     st.transfers += rows.length;
     for (const row of rows) st.byStandard[row.standard] = (st.byStandard[row.standard] || 0) + 1;
+    st.created += created.length;
+    for (const cc of created) {
+      st.createdVia[cc.via] = (st.createdVia[cc.via] || 0) + 1;
+      if (cc.destroyedInSameTx) st.destroyedInSameTx += 1;
+    }
+    st.internal += internal.length;
+    for (const f of internal) {
+      st.internalByType[f.type] = (st.internalByType[f.type] || 0) + 1;
+      if (f.reverted) st.internalReverted += 1;
+    }
     if (!this.keepRecords) return;
-    const block = Number(rc.blockNumber);
-    const txIndex = Number(rc.transactionIndex);
+    for (const cc of created) {
+      this.created.push({ address: cc.address, block, txHash: p.hash, txIndex, creator: cc.creator, via: cc.via,
+        destroyedInSameTx: cc.destroyedInSameTx });
+    }
+    for (const f of internal) {
+      this.internal.push({ block, txHash: p.hash, txIndex, depth: f.depth, from: f.from, to: f.to, value: f.value.toString(),
+        type: f.type, reverted: f.reverted });
+    }
     this.txs.push({ hash: p.hash, block, index: txIndex, type: p.type, kind: p.kind, from: p.from, to: p.to,
       contractAddress: rc.contractAddress ? rc.contractAddress.toLowerCase() : null, status, logs: rc.logs.length });
     for (const row of rows) {
@@ -780,6 +1030,96 @@ class Traffic {
         token: row.token, standard: row.standard, operator: row.operator, from: row.from, to: row.to,
         tokenId: row.tokenId === null ? null : row.tokenId.toString(), value: row.value.toString() });
     }
+  }
+
+  // Traces a transaction that creates contracts or moves value below the top level: its
+  // value-carrying sub-frames must be exactly `internal` (same order, depth, type, from, to,
+  // value, reverted), and its successful CREATE/CREATE2 frames (the top-level one of a deployment
+  // included) exactly `created`, a contract counting as destroyed when it self-destructs in the
+  // same transaction. Checked with callTracer and, where the node has it, trace_transaction.
+  async checkTrace(p, where, created, internal) {
+    const compare = (frames, tracer) => {
+      const fail = (msg) => { throw new Error(`${where}: ${tracer}: ${msg}`); };
+      const show = (f) => `${f.type} ${f.from} -> ${f.to} value ${f.value}${f.reverted ? ' (reverted)' : ''} at depth ${f.depth}`;
+      const moved = valueFrames(frames);
+      const n = Math.max(moved.length, internal.length);
+      for (let k = 0; k < n; ++k) {
+        const got = moved[k];
+        const want = internal[k];
+        if (!got) fail(`value-carrying sub-frame ${k} missing: expected ${show(want)}`);
+        if (!want) fail(`unexpected value-carrying sub-frame ${k}: ${show(got)}`);
+        for (const f of ['depth', 'type', 'from', 'to', 'value', 'reverted']) {
+          if (String(got[f]) !== String(want[f])) fail(`value-carrying sub-frame ${k} is ${show(got)}, expected ${show(want)}`);
+        }
+      }
+      const creations = frames.filter((f) => (f.type === 'create' || f.type === 'create2') && !f.reverted);
+      if (creations.length !== created.length) fail(`${creations.length} contracts created, expected ${created.length}`);
+      creations.forEach((f, k) => {
+        const want = created[k];
+        const via = f.depth === 0 ? 'transaction' : f.type;
+        const destroyed = frames.some((d) => d.type === 'selfdestruct' && d.from === f.to && !d.reverted);
+        if (f.to !== want.address || f.from !== want.creator || via !== want.via || destroyed !== want.destroyedInSameTx) {
+          fail(`created contract ${k} is ${f.to} by ${f.from} via ${via} (destroyed: ${destroyed}), expected ${want.address} by ` +
+            `${want.creator} via ${want.via} (destroyed: ${want.destroyedInSameTx})`);
+        }
+      });
+    };
+    compare(callTracerFrames(await this.rpc.call('debug_traceTransaction', [p.hash, { tracer: 'callTracer' }])), 'debug_traceTransaction');
+    if (this.parityTraces) {
+      let traces = null;
+      try {
+        traces = await this.rpc.call('trace_transaction', [p.hash]);
+      } catch (e) {
+        if (e.rpcCode !== -32601) throw e; // only "method not found" means the node lacks it
+        this.parityTraces = false;
+        this.unsupportedParityTraces = e.message;
+        this.log(`trace_transaction: not supported: ${e.message}`);
+      }
+      if (traces) compare(parityFrames(traces), 'trace_transaction');
+    }
+    this.stats.traced += 1;
+  }
+
+  // Reads name(), symbol(), decimals() and totalSupply() of every token that moved and checks them
+  // against what the sources say (TOKEN_META) and what was minted; returns the manifest's tokens.
+  // On a hardfork older than the bytecode's (--hardfork shanghai: no MCOPY, which e.g. DevToken20's
+  // name() uses) such a call fails with "NotActivated": the manifest then says null, as an
+  // indexer finds it, and the log says so.
+  async checkTokens() {
+    const keyOf = new Map(Object.keys(TOKEN_META).map((k) => [this.contracts[k], k]));
+    const selectors = { 'name()': '0x06fdde03', 'symbol()': '0x95d89b41', 'decimals()': '0x313ce567', 'totalSupply()': '0x18160ddd' };
+    const read = async (token, signature) => {
+      try {
+        return await this.rpc.call('eth_call', [{ to: token, input: selectors[signature] }, 'latest']);
+      } catch (e) {
+        if (e.rpcCode === 3 || /revert/i.test(e.message)) return null; // no such function, or it reverts
+        if (/NotActivated/.test(e.message)) {
+          this.log(`token ${token}: ${signature} fails on this hardfork: ${e.message}`);
+          return undefined;
+        }
+        throw e;
+      }
+    };
+    const tokens = [];
+    for (const [address, standard] of this.tokensSeen) {
+      const meta = TOKEN_META[keyOf.get(address)];
+      if (!meta) throw new Error(`token ${address}: not one of ours`);
+      const [name, symbol, decimals, supply] = await Promise.all(['name()', 'symbol()', 'decimals()', 'totalSupply()'].map((sig) => read(address, sig)));
+      const got = {
+        name: name == null ? name : decodeText(name),
+        symbol: symbol == null ? symbol : decodeText(symbol),
+        decimals: decimals == null ? decimals : Number(wordAt(decimals, 0)),
+        totalSupply: supply == null ? supply : wordAt(supply, 0).toString(),
+      };
+      const want = { name: meta.name, symbol: meta.symbol, decimals: meta.decimals,
+        totalSupply: meta.totalSupply ? (this.supply.get(address) || 0n).toString() : null };
+      for (const f of Object.keys(want)) {
+        if (got[f] === undefined) want[f] = null; // the call fails on this hardfork (see above)
+        else if (got[f] !== want[f]) throw new Error(`token ${address} (${keyOf.get(address)}): ${f} is ${JSON.stringify(got[f])}, expected ${JSON.stringify(want[f])}`);
+      }
+      tokens.push({ address, standard, ...want });
+    }
+    return tokens;
   }
 
   // Mines until nothing we sent is pending (a node with interval mining may have sealed some
@@ -799,14 +1139,16 @@ class Traffic {
   async deploy() {
     const a = this.artifacts;
     const deployer = this.accounts[0];
-    const order = [['erc20', a.DevToken20], ['erc721', a.DevNFT721], ['erc1155', a.DevMulti1155], ['reverter', a.DevReverter]];
+    const order = [['erc20', a.DevToken20], ['erc721', a.DevNFT721], ['erc1155', a.DevMulti1155], ['reverter', a.DevReverter],
+      ['forwarder', a.DevForwarder], ['forwarder2', a.DevForwarder], ['vault', a.DevVault], ['factory', a.DevFactory],
+      ['oddBytes32Token', a.DevBytes32Token], ['oddNoDecimalsToken', a.DevNoDecimalsToken]];
     const hashes = {};
     for (const [name, art] of order) {
       const est = BigInt(await this.rpc.call('eth_estimateGas', [{ from: deployer, input: art.bytecode }]));
       hashes[name] = await this.send({ kind: `deploy.${name}`, from: deployer, data: art.bytecode, gas: (est * 5n) / 4n, type: 2 });
     }
     // check() filters logs by these addresses; none of the deployments moves a token.
-    this.contracts = { erc20: '', erc721: '', erc1155: '', reverter: '' };
+    this.contracts = Object.fromEntries(order.map(([name]) => [name, '']));
     await this.mineAndSettle();
     for (const [name] of order) {
       const rc = await this.rpc.call('eth_getTransactionReceipt', [hashes[name]]);
@@ -847,6 +1189,18 @@ class Traffic {
         transfers: [{ token: c.erc721, standard: 'erc721', operator: null, from: ZERO, to, tokenId: id, value: 1n }],
         credit: () => this.erc721.set(id, to) });
     }
+    // The odd ERC-20s for everyone, and one DevChild (with value) that the first traffic block
+    // can make self-destruct.
+    for (const [key, art, v] of [['oddBytes32Token', this.artifacts.DevBytes32Token, 1000000n * 10n ** 9n],
+      ['oddNoDecimalsToken', this.artifacts.DevNoDecimalsToken, 1000000n]]) {
+      for (const a of acc) {
+        const bal = this.odd20[key];
+        await this.send({ kind: `${key}.mint`, from: a, to: c[key], data: calldata(art, 'mint(address,uint256)', a, v), gas: 120000,
+          transfers: [{ token: c[key], standard: 'erc20', operator: null, from: ZERO, to: a, tokenId: null, value: v }],
+          credit: () => bal.set(a, (bal.get(a) || 0n) + v) });
+      }
+    }
+    await this.randomTx('factory.deploy', { value: ETHER / 100n });
     await this.mineAndSettle();
   }
 
@@ -855,6 +1209,8 @@ class Traffic {
       // Every run has at least one transaction of types 3 and 4 (when the node supports them).
       if (this.blobTxs) await this.randomTx('blob');
       if (this.eip7702) await this.randomTx('eip7702');
+      // ... and one of each kind with internal transactions, created contracts or odd tokens.
+      for (const kind of FIRST_BLOCK_KINDS) await this.randomTx(kind);
     } else if (this.rng.chance(this.o.empty)) {
       await this.mineAndSettle();
       return;
@@ -887,7 +1243,7 @@ class Traffic {
     if (this.pending.length > 0) await this.mineAndSettle();
   }
 
-  manifest() {
+  manifest(tokens) {
     const st = this.stats;
     return {
       version: 1,
@@ -910,9 +1266,21 @@ class Traffic {
         byType: st.byType,
         tokenTransfers: st.transfers,
         byStandard: st.byStandard,
+        createdContracts: st.created,
+        createdVia: st.createdVia,
+        destroyedInSameTx: st.destroyedInSameTx,
+        internalTransfers: st.internal,
+        internalByType: st.internalByType,
+        internalReverted: st.internalReverted,
+        tracedTransactions: st.traced,
+        tokens: tokens.length,
       },
+      traceTransactionUnsupported: this.unsupportedParityTraces || null,
       transactions: this.txs,
       tokenTransfers: this.transfers,
+      tokens,
+      createdContracts: this.created,
+      internalTransfers: this.internal,
     };
   }
 }
@@ -938,7 +1306,7 @@ async function main() {
   } finally {
     await t.restore();
   }
-  const m = t.manifest();
+  const m = t.manifest(await t.checkTokens());
   if (opts.out) {
     fs.mkdirSync(path.dirname(path.resolve(opts.out)), { recursive: true });
     const tmp = `${opts.out}.tmp`;
@@ -948,7 +1316,8 @@ async function main() {
   const types = Object.entries(m.counts.byType).map(([k, v]) => `${k}:${v}`).join(' ');
   const std = Object.entries(m.counts.byStandard).map(([k, v]) => `${k} ${v}`).join(', ');
   console.log(`traffic: chain ${m.chainId} blocks ${m.firstBlock}..${m.lastBlock} (${m.counts.blocks}, ${m.counts.emptyBlocks} empty), ` +
-    `${m.counts.transactions} txs (types ${types}; ${m.counts.failed} failed), ${m.counts.tokenTransfers} token transfers (${std}) ` +
+    `${m.counts.transactions} txs (types ${types}; ${m.counts.failed} failed), ${m.counts.tokenTransfers} token transfers (${std}), ` +
+    `${m.counts.createdContracts} contracts created, ${m.counts.internalTransfers} internal transfers (${m.counts.tracedTransactions} txs traced) ` +
     `in ${((Date.now() - started) / 1000).toFixed(1)} s${opts.out ? `; manifest ${opts.out}` : ''}`);
 }
 

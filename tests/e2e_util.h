@@ -75,6 +75,8 @@ inline Status IndexWith(HttpTransport* transport, PgPool* pool, uint64_t from, u
   options.chain_id = chain_id;
   options.max_attempts = 2;
   options.retry_base_micros = 1000;
+  // The recorded mainnet answers hold no eth_call of the tokens' methods.
+  options.token_metadata = false;
   Indexer indexer(
       options, [transport] { return std::make_unique<JsonRpcClient>(transport); }, pool);
   GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());

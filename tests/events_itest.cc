@@ -169,10 +169,12 @@ void ExpectBlocksInChainOrder(const Received& r, uint64_t to) {
 void ExpectTransfersEqualRows(PgPool* pool, const Received& r) {
   auto conn = pool->Acquire();
   auto rows = conn->Query(
-      "SELECT block_number, log_index, batch_index, '0x' || encode(token_address, 'hex'),"
+      "SELECT x.block_number, log_index, batch_index, '0x' || encode(token_address, 'hex'),"
       " '0x' || encode(from_address, 'hex'), '0x' || encode(to_address, 'hex'), value::text,"
-      " coalesce(token_id::text, ''), '0x' || encode(transaction_hash, 'hex'), token_standard"
-      " FROM token_transfers ORDER BY 1, 2, 3");
+      " coalesce(token_id::text, ''), '0x' || encode(transaction_hash, 'hex'), token_standard,"
+      " k.symbol, k.decimals::text"
+      " FROM token_transfers x LEFT JOIN tokens k ON k.address = x.token_address"
+      " ORDER BY 1, 2, 3");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, TransferEvent> got;
   for (const Envelope& e : r.in_order) {
@@ -196,7 +198,16 @@ void ExpectTransfersEqualRows(PgPool* pool, const Received& r) {
     EXPECT_EQ(t.token_id.value_or(""), rows->Get(i, 7));
     EXPECT_EQ(t.transaction_hash, rows->Get(i, 8));
     EXPECT_EQ(t.token_standard, "erc" + std::string(rows->Get(i, 9)));
+    // The token's metadata as the tokens table holds it (null where the token lacks the method).
+    EXPECT_EQ(t.token_symbol.value_or("NULL"),
+              rows->IsNull(i, 10) ? "NULL" : std::string(rows->Get(i, 10)));
+    EXPECT_EQ(t.token_decimals.has_value() ? std::to_string(*t.token_decimals) : "NULL",
+              rows->IsNull(i, 11) ? "NULL" : std::string(rows->Get(i, 11)));
   }
+  // The devnet's ERC-20 has both: the join above is not empty.
+  auto known = conn->Query("SELECT count(*) FROM tokens WHERE symbol IS NOT NULL");
+  ASSERT_TRUE(known.ok());
+  EXPECT_GT(known->GetInt64(0, 0).value(), 0);
 }
 
 void ExpectEveryEvent(const Received& r, const std::vector<OutgoingEvent>& expected) {

@@ -2,16 +2,22 @@
 // directly, and debug_traceBlockByNumber (callTracer) through a node that lacks trace_block. Every
 // transaction gets its one top-level trace (checked against it before the write), both APIs give
 // the same rows apart from the columns the tracers define differently (gas, gas_used, output),
-// and `gapless export --table traces` writes them in ethereum-etl's format.
+// and `gapless export --table traces` writes them in ethereum-etl's format. Against the devnet's
+// manifest (devnet/traffic.js: forwarders, a CREATE/CREATE2 factory, self-destructs, reverted
+// inner calls, odd tokens): every internal value transfer is a trace, every contract created is
+// in `contracts` (factory-made ones with --traces only), every token in `tokens` with its NULLs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "devnet_util.h"
 #include "fake_node.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
+#include "testing/devnet_manifest.h"
 #include "testing/pg_test_db.h"
 
 namespace gapless::e2e {
@@ -32,6 +38,74 @@ std::string ComparableRows(PgConn& conn) {
       " error IS NULL, status, trace_id), E'\\n' ORDER BY block_number, trace_index) FROM traces");
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? std::string(r->Get(0, 0)) : "";
+}
+
+std::vector<std::string> Rows(PgConn& conn, const std::string& sql) {
+  std::vector<std::string> out;
+  auto r = conn.Query(sql);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return out;
+  for (int i = 0; i < r->rows(); ++i) out.emplace_back(r->Get(i, 0));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The devnet's internal value transfers, contracts and tokens, as the manifest says, in the rows
+// of the database `conn` indexed (with or without --traces).
+void ExpectTheDevnetsContractsAndTokens(PgConn& conn, bool traces) {
+  auto loaded = LoadDevnetManifest(GAPLESS_TEST_DEVNET_MANIFEST);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const DevnetManifest& m = **loaded;
+  ASSERT_FALSE(m.internal_transfers.empty());
+  if (traces) {
+    // Every frame below the top that carried value: moved (status 1) or not (a reverted frame or
+    // one below it: status 0).
+    for (bool reverted : {false, true}) {
+      std::vector<std::string> expected;
+      for (const auto& t : m.internal_transfers) {
+        if (t.reverted == reverted) {
+          expected.push_back(t.tx_hash + " " + t.from + " " + t.to + " " + t.value);
+        }
+      }
+      std::sort(expected.begin(), expected.end());
+      EXPECT_EQ(Rows(conn,
+                     "SELECT concat_ws(' ', '0x' || encode(transaction_hash, 'hex'), '0x' || "
+                     "encode(from_address, 'hex'), '0x' || encode(to_address, 'hex'), value)"
+                     " FROM traces WHERE trace_address <> '{}' AND value > 0 AND status = " +
+                         std::string(reverted ? "0" : "1")),
+                expected)
+          << (reverted ? "reverted" : "moved") << " internal transfers";
+    }
+  }
+  // Contracts: every creation with traces; the deployment transactions' alone without.
+  std::vector<std::string> expected;
+  for (const auto& c : m.created_contracts) {
+    if (!traces && c.via != "transaction") continue;
+    expected.push_back(c.address + " " + std::to_string(c.block) + " " + c.tx_hash + " " +
+                       c.creator + " " + (c.via == "transaction" ? "create" : c.via));
+  }
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(Rows(conn,
+                 "SELECT concat_ws(' ', '0x' || encode(address, 'hex'), block_number, '0x' || "
+                 "encode(transaction_hash, 'hex'), '0x' || encode(creator_address, 'hex'), "
+                 "creation_type) FROM contracts"),
+            expected);
+  // Deployed code known for every one (the trace's output, or eth_getCode at its block).
+  EXPECT_EQ(Count(conn, "SELECT count(*) FROM contracts WHERE bytecode IS NULL"), 0);
+  // Tokens, with NULL where a method is missing or reverts; bytes32 names decoded.
+  ASSERT_FALSE(m.tokens.empty());
+  std::vector<std::string> tokens;
+  for (const auto& [address, t] : m.tokens) {
+    tokens.push_back(address + " " + t.standard + " " + t.name.value_or("NULL") + " " +
+                     t.symbol.value_or("NULL") + " " +
+                     (t.decimals.has_value() ? std::to_string(*t.decimals) : "NULL"));
+  }
+  std::sort(tokens.begin(), tokens.end());
+  EXPECT_EQ(Rows(conn,
+                 "SELECT concat_ws(' ', '0x' || encode(address, 'hex'), standard, "
+                 "coalesce(name, 'NULL'), coalesce(symbol, 'NULL'), coalesce(decimals::text, "
+                 "'NULL')) FROM tokens"),
+            tokens);
 }
 
 class TracesTest : public DbTest {};
@@ -69,6 +143,7 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
                   "t.status <> 0"),
             0);
   const std::string from_trace_block = ComparableRows(**conn);
+  ExpectTheDevnetsContractsAndTokens(**conn, /*traces=*/true);
 
   // debug_traceBlockByNumber, through a node without trace_block.
   PgTestDb second;
@@ -89,6 +164,7 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
   ASSERT_TRUE(no_rewards.ok()) << no_rewards.ToString();
   EXPECT_EQ(ComparableRows(**conn2), ComparableRows(**conn));
   EXPECT_FALSE(from_trace_block.empty());
+  ExpectTheDevnetsContractsAndTokens(**conn2, /*traces=*/true);
 
   // Exported in ethereum-etl's columns, one line per trace.
   auto [exported, csv] = RunForOutput({GaplessBinary(), "export", "--db", second.url(), "--table",
@@ -100,6 +176,31 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
             "error,status,trace_id");
   EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
             Count(**conn2, "SELECT count(*) FROM traces"));
+}
+
+// Without --traces: the deployment transactions' contracts (code from eth_getCode at their
+// block) and every token; `gapless export` writes both tables in ethereum-etl's columns.
+TEST_F(TracesTest, WithoutTracesContractsComeFromReceipts) {
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(GAPLESS_TEST_ANVIL_URL));
+  auto head = rpc.BlockNumber();
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  const std::string to = std::to_string(*head);
+  auto [code, out] = RunAll({"index", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--from",
+                             "0", "--to", to, "--progress", "off"},
+                            120'000);
+  ASSERT_EQ(code, 0) << out;
+  auto conn = PgConn::Connect(db_.url());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ(Count(**conn, "SELECT count(*) FROM traces"), 0);
+  ExpectTheDevnetsContractsAndTokens(**conn, /*traces=*/false);
+  for (const char* table : {"contracts", "tokens"}) {
+    auto [exported, csv] = RunForOutput({GaplessBinary(), "export", "--db", db_.url(), "--table",
+                                         table, "--from", "0", "--to", to});
+    ASSERT_EQ(exported, 0) << csv;
+    EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
+              Count(**conn, std::string("SELECT count(*) FROM ") + table))
+        << table;
+  }
 }
 
 // A node that serves neither tracing API: the run stops with an error that says so, and writes

@@ -2023,8 +2023,8 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
       if (!st.ok()) problem = "clean run: " + st.ToString();
       auto ours = pool_->Acquire();
       auto theirs = (*clean)->Acquire();
-      for (const char* table :
-           {"blocks", "withdrawals", "transactions", "logs", "token_transfers", "traces"}) {
+      for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers",
+                                "traces", "contracts", "tokens"}) {
         if (!problem.empty()) break;
         if (kafka_source_ && std::string(table) == "traces") continue;
         auto a = TableChecksum(*ours, table, 0, tip);

@@ -56,6 +56,7 @@ struct IndexArgs {  // index, run, worker
   bool verify_senders = false;
   bool traces = false;
   std::string rpc_hedge = "on";
+  std::string token_metadata = "on";
 };
 
 // --rpc: one URL, or a pool of endpoints (rpc/endpoint_pool.h).
@@ -341,8 +342,16 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                 "Also index every transaction's call tree into the traces table (internal "
                 "transactions): trace_block, or debug_traceBlockByNumber with the callTracer "
                 "where the node lacks it; each top-level trace is checked against its "
-                "transaction. Needs a node with a tracing API (an archive node for old blocks); "
-                "not with --source kafka");
+                "transaction; with --events, each frame below the top that moved value is a "
+                "trace.internal_transfer event. Needs a node with a tracing API (an archive node "
+                "for old blocks); not with --source kafka");
+  sub->add_option("--token-metadata", index.token_metadata,
+                  "Read each token's name, symbol, decimals and total supply (eth_call at the "
+                  "block where it first appears: a transfer of it, or its creation) into the "
+                  "tokens table; a method that is missing or reverts is NULL. off: no token "
+                  "rows (contracts are indexed either way)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
   sub->add_option("--progress", index.progress,
                   "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "
                   "plain; off")
@@ -529,10 +538,10 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
   AddCommon(s.exp, &a->common);
   s.exp
       ->add_option("--table", a->exp.table,
-                   "blocks|transactions|logs|token_transfers|receipts|traces")
+                   "blocks|transactions|logs|token_transfers|receipts|traces|contracts|tokens")
       ->required()
-      ->check(CLI::IsMember(
-          {"blocks", "transactions", "logs", "token_transfers", "receipts", "traces"}));
+      ->check(CLI::IsMember({"blocks", "transactions", "logs", "token_transfers", "receipts",
+                             "traces", "contracts", "tokens"}));
   s.exp->add_option("--from", a->exp.from, "First block")->capture_default_str();
   s.exp->add_option("--to", a->exp.to, "Last block (max: the highest indexed block)")
       ->capture_default_str();
@@ -798,6 +807,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   out.rpc.connect_timeout_ms = args.connect_timeout_ms;
   out.rpc.traces = args.traces;
   out.rpc.hedge = args.rpc_hedge == "on";
+  out.token_metadata = args.token_metadata == "on";
   GAPLESS_ASSIGN_OR_RETURN(out.from, ParseBlockBound(args.from, "--from"));
   GAPLESS_ASSIGN_OR_RETURN(out.to, ParseBlockBound(args.to, "--to"));
   out.chain_id = args.chain_id;

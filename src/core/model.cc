@@ -14,4 +14,12 @@ const char* TokenStandardName(TokenStandard standard) {
   return "unknown";
 }
 
+bool IsInternalTransfer(const Trace& t) {
+  if (t.trace_address.empty() || t.status != 1 || !t.value.has_value() || t.value->is_zero()) {
+    return false;
+  }
+  return t.trace_type == "create" || t.trace_type == "create2" || t.trace_type == "suicide" ||
+         (t.trace_type == "call" && t.call_type == "call");
+}
+
 }  // namespace gapless

@@ -153,13 +153,65 @@ struct Trace {
   bool operator==(const Trace&) const = default;
 };
 
+// An internal transfer (issue 18, trace.internal_transfer events): a frame below the top level
+// that moved value, i.e. a successful call (CALL: not DELEGATECALL, STATICCALL, or CALLCODE, which
+// keeps the value in the caller), create, create2 or self-destruct with a value above 0. The SQL
+// twin is kInternalTransferSql.
+bool IsInternalTransfer(const Trace& t);
+// The same predicate over the traces table's columns.
+inline constexpr const char* kInternalTransferSql =
+    "(trace_address <> '{}' AND value > 0 AND status = 1 AND"
+    " (trace_type IN ('create', 'create2', 'suicide') OR call_type = 'call'))";
+
+// One contract creation (issue 18): a deployment transaction's (from its receipt's
+// contractAddress, or its top-level create trace) or a contract's CREATE/CREATE2 (from a trace,
+// with --traces), successful only. A contract re-created at one address (CREATE2 after a
+// self-destruct) has a row per creation.
+struct Contract {
+  uint64_t block_number = 0;
+  std::string transaction_hash;
+  uint32_t transaction_index = 0;
+  std::vector<uint32_t> trace_address;  // the creating frame's; [] for a deployment transaction
+  std::string address;
+  std::string creator_address;  // who executed the creation: the sender, or the factory contract
+  std::string creation_type;    // "create" or "create2"
+  // The deployed code: the create trace's output, or eth_getCode at the block (node/enrich.h);
+  // nullopt while not known (no traces and no RPC to ask).
+  std::optional<std::string> bytecode;
+  // From the bytecode (decode/contracts.h AnalyzeBytecode), as ethereum-etl derives them; empty
+  // and false while the bytecode is not known.
+  std::vector<std::string> function_sighashes;
+  bool is_erc20 = false;
+  bool is_erc721 = false;
+  bool operator==(const Contract&) const = default;
+};
+
+// A token's metadata as read when it first appeared (issue 18: a transfer of it, or its creation
+// as an ERC-20/721 contract): eth_call of its methods at that block (node/enrich.h). A method that
+// is missing, reverts or answers garbage is nullopt (decode/contracts.h ReadTokenMetadata).
+struct Token {
+  std::string address;
+  uint64_t block_number = 0;  // where it first appeared
+  std::string standard;       // "erc20", "erc721", "erc1155"
+  std::optional<std::string> name;
+  std::optional<std::string> symbol;
+  std::optional<uint32_t> decimals;
+  std::optional<U256> total_supply;
+  bool operator==(const Token&) const = default;
+};
+
 // Everything one block contributes: written in one transaction with the rest of its range.
 struct BlockData {
   Block block;
   std::vector<Transaction> transactions;
   std::vector<Log> logs;
   std::vector<TokenTransfer> token_transfers;
-  std::vector<Trace> traces;  // with --traces only; trace_index = the position here
+  std::vector<Trace> traces;        // with --traces only; trace_index = the position here
+  std::vector<Contract> contracts;  // contract_index = the position here
+  // Written: the tokens first seen in this block, as far as the worker knew (node/enrich.h; the
+  // store keeps each token's lowest block). Read back (store/reader.h ReadOptions::tokens): the
+  // stored metadata of every token the block's transfers move, for the events.
+  std::vector<Token> tokens;
   bool operator==(const BlockData&) const = default;
 };
 

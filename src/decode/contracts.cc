@@ -200,4 +200,48 @@ TokenMetadata ReadTokenMetadata(
   return out;
 }
 
+void SetBytecode(Contract* contract, std::string bytecode) {
+  ContractInfo info = AnalyzeBytecode(bytecode);
+  contract->bytecode = std::move(bytecode);
+  contract->function_sighashes = std::move(info.function_sighashes);
+  contract->is_erc20 = info.is_erc20;
+  contract->is_erc721 = info.is_erc721;
+}
+
+std::vector<Contract> DeriveContracts(const BlockData& data) {
+  std::vector<Contract> out;
+  if (!data.traces.empty()) {
+    for (const Trace& t : data.traces) {
+      if ((t.trace_type != "create" && t.trace_type != "create2") || t.status != 1 ||
+          !t.to_address.has_value() || !t.transaction_hash.has_value() ||
+          !t.transaction_index.has_value()) {
+        continue;
+      }
+      Contract c;
+      c.block_number = data.block.number;
+      c.transaction_hash = *t.transaction_hash;
+      c.transaction_index = *t.transaction_index;
+      c.trace_address = t.trace_address;
+      c.address = *t.to_address;
+      c.creator_address = t.from_address.value_or("");
+      c.creation_type = t.trace_type;
+      SetBytecode(&c, t.output.value_or("0x"));
+      out.push_back(std::move(c));
+    }
+    return out;
+  }
+  for (const Transaction& tx : data.transactions) {
+    if (!tx.contract_address.has_value() || tx.status == std::optional<uint8_t>(0)) continue;
+    Contract c;
+    c.block_number = data.block.number;
+    c.transaction_hash = tx.hash;
+    c.transaction_index = tx.transaction_index;
+    c.address = *tx.contract_address;
+    c.creator_address = tx.from_address;
+    c.creation_type = "create";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 }  // namespace gapless

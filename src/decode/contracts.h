@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model.h"
 #include "core/u256.h"
 
 namespace gapless {
@@ -57,6 +58,17 @@ struct TokenMetadata {
 // nullopt when the call reverted or failed. Each selector is asked at most once.
 TokenMetadata ReadTokenMetadata(
     const std::function<std::optional<std::string>(std::string_view selector)>& call);
+
+// The contracts a decoded block created (issue 18). With traces (data.traces not empty, or the
+// block has no transaction): every successful create/create2 trace with an address, bytecode =
+// its output, creator = its from, in trace order. Without: every receipt with a contractAddress
+// and a status that is not 0, trace_address [], type "create", creator = the sender, bytecode
+// unknown (node/enrich.h asks the node). function_sighashes and the ERC flags from the bytecode
+// where it is known.
+std::vector<Contract> DeriveContracts(const BlockData& data);
+
+// Sets a contract's bytecode and what AnalyzeBytecode says about it.
+void SetBytecode(Contract* contract, std::string bytecode);
 
 // ABI decoding of one return value (exposed for tests). nullopt when the data does not decode.
 std::optional<std::string> AbiString(std::string_view hex);         // string, NULs removed

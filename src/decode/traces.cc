@@ -146,6 +146,11 @@ Status DecodeParityTrace(dom::element e, uint64_t block_number, Trace* t) {
       GAPLESS_RETURN_IF_ERROR(OptData(action, "input", &t->input));
       if (has_result) GAPLESS_RETURN_IF_ERROR(OptData(result, "output", &t->output));
     } else {
+      // Nodes that tell CREATE2 apart (reth, anvil: "creationMethod") get the type the geth
+      // path gives it; older answers have no such field and stay "create".
+      std::optional<std::string> method;
+      GAPLESS_RETURN_IF_ERROR(OptText(action, "creationMethod", &method));
+      if (method == "create2") t->trace_type = "create2";
       GAPLESS_RETURN_IF_ERROR(OptData(action, "init", &t->input));
       if (has_result) {
         GAPLESS_RETURN_IF_ERROR(OptAddress(result, "address", &t->to_address));
@@ -202,7 +207,8 @@ Status DecodeGethFrame(dom::element e, uint64_t block_number, uint32_t tx_index,
     GAPLESS_RETURN_IF_ERROR(OptU256(o, "value", &t.value));
     GAPLESS_RETURN_IF_ERROR(OptU64(o, "gas", &t.gas));
     GAPLESS_RETURN_IF_ERROR(OptU64(o, "gasUsed", &t.gas_used));
-    GAPLESS_RETURN_IF_ERROR(OptData(o, "input", &t.input));
+    // A self-destruct has no input (the Parity path has none either; the callTracer writes "0x").
+    if (t.trace_type != "suicide") GAPLESS_RETURN_IF_ERROR(OptData(o, "input", &t.input));
     GAPLESS_RETURN_IF_ERROR(OptData(o, "output", &t.output));
     GAPLESS_RETURN_IF_ERROR(OptText(o, "error", &t.error));
     return Status::Ok();

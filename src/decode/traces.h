@@ -9,8 +9,9 @@
 // The mapping follows ethereum-etl's (its trace_mapper and geth_trace_to_traces), checked against
 // its recorded answers and expected outputs in ../shared/fixtures/ethereum-etl (TRACES.md states
 // the rules): addresses lower-cased, value/gas/gas_used exact, error verbatim, a geth
-// SELFDESTRUCT as trace_type "suicide", CREATE2 kept as "create2", CALL/CALLCODE/DELEGATECALL/
-// STATICCALL as trace_type "call" with that call_type.
+// SELFDESTRUCT as trace_type "suicide" (without input, as trace_block has none), CREATE2 kept as
+// "create2" (from trace_block too where the node says so: action.creationMethod),
+// CALL/CALLCODE/DELEGATECALL/STATICCALL as trace_type "call" with that call_type.
 //
 // status: 1, or 0 when the trace or any of its ancestors in the same transaction failed (a failure
 // spreads to every descendant). trace_id: "<type>_<tx hash>_<trace_address joined by _>" ("call_

@@ -127,12 +127,19 @@ std::string TransactionPayload(uint64_t chain_id, const Transaction& t) {
   return out;
 }
 
-std::string TransferPayload(uint64_t chain_id, const Block& b, const TokenTransfer& t) {
+std::string TransferPayload(uint64_t chain_id, const Block& b, const TokenTransfer& t,
+                            const Token* token) {
   std::string out;
   ObjectWriter w(out);
   w.Number("chain_id", chain_id);
   w.String("token_address", t.token_address);
   w.String("token_standard", TokenStandardName(t.standard));
+  w.OptionalString("token_symbol", token != nullptr ? token->symbol : std::nullopt);
+  if (token != nullptr && token->decimals.has_value()) {
+    w.Number("token_decimals", *token->decimals);
+  } else {
+    w.OptionalString("token_decimals", std::nullopt);
+  }
   w.String("from_address", t.from_address);
   w.String("to_address", t.to_address);
   w.String("amount", t.value.ToDecimal());
@@ -143,6 +150,23 @@ std::string TransferPayload(uint64_t chain_id, const Block& b, const TokenTransf
   w.Number("batch_index", t.batch_index);
   w.Number("block_number", b.number);
   w.String("block_hash", b.hash);
+  w.End();
+  return out;
+}
+
+std::string InternalTransferPayload(uint64_t chain_id, const Block& b, const Trace& t) {
+  std::string out;
+  ObjectWriter w(out);
+  w.Number("chain_id", chain_id);
+  w.Number("block_number", b.number);
+  w.String("block_hash", b.hash);
+  w.OptionalString("transaction_hash", t.transaction_hash);
+  w.Number("transaction_index", t.transaction_index.value_or(0));
+  w.Raw("trace_address", "[" + fmt::format("{}", fmt::join(t.trace_address, ",")) + "]");
+  w.String("trace_type", t.trace_type);
+  w.OptionalString("from_address", t.from_address);
+  w.OptionalString("to_address", t.to_address);
+  w.String("value", t.value.has_value() ? t.value->ToDecimal() : "0");
   w.End();
   return out;
 }
@@ -186,6 +210,16 @@ Status ReadTransfer(dom::object o, std::string_view what, TransferEvent& t) {
   GAPLESS_RETURN_IF_ERROR(GetString(o, what, "to_address", t.to_address));
   GAPLESS_RETURN_IF_ERROR(GetString(o, what, "amount", t.amount));
   GAPLESS_RETURN_IF_ERROR(GetOptionalString(o, what, "token_id", t.token_id));
+  // Optional (absent before the tokens table existed; null when not known).
+  GAPLESS_RETURN_IF_ERROR(GetOptionalString(o, what, "token_symbol", t.token_symbol));
+  dom::element decimals;
+  if (o["token_decimals"].get(decimals) == simdjson::SUCCESS && !decimals.is_null()) {
+    uint64_t d = 0;
+    if (decimals.get_uint64().get(d) != simdjson::SUCCESS || d > 255) {
+      return FieldError(what, "token_decimals");
+    }
+    t.token_decimals = d;
+  }
   GAPLESS_RETURN_IF_ERROR(GetString(o, what, "transaction_hash", t.transaction_hash));
   GAPLESS_RETURN_IF_ERROR(GetNumber(o, what, "log_index", t.log_index));
   GAPLESS_RETURN_IF_ERROR(GetNumber(o, what, "batch_index", t.batch_index));
@@ -206,9 +240,9 @@ Status ReadTransfer(dom::object o, std::string_view what, TransferEvent& t) {
 }  // namespace
 
 const std::vector<std::string_view>& EventTypes() {
-  static const std::vector<std::string_view> types = {kBlockNew,         kTransactionConfirmed,
-                                                      kTokenTransfer,    kTransactionPending,
-                                                      kContractVerified, kBlockReverted};
+  static const std::vector<std::string_view> types = {
+      kBlockNew,         kTransactionConfirmed, kTokenTransfer,   kTransactionPending,
+      kContractVerified, kBlockReverted,        kInternalTransfer};
   return types;
 }
 
@@ -364,6 +398,14 @@ std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint
       fmt::format("{}/{}/{}", Incarnated(block_hash, incarnation), log_index, batch_index));
 }
 
+std::string InternalTransferEventId(uint64_t chain_id, std::string_view block_hash,
+                                    const Trace& trace, uint64_t incarnation) {
+  return EventId(
+      chain_id, kInternalTransfer,
+      fmt::format("{}/{}/{}", Incarnated(block_hash, incarnation),
+                  trace.transaction_hash.value_or(""), fmt::join(trace.trace_address, "_")));
+}
+
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
                                        uint64_t incarnation) {
   const Block& b = data.block;
@@ -378,10 +420,20 @@ std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
                             TransactionPayload(chain_id, t)));
   }
   for (const TokenTransfer& t : data.token_transfers) {
+    const Token* token = nullptr;
+    for (const Token& k : data.tokens) {
+      if (k.address == t.token_address) token = &k;
+    }
     out.push_back(
         MakeEvent(chain_id, kTokenTransfer,
                   TransferEventId(chain_id, b.hash, t.log_index, t.batch_index, incarnation), time,
-                  TransferPayload(chain_id, b, t)));
+                  TransferPayload(chain_id, b, t, token)));
+  }
+  for (const Trace& t : data.traces) {
+    if (!IsInternalTransfer(t)) continue;
+    out.push_back(MakeEvent(chain_id, kInternalTransfer,
+                            InternalTransferEventId(chain_id, b.hash, t, incarnation), time,
+                            InternalTransferPayload(chain_id, b, t)));
   }
   return out;
 }
@@ -408,7 +460,11 @@ OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, u
     transfers += "{\"event_id\":";
     AppendJsonString(transfers, id);
     transfers += ',';
-    transfers += std::string_view(TransferPayload(chain_id, b, t)).substr(1);
+    // The token's symbol and decimals are not kept for a retraction: null here.
+    transfers += std::string_view(TransferPayload(chain_id, b, t, nullptr)).substr(1);
+  }
+  for (const Trace& t : orphaned.traces) {
+    if (IsInternalTransfer(t)) add_id(InternalTransferEventId(chain_id, b.hash, t, incarnation));
   }
   ids += ']';
   transfers += ']';

@@ -12,6 +12,8 @@
 //   transaction.confirmed  identity = block hash "/" tx hash
 //   token.transfer         identity = block hash "/" log index "/" batch index
 //   block.reverted         identity = block hash "/" reorg generation
+//   trace.internal_transfer identity = block hash "/" tx hash "/" trace address joined by "_"
+//                          ("" for none: never, an internal transfer is below the top frame)
 // The block hash is in every identity so that the same transaction in another fork's block (a
 // re-org) is another event. A block whose hash was orphaned before and came back (a flip-flop
 // re-org, A -> B -> A) is published under its incarnation n (how often it was orphaned,
@@ -29,16 +31,24 @@
 //                           status ("success" | "failed" | null before Byzantium), gas_used,
 //                           effective_gas_price
 //   token.transfer:         chain_id, token_address, token_standard ("erc20" | "erc721" |
-//                           "erc1155"), from_address, to_address, amount, token_id (null for
-//                           ERC-20), operator_address, transaction_hash, log_index, batch_index,
-//                           block_number, block_hash
+//                           "erc1155"), token_symbol and token_decimals (the tokens table's,
+//                           from BlockData::tokens; null when not known), from_address,
+//                           to_address, amount, token_id (null for ERC-20), operator_address,
+//                           transaction_hash, log_index, batch_index, block_number, block_hash
 //   block.reverted:         chain_id, block_number, block_hash, reorg_generation,
 //                           reverted_event_ids (every id the block's events had: block.new,
 //                           transaction.confirmed by index, token.transfer by log and batch
 //                           index), token_transfers (one object per reverted token.transfer: its
-//                           "event_id" followed by that event's payload fields). Its envelope's
+//                           "event_id" followed by that event's payload fields, token_symbol and
+//                           token_decimals null: a retraction does not keep them). Its envelope's
 //                           timestamp is the rollback's time. docs/events.md says what consumers
 //                           do with it.
+//   trace.internal_transfer: chain_id, block_number, block_hash, transaction_hash,
+//                           transaction_index, trace_address (array of numbers), trace_type
+//                           ("call" | "create" | "create2" | "suicide"), from_address, to_address,
+//                           value (decimal): a frame below the top that moved value (core/model.h
+//                           IsInternalTransfer), with --traces; reverted_event_ids of a
+//                           block.reverted name them too
 //   transaction.pending:    chain_id, hash (the mempool watcher, events/mempool.h)
 //   contract.verified:      chain_id, address, verification_status, verified_at (published by
 //                           other producers through PublishOne)
@@ -63,6 +73,7 @@ inline constexpr std::string_view kTokenTransfer = "token.transfer";
 inline constexpr std::string_view kTransactionPending = "transaction.pending";
 inline constexpr std::string_view kContractVerified = "contract.verified";
 inline constexpr std::string_view kBlockReverted = "block.reverted";
+inline constexpr std::string_view kInternalTransfer = "trace.internal_transfer";
 // Every type gapless knows, in the order above.
 const std::vector<std::string_view>& EventTypes();
 
@@ -107,14 +118,19 @@ std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
                                std::string_view transaction_hash, uint64_t incarnation = 0);
 std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,
                             uint64_t batch_index, uint64_t incarnation = 0);
+std::string InternalTransferEventId(uint64_t chain_id, std::string_view block_hash,
+                                    const Trace& trace, uint64_t incarnation = 0);
 
 // The events of one committed block, in order: block.new, then transaction.confirmed by
-// transaction index, then token.transfer by (log index, batch index); ids of `incarnation`.
+// transaction index, then token.transfer by (log index, batch index), then
+// trace.internal_transfer in the order of data.traces; ids of `incarnation`.
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
                                        uint64_t incarnation = 0);
 
 // The block.reverted event of an orphaned block: `orphaned` needs block.number, block.hash, each
-// transaction's hash and the complete token transfers (store/retractions.h gives that);
+// transaction's hash, the complete token transfers and its internal transfers' traces
+// (transaction hash, trace address, and what IsInternalTransfer reads; store/retractions.h gives
+// that);
 // `generation` is the rollback's reorg generation, `reverted_at` its time (unix seconds),
 // `incarnation` the one the retracted events were published with (their ids).
 OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
@@ -141,6 +157,8 @@ struct TransferEvent {
   std::string to_address;
   std::string amount;                   // decimal
   std::optional<std::string> token_id;  // decimal
+  std::optional<std::string> token_symbol;
+  std::optional<uint64_t> token_decimals;
   std::string transaction_hash;
   uint64_t log_index = 0;
   uint64_t batch_index = 0;

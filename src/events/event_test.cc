@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "events/open_bus.h"
@@ -56,6 +57,95 @@ TEST(BlockEvents, OneBlockNewThenTransactionsThenTransfersWithStableIds) {
     ids.insert(events[i].event_id);
   }
   EXPECT_EQ(ids.size(), events.size());
+}
+
+// The token's symbol and decimals travel with its transfers where the block carries them
+// (store/reader.h reads them from the tokens table); null otherwise, and never in a retraction.
+TEST(BlockEvents, TransfersCarryTheTokensSymbolAndDecimalsWhenKnown) {
+  BlockData data = SyntheticBlock(
+      42, {.transactions_per_block = 1, .logs_per_block = 4, .token_transfers_per_block = 2});
+  ASSERT_GE(data.token_transfers.size(), 2u);
+  data.token_transfers[1].token_address = "0x" + std::string(40, '7');
+  Token known;
+  known.address = data.token_transfers[0].token_address;
+  known.symbol = "GDT";
+  known.decimals = 18;
+  data.tokens = {known};
+  std::vector<OutgoingEvent> events = BlockEvents(1, data);
+  std::vector<TransferEvent> transfers;
+  for (const OutgoingEvent& e : events) {
+    Result<Envelope> env = ParseEnvelope(e.body);
+    ASSERT_TRUE(env.ok());
+    if (env->event_type != kTokenTransfer) continue;
+    Result<TransferEvent> t = ParseTransferPayload(env->payload_json);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    transfers.push_back(*t);
+  }
+  ASSERT_GE(transfers.size(), 2u);
+  EXPECT_EQ(transfers[0].token_symbol, std::optional<std::string>("GDT"));
+  EXPECT_EQ(transfers[0].token_decimals, std::optional<uint64_t>(18));
+  EXPECT_FALSE(transfers[1].token_symbol.has_value());
+  EXPECT_FALSE(transfers[1].token_decimals.has_value());
+  Result<Envelope> reverted = ParseEnvelope(BlockRevertedEvent(1, data, 1, 0).body);
+  ASSERT_TRUE(reverted.ok());
+  Result<RevertedBlock> r = ParseBlockRevertedPayload(reverted->payload_json);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->token_transfers.empty());
+  EXPECT_FALSE(r->token_transfers[0].second.token_symbol.has_value());
+}
+
+// trace.internal_transfer: one event per frame below the top that moved value (a CALL, create,
+// create2 or self-destruct that succeeded with value > 0), after the token transfers; the
+// block.reverted of the block names each of them.
+TEST(BlockEvents, InternalTransfersAreEventsAndTheirRetractionNamesThem) {
+  BlockData data = SyntheticBlock(
+      7, {.transactions_per_block = 1, .logs_per_block = 0, .token_transfers_per_block = 0});
+  auto frame = [&](std::vector<uint32_t> path, std::string type, std::optional<std::string> call,
+                   uint64_t value, int status) {
+    Trace t;
+    t.block_number = 7;
+    t.transaction_hash = data.transactions[0].hash;
+    t.transaction_index = 0;
+    t.trace_address = std::move(path);
+    t.trace_type = std::move(type);
+    t.call_type = std::move(call);
+    t.from_address = "0x" + std::string(40, '1');
+    t.to_address = "0x" + std::string(40, '2');
+    t.value = U256(value);
+    t.status = status;
+    return t;
+  };
+  data.traces = {frame({}, "call", "call", 5, 1),              // the top frame: a transaction
+                 frame({0}, "call", "call", 3, 1),             // moved
+                 frame({0, 0}, "call", "delegatecall", 3, 1),  // no value moves
+                 frame({1}, "call", "call", 0, 1),             // nothing to move
+                 frame({2}, "call", "call", 4, 0),             // reverted
+                 frame({3}, "create2", std::nullopt, 9, 1),    // moved into a new contract
+                 frame({4}, "suicide", std::nullopt, 2, 1)};   // a self-destruct's balance
+  std::vector<std::string> ids;
+  std::vector<std::string> paths;
+  for (const OutgoingEvent& e : BlockEvents(1, data)) {
+    Result<Envelope> env = ParseEnvelope(e.body);
+    ASSERT_TRUE(env.ok());
+    if (env->event_type != kInternalTransfer) continue;
+    ids.push_back(env->event_id);
+    const size_t at = env->payload_json.find("\"trace_address\":");
+    ASSERT_NE(at, std::string::npos) << env->payload_json;
+    paths.push_back(env->payload_json.substr(at + 16, env->payload_json.find(']', at) - at - 15));
+  }
+  EXPECT_EQ(paths, (std::vector<std::string>{"[0]", "[3]", "[4]"}));
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], InternalTransferEventId(1, data.block.hash, data.traces[1]));
+  EXPECT_NE(ids[0], InternalTransferEventId(1, data.block.hash, data.traces[1], 1))
+      << "a block back from orphanhood must give new ids";
+  Result<Envelope> reverted = ParseEnvelope(BlockRevertedEvent(1, data, 1, 0).body);
+  ASSERT_TRUE(reverted.ok());
+  Result<RevertedBlock> r = ParseBlockRevertedPayload(reverted->payload_json);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const std::string& id : ids) {
+    EXPECT_NE(std::find(r->reverted_event_ids.begin(), r->reverted_event_ids.end(), id),
+              r->reverted_event_ids.end());
+  }
 }
 
 TEST(BlockEvents, EnvelopeParsesBackWithItsPayload) {

@@ -52,6 +52,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   options.max_attempts = args.rpc.max_attempts;
   options.chain_id = chain.chain_id;
   options.verify = VerificationFor(chain, args.Verification());
+  options.token_metadata = args.token_metadata;
   options.write_mode = args.write_mode;
   Indexer indexer(options, make_client, chain.pool.get());
   GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());

@@ -66,6 +66,9 @@ struct IndexingOptions {
   // (source/block_source.h BlockChecks, verify/verify.h).
   bool verify = false;
   bool verify_senders = false;
+  // --token-metadata: each token's name, symbol, decimals and supply read when it first appears
+  // (node/enrich.h).
+  bool token_metadata = true;
   std::optional<VerifyOptions> Verification() const {
     if (!verify && !verify_senders) return std::nullopt;
     VerifyOptions options;

@@ -150,6 +150,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.blocks_per_request = args.batch;
     options.chain_id = chain.chain_id;
     options.verify = VerificationFor(chain, args.Verification());
+    options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
@@ -185,6 +186,7 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
     options.max_attempts = args.rpc.max_attempts;
     options.chain_id = chain.chain_id;
     options.verify = VerificationFor(chain, args.Verification());
+    options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
     if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
     // As RPC workers do: only blocks the head log has committed, with its hashes.

@@ -54,6 +54,7 @@ Status Indexer::Run() {
 
 void Indexer::WorkerLoop() {
   RpcBlockSource source(rpc_factory_());
+  const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   while (!stop_.load()) {
     size_t i = next_range_.fetch_add(1);
     if (i >= ranges_.size()) return;
@@ -65,7 +66,7 @@ void Indexer::WorkerLoop() {
       write.blocks.clear();
       return FetchAndDecodeRange(source, range.from, range.to, options_.blocks_per_request,
                                  BlockChecks{options_.chain_id, options_.verify},
-                                 /*limiter=*/nullptr, &stop_, &write.blocks);
+                                 /*limiter=*/nullptr, &stop_, &write.blocks, &enrich);
     });
     if (st.ok()) st = WriteRangeWithRetries(write);
     if (!st.ok()) {

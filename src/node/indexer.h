@@ -45,6 +45,7 @@ struct IndexerOptions {
   int64_t retry_cap_micros = 30'000'000;
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
+  bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
   Env* env = Env::Default();
 };

@@ -411,16 +411,17 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     write.fence_token = **token;
     write.fence_owner = options_.worker_id;
     int64_t fetch_start = options_.env->NowMicros();
+    const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
     Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100,
                                     BlockChecks{options_.chain_id, options_.verify}, nullptr,
-                                    nullptr, &write.blocks);
+                                    nullptr, &write.blocks, &enrich);
     if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
       spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
                    options_.worker_id, st.ToString(), run.from, run.to, fallback_->Describe());
       write.blocks.clear();
       st = FetchAndDecodeRange(*fallback_, run.from, run.to, 10,
                                BlockChecks{options_.chain_id, options_.verify}, nullptr, nullptr,
-                               &write.blocks);
+                               &write.blocks, &enrich);
     }
     counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
     if (!st.ok()) {

@@ -102,6 +102,7 @@ struct KafkaWorkerOptions {
   int64_t heartbeat_interval_ms = 2'000;
   std::optional<uint64_t> chain_id;
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
+  bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
   // Blocks missing from the stream or refused by the decoder come from here (an RPC node);
   // nullable: none.

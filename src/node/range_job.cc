@@ -1,6 +1,10 @@
 #include "node/range_job.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <iterator>
 
 namespace gapless {
 
@@ -18,7 +22,8 @@ bool IsRateLimited(const Status& status) {
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
-                           std::vector<BlockData>* out) {
+                           std::vector<BlockData>* out, const EnrichOptions* enrich) {
+  const size_t start = out->size();
   if (from > to) return Internal("FetchAndDecodeRange: from above to");
   if (!source.rate_limited()) limiter = nullptr;
   uint64_t per_request = std::max<uint32_t>(1, blocks_per_request);
@@ -45,7 +50,25 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
     }
     first += count;
   }
-  return Status::Ok();
+  if (enrich == nullptr || out->size() == start) return Status::Ok();
+  JsonRpcClient* rpc = source.rpc();
+  if (rpc == nullptr) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      spdlog::warn(
+          "{} has no JSON-RPC node behind it: contracts created without traces are stored without "
+          "their code, and tokens without their metadata (give the Kafka source --rpc)",
+          described);
+    }
+    return Status::Ok();
+  }
+  if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
+  std::vector<BlockData> range(std::make_move_iterator(out->begin() + static_cast<long>(start)),
+                               std::make_move_iterator(out->end()));
+  Status st = EnrichRange(*rpc, *enrich, &range);
+  std::move(range.begin(), range.end(), out->begin() + static_cast<long>(start));
+  if (!st.ok() && limiter != nullptr && IsRateLimited(st)) limiter->SlowDown();
+  return st.WithContext(fmt::format("blocks {}..{}", from, to));
 }
 
 }  // namespace gapless

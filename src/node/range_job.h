@@ -27,6 +27,7 @@
 #include "coord/rate_limiter.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "node/enrich.h"
 #include "rpc/json_rpc.h"
 #include "source/block_source.h"
 
@@ -63,10 +64,13 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // block, FailedPrecondition for the wrong chain), with the block in the message; the limiter's
 // Unavailable when Redis is unreachable. Interrupted() when *stop (nullable) becomes true between
 // two batches. On failure *out holds a partial range: clear it before retrying.
+// With `enrich` (nullable), the decoded range is completed from the node's state afterwards
+// (node/enrich.h: contracts' code, token metadata) over the source's JSON-RPC client; a source
+// without one (blocks from Kafka without --rpc) leaves them unread, said once per process.
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
-                           std::vector<BlockData>* out);
+                           std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr);
 
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);

@@ -197,6 +197,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
 
+  const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   Status st;
   bool lost = false;       // renewal refused or fenced off: the task is someone else's
   bool abandoned = false;  // abort_ seen: the keeper saw the lease refused, or we are stopping
@@ -205,7 +206,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
     int64_t fetch_start = options_.env->NowMicros();
     st = FetchAndDecodeRange(source, write.from_block, write.to_block, options_.blocks_per_request,
                              BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
-                             &abort_, &write.blocks);
+                             &abort_, &write.blocks, &enrich);
     if (st.ok() && options_.check_blocks) {
       st = options_.check_blocks(write.blocks);
       // A block the head log does not have at its height: the endpoint that served it answered

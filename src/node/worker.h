@@ -73,6 +73,7 @@ struct WorkerOptions {
   uint32_t blocks_per_request = 10;
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
+  bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
   // Fleet-wide RPC rate limiter, borrowed, nullable; thread-safe, so all the workers of a process
   // may share one (a 429 seen by one then slows them all).

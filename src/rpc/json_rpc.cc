@@ -714,15 +714,15 @@ Result<std::string> JsonRpcClient::CallNoRpcRetry(std::string_view method,
   return std::move(results.front());
 }
 
-Result<std::vector<Result<std::string>>> JsonRpcClient::Batch(
-    const std::vector<RpcRequest>& calls) {
+Result<std::vector<Result<std::string>>> JsonRpcClient::Batch(const std::vector<RpcRequest>& calls,
+                                                              bool retry_rpc_errors) {
   std::vector<Result<std::string>> all;
   all.reserve(calls.size());
   std::span<const RpcRequest> rest(calls);
   while (!rest.empty()) {
     const size_t chunk = options_.max_batch_size == 0 ? calls.size() : options_.max_batch_size;
     size_t n = std::min(chunk, rest.size());
-    auto part = Execute(rest.first(n), /*single=*/false, /*retry_rpc_errors=*/true);
+    auto part = Execute(rest.first(n), /*single=*/false, retry_rpc_errors);
     if (!part.ok() && n > 1 &&
         (part.status().reason() == kBatchTooLargeReason ||
          part.status().reason() == HttpStatusReason(413))) {

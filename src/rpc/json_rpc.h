@@ -88,7 +88,10 @@ class JsonRpcClient {
   // a malformed body, answers with unknown ids); otherwise element i answers calls[i]: a JSON-RPC
   // error or a missing answer makes that element non-ok. Elements that failed with Unavailable
   // (e.g. per-call rate limiting) are re-sent, alone, within the max_attempts budget.
-  Result<std::vector<Result<std::string>>> Batch(const std::vector<RpcRequest>& calls);
+  // retry_rpc_errors false: an element's JSON-RPC error is returned as is, never re-sent (calls
+  // whose errors are answers, e.g. eth_call's reverts).
+  Result<std::vector<Result<std::string>>> Batch(const std::vector<RpcRequest>& calls,
+                                                 bool retry_rpc_errors = true);
 
   // eth_chainId, eth_blockNumber as numbers.
   Result<uint64_t> ChainId();

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "decode/contracts.h"
 #include "decode/decode.h"
 #include "decode/traces.h"
 
@@ -56,6 +57,7 @@ Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
     Status agrees = CheckTracesAgainstBlock(*data);
     if (!agrees.ok()) return agrees.WithContext("from " + source);
   }
+  data->contracts = DeriveContracts(*data);
   if (checks.verify.has_value()) {
     Status verified = VerifyBlock(*data, *checks.verify);
     if (verified.code() == Code::kFailedPrecondition) {

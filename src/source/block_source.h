@@ -46,6 +46,9 @@ class BlockSource {
   // consistently): a source over several endpoints counts it against the ones that served them
   // and asks another next time (rpc/endpoint_pool.h). Others ignore it.
   virtual void Distrust() {}
+  // The JSON-RPC node behind the source, for what blocks do not carry (node/enrich.h: contracts'
+  // code, token metadata); nullptr when there is none.
+  virtual JsonRpcClient* rpc() { return nullptr; }
 };
 
 using BlockSourceFactory = std::function<std::unique_ptr<BlockSource>()>;
@@ -60,6 +63,7 @@ class RpcBlockSource : public BlockSource {
   std::string Describe() const override { return client_->Describe(); }
   bool rate_limited() const override { return true; }
   void Distrust() override { client_->DistrustAnswers(); }
+  JsonRpcClient* rpc() override { return client_.get(); }
   JsonRpcClient& client() { return *client_; }
 
  private:
@@ -80,6 +84,7 @@ class HeldBlockSource : public BlockSource {
   Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override;
   std::string Describe() const override { return description_; }
   bool rate_limited() const override { return false; }
+  JsonRpcClient* rpc() override { return fallback_ != nullptr ? fallback_->rpc() : nullptr; }
 
  private:
   std::string description_;

@@ -8,7 +8,7 @@
 namespace gapless {
 namespace {
 
-constexpr std::array<DataTableInfo, 6> kInfos = {{
+constexpr std::array<DataTableInfo, 7> kInfos = {{
     {"blocks",
      "number, hash, parent_hash, nonce, sha3_uncles, logs_bloom, transactions_root, state_root, "
      "receipts_root, miner, mix_hash, difficulty, total_difficulty, size, extra_data, gas_limit, "
@@ -37,6 +37,10 @@ constexpr std::array<DataTableInfo, 6> kInfos = {{
      "value, input, output, trace_type, call_type, reward_type, gas, gas_used, subtraces, "
      "trace_address, error, status, trace_id",
      "block_number", "block_number, trace_index"},
+    {"contracts",
+     "block_number, contract_index, transaction_hash, transaction_index, trace_address, address, "
+     "creator_address, creation_type, bytecode, function_sighashes, is_erc20, is_erc721",
+     "block_number", "block_number, contract_index"},
 }};
 
 struct HexTable {
@@ -193,6 +197,17 @@ class RowBuilder {
     for (size_t i = 0; i < values.size(); ++i) {
       if (i > 0) out_.push_back(',');
       AppendUnsigned(values[i]);
+    }
+    out_.append("}\t", 2);
+  }
+
+  // A text[] literal of 0x-hex words ("{}", "{0x06fdde03,0x095ea7b3}"): no element needs quoting.
+  void HexWordArray(const std::vector<std::string>& values, const char* field) {
+    out_.push_back('{');
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) out_.push_back(',');
+      Digits(values[i], field);  // checks 0x + hex digits
+      out_.append(values[i]);
     }
     out_.append("}\t", 2);
   }
@@ -417,6 +432,32 @@ Status AppendTraces(const BlockData& data, std::string* out) {
   return Status::Ok();
 }
 
+Status AppendContracts(const BlockData& data, std::string* out) {
+  RowBuilder r(out);
+  uint32_t index = 0;
+  for (const Contract& c : data.contracts) {
+    r.U64(c.block_number, "block_number");
+    r.U32(index);
+    r.Hex(c.transaction_hash, "transaction_hash");
+    r.U32(c.transaction_index);
+    r.U32Array(c.trace_address);
+    r.Hex(c.address, "address");
+    r.Hex(c.creator_address, "creator_address");
+    r.OptText(c.creation_type, "creation_type");
+    r.OptHex(c.bytecode, "bytecode");
+    r.HexWordArray(c.function_sighashes, "function_sighashes");
+    r.Bool(c.is_erc20);
+    r.Bool(c.is_erc721);
+    r.EndRow();
+    if (r.failed()) {
+      return r.Error(BlockRow(c.block_number) + " contract " + c.address + " created by " +
+                     c.transaction_hash);
+    }
+    ++index;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const DataTableInfo& TableInfo(DataTable table) { return kInfos[static_cast<size_t>(table)]; }
@@ -435,6 +476,8 @@ Status AppendCopyRows(DataTable table, const BlockData& data, std::string* out) 
       return AppendTokenTransfers(data, out);
     case DataTable::kTraces:
       return AppendTraces(data, out);
+    case DataTable::kContracts:
+      return AppendContracts(data, out);
   }
   return Internal("unknown table");
 }
@@ -453,6 +496,8 @@ size_t RowCount(DataTable table, const BlockData& data) {
       return data.token_transfers.size();
     case DataTable::kTraces:
       return data.traces.size();
+    case DataTable::kContracts:
+      return data.contracts.size();
   }
   return 0;
 }

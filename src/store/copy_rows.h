@@ -18,12 +18,21 @@
 
 namespace gapless {
 
-enum class DataTable { kBlocks, kWithdrawals, kTransactions, kLogs, kTokenTransfers, kTraces };
+enum class DataTable {
+  kBlocks,
+  kWithdrawals,
+  kTransactions,
+  kLogs,
+  kTokenTransfers,
+  kTraces,
+  kContracts
+};
 
-// Every data table, in the order the writer fills them.
-inline constexpr std::array<DataTable, 6> kDataTables = {
-    DataTable::kBlocks, DataTable::kWithdrawals,    DataTable::kTransactions,
-    DataTable::kLogs,   DataTable::kTokenTransfers, DataTable::kTraces};
+// Every data table keyed by block, in the order the writer fills them. (tokens is keyed by
+// address and upserted: store/writer.cc.)
+inline constexpr std::array<DataTable, 7> kDataTables = {
+    DataTable::kBlocks,         DataTable::kWithdrawals, DataTable::kTransactions, DataTable::kLogs,
+    DataTable::kTokenTransfers, DataTable::kTraces,      DataTable::kContracts};
 
 struct DataTableInfo {
   const char* name;          // "transactions"

@@ -86,6 +86,20 @@ ExportQuery QueryFor(ExportTable table) {
               ", trace_type, call_type, reward_type, gas, gas_used, subtraces,"
               " array_to_string(trace_address, ','), error, status, trace_id FROM traces"
               " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, trace_index"};
+    case ExportTable::kContracts:
+      // Python's str() of a bool, as ethereum-etl's CSV writes it.
+      return {"address,bytecode,function_sighashes,is_erc20,is_erc721,block_number",
+              "SELECT " + H("address") + ", " + H("bytecode") +
+                  ", array_to_string(function_sighashes, ','),"
+                  " CASE WHEN is_erc20 THEN 'True' ELSE 'False' END,"
+                  " CASE WHEN is_erc721 THEN 'True' ELSE 'False' END, block_number"
+                  " FROM contracts WHERE block_number BETWEEN $1 AND $2"
+                  " ORDER BY block_number, contract_index"};
+    case ExportTable::kTokens:
+      return {"address,symbol,name,decimals,total_supply,block_number",
+              "SELECT " + H("address") +
+                  ", symbol, name, decimals, total_supply, block_number FROM tokens"
+                  " WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, address"};
   }
   return {"", ""};
 }
@@ -96,11 +110,13 @@ constexpr size_t kOutputChunk = 64 << 10;
 
 Result<ExportTable> ParseExportTable(std::string_view name) {
   for (ExportTable t : {ExportTable::kBlocks, ExportTable::kTransactions, ExportTable::kReceipts,
-                        ExportTable::kLogs, ExportTable::kTokenTransfers, ExportTable::kTraces}) {
+                        ExportTable::kLogs, ExportTable::kTokenTransfers, ExportTable::kTraces,
+                        ExportTable::kContracts, ExportTable::kTokens}) {
     if (name == ExportTableName(t)) return t;
   }
-  return FailedPrecondition("unknown export table " + std::string(name) +
-                            " (blocks, transactions, receipts, logs, token_transfers, traces)");
+  return FailedPrecondition(
+      "unknown export table " + std::string(name) +
+      " (blocks, transactions, receipts, logs, token_transfers, traces, contracts, tokens)");
 }
 
 const char* ExportTableName(ExportTable table) {
@@ -117,6 +133,10 @@ const char* ExportTableName(ExportTable table) {
       return "token_transfers";
     case ExportTable::kTraces:
       return "traces";
+    case ExportTable::kContracts:
+      return "contracts";
+    case ExportTable::kTokens:
+      return "tokens";
   }
   return "unknown";
 }

@@ -19,6 +19,12 @@
 //   traces           block_number,transaction_hash,transaction_index,from_address,to_address,
 //                    value,input,output,trace_type,call_type,reward_type,gas,gas_used,subtraces,
 //                    trace_address,error,status,trace_id   (trace_address joined with ",")
+//   contracts        address,bytecode,function_sighashes,is_erc20,is_erc721,block_number
+//                    (function_sighashes joined with ","; the flags True/False, as Python writes
+//                    them)
+//   tokens           address,symbol,name,decimals,total_supply,block_number (the block where the
+//                    token first appeared; ethereum-etl's export_tokens leaves it empty, its
+//                    stream sets it as here: rows by that block)
 // Serialisation (§2.8): Python csv minimal quoting (a field is quoted when it holds a comma, a
 // double quote, CR or LF; quotes are doubled), "\n" line ends, an empty cell for NULL, the header
 // only before the first row (no rows: a 0-byte output). Hex is lower-case 0x-hex ("0x" for empty
@@ -47,9 +53,19 @@
 
 namespace gapless {
 
-enum class ExportTable { kBlocks, kTransactions, kReceipts, kLogs, kTokenTransfers, kTraces };
+enum class ExportTable {
+  kBlocks,
+  kTransactions,
+  kReceipts,
+  kLogs,
+  kTokenTransfers,
+  kTraces,
+  kContracts,
+  kTokens
+};
 
-// "blocks", "transactions", "receipts", "logs", "token_transfers"; FailedPrecondition otherwise.
+// "blocks", "transactions", "receipts", "logs", "token_transfers", "traces", "contracts",
+// "tokens"; FailedPrecondition otherwise.
 Result<ExportTable> ParseExportTable(std::string_view name);
 const char* ExportTableName(ExportTable table);
 

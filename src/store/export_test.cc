@@ -22,14 +22,14 @@ TEST(CsvField, QuotesLikePythonMinimalQuoting) {
   EXPECT_EQ(Csv("tab\there"), "tab\there");  // a tab is not special for the excel dialect
 }
 
-TEST(ParseExportTable, KnowsTheSixTables) {
-  for (const char* name :
-       {"blocks", "transactions", "receipts", "logs", "token_transfers", "traces"}) {
+TEST(ParseExportTable, KnowsTheEightTables) {
+  for (const char* name : {"blocks", "transactions", "receipts", "logs", "token_transfers",
+                           "traces", "contracts", "tokens"}) {
     auto t = ParseExportTable(name);
     ASSERT_TRUE(t.ok()) << name;
     EXPECT_STREQ(ExportTableName(*t), name);
   }
-  EXPECT_EQ(ParseExportTable("contracts").status().code(), Code::kFailedPrecondition);
+  EXPECT_EQ(ParseExportTable("withdrawals").status().code(), Code::kFailedPrecondition);
 }
 
 TEST(ParseTokenStandards, AcceptsSubsetsAndRejectsTypos) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/model.h"
 #include "store/rollback.h"
 
 namespace gapless {
@@ -137,15 +138,19 @@ Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) 
   GAPLESS_RETURN_IF_ERROR(conn.Exec("LOCK TABLE indexed_ranges IN ROW EXCLUSIVE MODE"));
   GAPLESS_ASSIGN_OR_RETURN(
       PgResult r,
-      conn.Query("WITH added AS (INSERT INTO event_outbox (block_number, block_hash, event_count)"
-                 " SELECT b.number, b.hash, 1"
-                 " + (SELECT count(*) FROM transactions t WHERE t.block_number = b.number)"
-                 " + (SELECT count(*) FROM token_transfers x WHERE x.block_number = b.number)"
-                 " FROM blocks b WHERE b.number >= $1 AND b.number < $2"
-                 " AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.block_number = b.number)"
-                 " ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
-                 " SELECT count(*) FROM added",
-                 {std::to_string(from), std::to_string(to)}));
+      conn.Query(
+          "WITH added AS (INSERT INTO event_outbox (block_number, block_hash, event_count)"
+          " SELECT b.number, b.hash, 1"
+          " + (SELECT count(*) FROM transactions t WHERE t.block_number = b.number)"
+          " + (SELECT count(*) FROM token_transfers x WHERE x.block_number = b.number)"
+          " + (SELECT count(*) FROM traces WHERE traces.block_number = b.number AND " +
+              std::string(kInternalTransferSql) +
+              ")"
+              " FROM blocks b WHERE b.number >= $1 AND b.number < $2"
+              " AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.block_number = b.number)"
+              " ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
+              " SELECT count(*) FROM added",
+          {std::to_string(from), std::to_string(to)}));
   OutboxBackfill out;
   GAPLESS_ASSIGN_OR_RETURN(out.added, GetU64(r, 0, 0));
   // A new statement: it sees the rows of another relay's backfill that committed while the

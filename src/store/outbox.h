@@ -53,13 +53,14 @@ struct OutboxRow {
 Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
 
 // Inserts the outbox rows that committed blocks in [from, to) lack, counted as a range write
-// counts them (1 + transactions + token transfers): for blocks committed without outbox rows
-// (before events were enabled in the database, or by a process without --events since) that the
-// relay reaches below the frontier. It locks indexed_ranges as a range write does, so a rollback
-// either commits before it (its blocks are not found) or waits for it (and deletes the rows added
-// above its fork point). `added` counts this call's rows; `has_from` says whether block `from`
-// has its row afterwards, whoever added it: the relays of other buses backfill the same hole, and
-// one may commit its rows while this call waits (then `added` is 0 and `has_from` true).
+// counts them (1 + transactions + token transfers + internal transfers): for blocks committed
+// without outbox rows (before events were enabled in the database, or by a process without --events
+// since) that the relay reaches below the frontier. It locks indexed_ranges as a range write does,
+// so a rollback either commits before it (its blocks are not found) or waits for it (and deletes
+// the rows added above its fork point). `added` counts this call's rows; `has_from` says whether
+// block `from` has its row afterwards, whoever added it: the relays of other buses backfill the
+// same hole, and one may commit its rows while this call waits (then `added` is 0 and `has_from`
+// true).
 struct OutboxBackfill {
   uint64_t added = 0;
   bool has_from = false;

@@ -56,6 +56,32 @@ Result<std::optional<uint64_t>> MaxBlock(PgConn& conn) {
   return std::optional<uint64_t>(v);
 }
 
+Result<std::map<std::string, uint64_t>> StoredTokenBlocks(
+    PgConn& conn, const std::vector<std::string>& addresses) {
+  std::map<std::string, uint64_t> out;
+  if (addresses.empty()) return out;
+  // A bytea[] parameter: {"\\x..","\\x.."} (an element's backslash escaped for the array
+  // parser). Addresses are 0x-hex from the decoder.
+  std::string array = "{";
+  for (const std::string& a : addresses) {
+    if (a.size() < 2 || a.find_first_not_of("0123456789abcdef", 2) != std::string::npos) {
+      return InvalidData("not a lower-case 0x-hex address: " + a);
+    }
+    if (array.size() > 1) array += ',';
+    array += "\"\\\\x" + a.substr(2) + "\"";
+  }
+  array += "}";
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT '0x' || encode(address, 'hex'), block_number FROM tokens"
+                           " WHERE address = ANY($1::bytea[])",
+                           {array}));
+  for (int i = 0; i < res.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t block, ParseU64(res.Get(i, 1), "tokens.block_number"));
+    out.emplace(std::string(res.Get(i, 0)), block);
+  }
+  return out;
+}
+
 uint64_t VerifyReport::missing_count() const {
   uint64_t n = 0;
   for (const auto& [a, b] : missing) n += b - a + 1;
@@ -258,8 +284,16 @@ Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t
                    {std::to_string(from), std::to_string(to)}));
     return std::string(res.Get(0, 0));
   }
+  if (table == "tokens") {  // keyed by address; its block is where the token first appeared
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto res, conn.Query("SELECT md5(coalesce(string_agg(x::text, E'\\n' ORDER BY address),"
+                             " '')) FROM tokens x WHERE block_number BETWEEN $1 AND $2",
+                             {std::to_string(from), std::to_string(to)}));
+    return std::string(res.Get(0, 0));
+  }
   return FailedPrecondition("checksum: unknown table " + std::string(table) +
-                            " (blocks, withdrawals, transactions, logs, token_transfers, traces)");
+                            " (blocks, withdrawals, transactions, logs, token_transfers, traces, "
+                            "contracts, tokens)");
 }
 
 }  // namespace gapless

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,6 +25,11 @@ Result<std::vector<std::pair<uint64_t, uint64_t>>> CommittedRanges(PgConn& conn,
 
 // The highest block number stored, nullopt for an empty database.
 Result<std::optional<uint64_t>> MaxBlock(PgConn& conn);
+
+// The block each of these token addresses (0x-hex, lower-case) is stored at in `tokens`; absent
+// when not stored (node/enrich.h).
+Result<std::map<std::string, uint64_t>> StoredTokenBlocks(
+    PgConn& conn, const std::vector<std::string>& addresses);
 
 // The result of Verify. Anomaly lists are capped (kMaxListed each); `truncated` says more exist.
 struct VerifyReport {
@@ -82,8 +88,9 @@ struct VerifyReport {
 // blocks, so memory stays bounded); run it on bounded intervals of a large database.
 Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to);
 
-// md5 of the rows of `table` (blocks, withdrawals, transactions, logs, token_transfers) in blocks
-// [from, to], in primary-key order, every column included. Equal checksums mean equal rows: for
+// md5 of the rows of `table` (blocks, withdrawals, transactions, logs, token_transfers, traces,
+// contracts; tokens first seen in the blocks) in blocks [from, to], in primary-key order, every
+// column included. Equal checksums mean equal rows: for
 // idempotence tests and for comparing two databases. FailedPrecondition for another table name.
 Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t from, uint64_t to);
 

@@ -211,7 +211,10 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
             H("output") +
             ", trace_type, call_type, reward_type, gas, gas_used, subtraces,"
             " array_to_string(trace_address, ','), error, status, trace_id"
-            " FROM traces WHERE block_number BETWEEN $1 AND $2 ORDER BY block_number, trace_index",
+            " FROM traces WHERE block_number BETWEEN $1 AND $2" +
+            (options.internal_transfers_only ? std::string(" AND ") + kInternalTransferSql
+                                             : std::string()) +
+            " ORDER BY block_number, trace_index",
         "traces", [](RowReader& r, BlockData& d) {
           Trace t;
           t.block_number = d.block.number;
@@ -235,6 +238,25 @@ Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t 
           t.status = r.OptU64<int>();
           t.trace_id = r.OptStr();
           d.traces.push_back(std::move(t));
+        }));
+  }
+
+  if (options.tokens) {
+    GAPLESS_RETURN_IF_ERROR(for_each_row(
+        "SELECT DISTINCT x.block_number, " + H("k.address") +
+            ", k.block_number, k.standard, k.name, k.symbol, k.decimals, k.total_supply"
+            " FROM token_transfers x JOIN tokens k ON k.address = x.token_address"
+            " WHERE x.block_number BETWEEN $1 AND $2 ORDER BY 1, 2",
+        "tokens", [](RowReader& r, BlockData& d) {
+          Token t;
+          t.address = r.Str();
+          t.block_number = r.U64();
+          t.standard = r.Str();
+          t.name = r.OptStr();
+          t.symbol = r.OptStr();
+          t.decimals = r.OptU64<uint32_t>();
+          t.total_supply = r.OptDec();
+          d.tokens.push_back(std::move(t));
         }));
   }
 

@@ -26,6 +26,12 @@ struct ReadOptions {
   bool logs = true;
   bool withdrawals = true;
   bool traces = true;
+  // BlockData::tokens: the stored metadata of every token the block's transfers move (for the
+  // token.transfer events' symbol and decimals), not only the tokens first seen in it.
+  bool tokens = true;
+  // With traces: only the internal transfers (core/model.h IsInternalTransfer), what the events
+  // need.
+  bool internal_transfers_only = false;
 };
 Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
                                           const ReadOptions& options = {});

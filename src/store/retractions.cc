@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "core/model.h"
 #include "store/outbox.h"
 #include "store/row_reader.h"
 
@@ -47,6 +48,14 @@ WITH base AS (
   SELECT o.seq, t.log_index, t.batch_index, t.transaction_hash, t.token_address, t.from_address,
          t.to_address, t.operator_address, t.token_id, t.value, t.token_standard
     FROM orphaned o JOIN token_transfers t ON t.block_number = o.block_number
+), internal AS (
+  INSERT INTO event_retraction_traces (seq, transaction_hash, transaction_index, trace_address,
+      trace_type, call_type, from_address, to_address, value)
+  SELECT o.seq, t.transaction_hash, t.transaction_index, t.trace_address, t.trace_type,
+         t.call_type, t.from_address, t.to_address, t.value
+    FROM orphaned o JOIN traces t ON t.block_number = o.block_number
+   WHERE )sql" + std::string(kInternalTransferSql) +
+                 R"sql(
 )
 INSERT INTO indexer_state (key, value)
 SELECT 'retraction_seq', max(seq)::text FROM orphaned HAVING count(*) > 0
@@ -109,6 +118,41 @@ Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, si
     out[at].block.token_transfers.push_back(
         store_detail::ReadTransfer(row, out[at].block.block.number));
     GAPLESS_RETURN_IF_ERROR(row.status());
+  }
+
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult x, conn.Query("SELECT seq, " + H("transaction_hash") +
+                                 ", transaction_index, array_to_string(trace_address, ','),"
+                                 " trace_type, call_type, " +
+                                 H("from_address") + ", " + H("to_address") +
+                                 ", value FROM event_retraction_traces"
+                                 " WHERE seq > $1 AND seq <= $2 ORDER BY seq, transaction_index,"
+                                 " trace_address",
+                             {std::to_string(after), std::to_string(out.back().seq)}));
+  at = 0;
+  for (int i = 0; i < x.rows(); ++i) {
+    RowReader row(x, i, "event_retraction_traces");
+    const uint64_t seq = row.U64();
+    while (at < out.size() && out[at].seq < seq) ++at;
+    if (at == out.size() || out[at].seq != seq) {
+      return DataLoss("event_retraction_traces: a row of retraction " + std::to_string(seq) +
+                      ", which is not stored");
+    }
+    Trace t;
+    t.block_number = out[at].block.block.number;
+    t.transaction_hash = row.Str();
+    t.transaction_index = static_cast<uint32_t>(row.U64());
+    for (const std::string& p : row.List()) {
+      if (!p.empty()) t.trace_address.push_back(static_cast<uint32_t>(std::stoul(p)));
+    }
+    t.trace_type = row.Str();
+    t.call_type = row.OptStr();
+    t.from_address = row.OptStr();
+    t.to_address = row.OptStr();
+    t.value = row.OptDec();
+    t.status = 1;  // only internal transfers are kept: successful by definition
+    GAPLESS_RETURN_IF_ERROR(row.status());
+    out[at].block.traces.push_back(std::move(t));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 // fenced like the cursor, and published retractions are pruned.
 #include <gtest/gtest.h>
 
+#include "events/event.h"
 #include "store/outbox.h"
 #include "store/retractions.h"
 #include "store/rollback.h"
@@ -20,7 +21,21 @@ SyntheticOptions Small(uint64_t seed = 1) {
           .logs_per_block = 12,
           .token_transfers_per_block = 6,
           .withdrawals_per_block = 1,
+          .traces_per_block = 3,
           .seed = seed};
+}
+
+// The synthetic block with one internal transfer added below its first transaction's top frame:
+// a CALL of value 7 (the synthetic traces move no value below the top).
+BlockData WithInternalTransfer(BlockData d) {
+  Trace t = d.traces.front();
+  t.trace_address = {2};
+  t.value = U256(7);
+  t.status = 1;
+  t.error.reset();
+  t.trace_id = "call_" + *t.transaction_hash + "_2";
+  d.traces.insert(d.traces.begin() + 1, t);
+  return d;
 }
 
 class RetractionsTest : public PgTest {
@@ -31,7 +46,9 @@ class RetractionsTest : public PgTest {
     return res.ok() ? *res->GetInt64(0, 0) : -1;
   }
   void WriteAndPersist(uint64_t from, uint64_t to) {
-    ASSERT_TRUE(WriteRange(conn(), SyntheticRange(from, to, Small())).ok());
+    RangeWrite w = SyntheticRange(from, to, Small());
+    for (BlockData& d : w.blocks) d = WithInternalTransfer(std::move(d));
+    ASSERT_TRUE(WriteRange(conn(), w).ok());
     ASSERT_TRUE(PersistFrontier(conn(), 0, to + 1).ok());
   }
   std::vector<Retraction> All() {
@@ -79,6 +96,20 @@ TEST_F(RetractionsTest, EveryOrphanedBlockIsRetractedHighestFirstWithWhatUndoing
     ASSERT_FALSE(original.token_transfers.empty());
     EXPECT_EQ(x.block.token_transfers, original.token_transfers)
         << "the copy of the transfers differs from what was written";
+    // Its internal transfers, so block.reverted names their trace.internal_transfer ids.
+    const BlockData written = WithInternalTransfer(original);
+    std::vector<std::string> expected, kept;
+    for (const Trace& t : written.traces) {
+      if (IsInternalTransfer(t)) {
+        expected.push_back(InternalTransferEventId(1, written.block.hash, t));
+      }
+    }
+    for (const Trace& t : x.block.traces) {
+      EXPECT_TRUE(IsInternalTransfer(t));
+      kept.push_back(InternalTransferEventId(1, x.block.block.hash, t));
+    }
+    ASSERT_EQ(expected.size(), 1u);
+    EXPECT_EQ(kept, expected);
   }
   // The cursors above the fork come down to it; the one below stays.
   EXPECT_EQ(NextBlock("redis://a"), 15u);

@@ -109,6 +109,8 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   GAPLESS_RETURN_IF_ERROR(RetractOrphanedEvents(conn, request.fork_point, result.generation + 1));
   // The rows, children first.
   GAPLESS_RETURN_IF_ERROR(conn.Exec(fmt::format(
+      "DELETE FROM tokens WHERE block_number > {0};\n"
+      "DELETE FROM contracts WHERE block_number > {0};\n"
       "DELETE FROM traces WHERE block_number > {0};\n"
       "DELETE FROM token_transfers WHERE block_number > {0};\n"
       "DELETE FROM logs WHERE block_number > {0};\n"

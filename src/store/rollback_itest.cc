@@ -2,6 +2,7 @@
 // one transaction, indexed_ranges and the frontier follow, the unpublished outbox rows of the
 // orphaned blocks go, the re-org is recorded; a rewrite of the new fork then commits; a re-org
 // deeper than the bound and a stale leader's rollback change nothing.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "store/outbox.h"
@@ -39,7 +40,33 @@ class RollbackTest : public PgTest {
                  ") + (SELECT count(*) FROM logs WHERE block_number > " + b +
                  ") + (SELECT count(*) FROM token_transfers WHERE block_number > " + b +
                  ") + (SELECT count(*) FROM withdrawals WHERE block_number > " + b +
-                 ") + (SELECT count(*) FROM traces WHERE block_number > " + b + ")");
+                 ") + (SELECT count(*) FROM traces WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM contracts WHERE block_number > " + b +
+                 ") + (SELECT count(*) FROM tokens WHERE block_number > " + b + ")");
+  }
+  // One contract created by each block's first transaction, and a token first seen in every
+  // fifth block (issue 18's tables, rolled back with their blocks).
+  static RangeWrite WithContractsAndTokens(RangeWrite w) {
+    for (BlockData& d : w.blocks) {
+      Contract c;
+      c.block_number = d.block.number;
+      c.transaction_hash = d.transactions.front().hash;
+      c.transaction_index = d.transactions.front().transaction_index;
+      c.address = "0x" + std::string(38, 'c') + fmt::format("{:02x}", d.block.number);
+      c.creator_address = d.transactions.front().from_address;
+      c.creation_type = "create";
+      c.bytecode = "0x6000";
+      d.contracts.push_back(c);
+      if (d.block.number % 5 == 2) {
+        Token t;
+        t.address = "0x" + std::string(38, 'e') + fmt::format("{:02x}", d.block.number);
+        t.block_number = d.block.number;
+        t.standard = "erc20";
+        t.symbol = "T" + std::to_string(d.block.number);
+        d.tokens.push_back(t);
+      }
+    }
+    return w;
   }
   // Blocks of another fork (seed 2) that branch off the stored chain after block from - 1.
   static RangeWrite NewFork(uint64_t from, uint64_t to) {
@@ -48,7 +75,8 @@ class RollbackTest : public PgTest {
     return w;
   }
   void WriteAndPersist(uint64_t from, uint64_t to, uint64_t seed) {
-    ASSERT_TRUE(WriteRange(conn(), SyntheticRange(from, to, Small(seed))).ok());
+    ASSERT_TRUE(
+        WriteRange(conn(), WithContractsAndTokens(SyntheticRange(from, to, Small(seed)))).ok());
     ASSERT_TRUE(PersistFrontier(conn(), 0, to + 1).ok());
   }
 };
@@ -59,6 +87,8 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
   WriteAndPersist(10, 19, 1);
   const int64_t below_before = Count("SELECT count(*) FROM transactions WHERE block_number <= 14");
   ASSERT_EQ(Count("SELECT count(*) FROM traces WHERE block_number > 14"), 5 * 7);
+  ASSERT_EQ(Count("SELECT count(*) FROM contracts"), 20);
+  ASSERT_EQ(Count("SELECT count(*) FROM tokens"), 4);  // first seen at 2, 7, 12, 17
   std::vector<std::string> new_hashes;
   for (uint64_t n = 15; n <= 19; ++n) new_hashes.push_back(SyntheticBlockHash(n, 2));
 
@@ -70,6 +100,8 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
   EXPECT_EQ(r->generation, 1u);
   EXPECT_EQ(r->frontier, 15u);
   EXPECT_EQ(RowsAbove(14), 0) << "an orphaned row survived";
+  EXPECT_EQ(Count("SELECT count(*) FROM contracts"), 15);
+  EXPECT_EQ(Count("SELECT count(*) FROM tokens"), 3) << "a token first seen below the fork went";
   EXPECT_EQ(Count("SELECT count(*) FROM transactions WHERE block_number <= 14"), below_before);
   EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 15);
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 0);
@@ -85,7 +117,7 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
 
   // The new fork's blocks (joining at the fork point) commit over the same heights, and the
   // frontier moves on.
-  ASSERT_TRUE(WriteRange(conn(), NewFork(15, 19)).ok());
+  ASSERT_TRUE(WriteRange(conn(), WithContractsAndTokens(NewFork(15, 19))).ok());
   EXPECT_EQ(*PersistFrontier(conn(), 0, 20), 20u);
   EXPECT_EQ(Count("SELECT count(*) FROM blocks WHERE number > 14"), 5);
   EXPECT_EQ(Count("SELECT count(*) FROM event_outbox WHERE block_number > 14"), 5);
@@ -94,6 +126,11 @@ TEST_F(RollbackTest, EverythingAboveTheForkPointGoesAndIsRecorded) {
   EXPECT_EQ(Count("SELECT count(*) FROM traces t JOIN transactions x ON x.hash = "
                   "t.transaction_hash WHERE t.block_number > 14"),
             5 * 6);
+  // The new fork's contracts (created by its transactions) and the token it shows at 17 again.
+  EXPECT_EQ(Count("SELECT count(*) FROM contracts c JOIN transactions x ON x.hash = "
+                  "c.transaction_hash WHERE c.block_number > 14"),
+            5);
+  EXPECT_EQ(Count("SELECT count(*) FROM tokens"), 4);
 }
 
 TEST_F(RollbackTest, TooDeepOrAStaleEpochChangesNothing) {

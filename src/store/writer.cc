@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <string>
@@ -94,6 +95,20 @@ Status ValidateRange(const RangeWrite& w) {
                                           std::to_string(t.log_index) + "." +
                                           std::to_string(t.batch_index)));
       }
+    }
+    for (const Contract& c : d.contracts) {
+      GAPLESS_RETURN_IF_ERROR(
+          Check(c.block_number == n, n,
+                "contract " + c.address + " has block number " + std::to_string(c.block_number)));
+    }
+    for (const Token& t : d.tokens) {
+      GAPLESS_RETURN_IF_ERROR(
+          Check(t.block_number == n, n,
+                "token " + t.address + " has block number " + std::to_string(t.block_number)));
+      GAPLESS_RETURN_IF_ERROR(
+          Check(t.address.size() == 42 && t.address.starts_with("0x") &&
+                    t.address.find_first_not_of("0123456789abcdef", 2) == std::string::npos,
+                n, "token address \"" + t.address + "\" is not an address"));
     }
     const auto& ws = d.block.withdrawals;
     for (size_t j = 1; j < ws.size(); ++j) {
@@ -247,6 +262,36 @@ Status CopyTable(PgConn& conn, DataTable table, const std::string& target, const
   return copy.Finish();
 }
 
+// The tokens first seen in the range (BlockData::tokens): each row keeps the lowest block any
+// write gave it, whatever order ranges commit in (migrations/009_contracts_tokens.sql). One
+// statement per token: a range holds few.
+Status UpsertTokens(PgConn& conn, const RangeWrite& w) {
+  for (const BlockData& d : w.blocks) {
+    for (const Token& t : d.tokens) {
+      std::vector<PgParam> params = {
+          t.address.substr(2),
+          std::to_string(t.block_number),
+          t.standard,
+          t.name,
+          t.symbol,
+          t.decimals.has_value() ? PgParam(std::to_string(*t.decimals)) : PgParam(),
+          t.total_supply.has_value() ? PgParam(t.total_supply->ToDecimal()) : PgParam()};
+      GAPLESS_RETURN_IF_ERROR(
+          conn.Query("INSERT INTO tokens (address, block_number, standard, name, symbol, decimals,"
+                     " total_supply) VALUES (decode($1, 'hex'), $2, $3, $4, $5, $6, $7)"
+                     " ON CONFLICT (address) DO UPDATE SET block_number = excluded.block_number,"
+                     " standard = excluded.standard, name = excluded.name,"
+                     " symbol = excluded.symbol, decimals = excluded.decimals,"
+                     " total_supply = excluded.total_supply"
+                     " WHERE excluded.block_number < tokens.block_number",
+                     params)
+              .status()
+              .WithContext("token " + t.address + " at block " + std::to_string(t.block_number)));
+    }
+  }
+  return Status::Ok();
+}
+
 // The event outbox rows of the range (store/outbox.h), one per block, inserted only once events
 // are enabled in the database: one statement, sent with the last batch of the write. Hashes were
 // checked to be 0x-hex by ValidateRange.
@@ -256,8 +301,11 @@ std::string OutboxInsert(const RangeWrite& w) {
       " SELECT v.n, decode(v.h, 'hex'), v.c FROM (VALUES ";
   for (const BlockData& d : w.blocks) {
     if (&d != &w.blocks.front()) sql += ',';
+    const auto internal = std::count_if(d.traces.begin(), d.traces.end(), IsInternalTransfer);
     sql += "(" + std::to_string(d.block.number) + "::bigint,'" + d.block.hash.substr(2) + "'," +
-           std::to_string(1 + d.transactions.size() + d.token_transfers.size()) + ")";
+           std::to_string(1 + d.transactions.size() + d.token_transfers.size() +
+                          static_cast<size_t>(internal)) +
+           ")";
   }
   // Not for blocks every bus has published already (a committed range written again after the
   // relay pruned its rows): they would only wait to be pruned again.
@@ -302,6 +350,9 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
       sql += std::string("DELETE FROM ") + info.name + " WHERE " + info.block_column + " BETWEEN " +
              from + " AND " + to + ";\n";
     }
+    // The tokens first seen here are in this write again (node/enrich.h reads again every token
+    // not stored below the range).
+    sql += "DELETE FROM tokens WHERE block_number BETWEEN " + from + " AND " + to + ";\n";
     GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
   }
 
@@ -311,6 +362,8 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     std::string target = staging ? StagingName(t) : TableInfo(t).name;
     GAPLESS_RETURN_IF_ERROR(CopyTable(conn, t, target, w, options, &buffer));
   }
+
+  GAPLESS_RETURN_IF_ERROR(UpsertTokens(conn, w));
 
   std::string sql;
   if (staging) {

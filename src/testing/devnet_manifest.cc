@@ -31,6 +31,24 @@ Result<DevnetManifest> Parse(const std::string& path) {
           Text(t["standard"]) + " " + Text(t["token"]) + " " + Text(t["from"]) + " " +
           Text(t["to"]) + " " + Text(t["tokenId"]) + " " + Text(t["value"]);
     }
+    for (simdjson::dom::element c : m["createdContracts"].get_array()) {
+      d.created_contracts.push_back(DevnetManifest::Created{Text(c["address"]), Text(c["txHash"]),
+                                                            Text(c["creator"]), Text(c["via"]),
+                                                            uint64_t(c["block"])});
+    }
+    for (simdjson::dom::element t : m["internalTransfers"].get_array()) {
+      d.internal_transfers.push_back(DevnetManifest::Internal{
+          Text(t["txHash"]), Text(t["from"]), Text(t["to"]), Text(t["value"]), Text(t["type"]),
+          uint64_t(t["block"]), bool(t["reverted"])});
+    }
+    for (simdjson::dom::element t : m["tokens"].get_array()) {
+      DevnetManifest::TokenInfo info;
+      info.standard = Text(t["standard"]);
+      if (!t["name"].is_null()) info.name = Text(t["name"]);
+      if (!t["symbol"].is_null()) info.symbol = Text(t["symbol"]);
+      if (!t["decimals"].is_null()) info.decimals = uint64_t(t["decimals"]);
+      d.tokens[Text(t["address"])] = info;
+    }
   } catch (const simdjson::simdjson_error& e) {
     return InvalidData("devnet manifest " + path + ": missing or malformed field: " + e.what());
   }

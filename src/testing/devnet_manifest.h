@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/status.h"
 
@@ -18,6 +20,28 @@ struct DevnetManifest {
   // (tx hash, log index, batch index) -> "standard token from to token_id value", lower-case hex,
   // decimal numbers, the way the token_transfers table holds them.
   std::map<std::tuple<std::string, uint64_t, uint64_t>, std::string> transfers;
+
+  // Every contract created (deployment transactions and factory-made ones), in chain order.
+  struct Created {
+    std::string address, tx_hash, creator, via;  // via: transaction, create, create2
+    uint64_t block = 0;
+  };
+  std::vector<Created> created_contracts;
+  // Every call frame below the top level that carried value (reverted ones too).
+  struct Internal {
+    std::string tx_hash, from, to, value, type;  // type: call, create, create2, selfdestruct
+    uint64_t block = 0;
+    bool reverted = false;
+  };
+  std::vector<Internal> internal_transfers;
+  // Every token contract seen in transfers: address -> standard and its methods' answers ("" and
+  // false for null).
+  struct TokenInfo {
+    std::string standard;
+    std::optional<std::string> name, symbol;
+    std::optional<uint64_t> decimals;
+  };
+  std::map<std::string, TokenInfo> tokens;
 };
 
 // Reads the manifest at `path` once per path and process (it does not change while tests run).

@@ -89,7 +89,8 @@ void PgTest::SetUp() {
 std::map<std::string, std::string> DataChecksums(PgPool* pool, uint64_t from, uint64_t to) {
   std::map<std::string, std::string> out;
   auto conn = pool->Acquire();
-  for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers"}) {
+  for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers",
+                            "contracts", "tokens"}) {
     auto sum = TableChecksum(*conn, table, from, to);
     EXPECT_TRUE(sum.ok()) << table << ": " << sum.status().ToString();
     if (sum.ok()) out[table] = *sum;
