@@ -245,10 +245,13 @@ TEST_P(EventsTest, EveryCommittedEventArrivesAndBlocksComeInChainOrder) {
 
   const std::string log = ::testing::TempDir() + "events-fleet.log";
   FleetFlags leader_flags{.workers = "0", .extra = {"--events", bus.url}};
+  // The workers index traces: their internal transfers are events too.
+  FleetFlags worker_flags{.extra = {"--traces"}};
   pid_t leader = Spawn(FleetCommand("run", devnet, db_.url(), redis_url_, to, leader_flags), log);
   std::vector<pid_t> workers;
   for (int i = 0; i < 2; ++i) {
-    workers.push_back(Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to), log));
+    workers.push_back(
+        Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to, worker_flags), log));
   }
   // Kill a worker every 700 ms and start a new one, until the leader is done.
   int kills = 0;
@@ -260,7 +263,7 @@ TEST_P(EventsTest, EveryCommittedEventArrivesAndBlocksComeInChainOrder) {
     WaitForExit(victim, 10);
     ++kills;
     workers[round % workers.size()] =
-        Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to), log);
+        Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, to, worker_flags), log);
   }
   EXPECT_EQ(WaitForExit(leader, 120), 0) << "see " << log;
   for (pid_t w : workers) {
@@ -276,6 +279,17 @@ TEST_P(EventsTest, EveryCommittedEventArrivesAndBlocksComeInChainOrder) {
   ExpectEveryEvent(r, expected);
   ExpectBlocksInChainOrder(r, to);
   ExpectTransfersEqualRows(pool_.get(), r);
+  // One trace.internal_transfer per internal transfer in the traces table (the devnet's
+  // forwarders, factory and self-destructs make them).
+  std::set<std::string> internal_ids;  // deliveries may repeat: distinct ids
+  for (const Envelope& e : r.in_order) {
+    if (e.event_type == kInternalTransfer) internal_ids.insert(e.event_id);
+  }
+  const size_t internal = internal_ids.size();
+  const int64_t stored = CountOf(
+      pool_.get(), std::string("SELECT count(*) FROM traces WHERE ") + kInternalTransferSql);
+  EXPECT_GT(stored, 0);
+  EXPECT_EQ(static_cast<int64_t>(internal), stored);
   // The outbox is pruned once every block was confirmed.
   auto conn = pool_->Acquire();
   auto stats = LoadOutboxStats(*conn);
