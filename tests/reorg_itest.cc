@@ -62,6 +62,8 @@ class ReorgTest : public DbRedisTest {
         "--range-size",  "5",        "--workers",  workers,     "--lease-ttl", "3000",
         "--rpc-timeout", "2000",     "--progress", "off",       "--log-level", "info"};
     if (role != "worker") args.insert(args.end(), {"--follow", "--leader-ttl", "1500"});
+    // Traces (and the contracts they show) re-org with their blocks too.
+    args.push_back("--traces");
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -199,6 +201,28 @@ class ReorgTest : public DbRedisTest {
                            "t.block_number)");
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << when << ": orphaned rows in " << table;
+    }
+    // Issue 18's tables: every trace and contract belongs to a stored transaction of its block,
+    // every transaction has its top-level trace, and every token row's block shows the token.
+    for (const auto& [what, sql] : std::vector<std::pair<std::string, std::string>>{
+             {"traces of no stored transaction",
+              "SELECT count(*) FROM traces t WHERE t.transaction_hash IS NOT NULL AND NOT EXISTS "
+              "(SELECT 1 FROM transactions x WHERE x.hash = t.transaction_hash AND "
+              "x.block_number = t.block_number)"},
+             {"transactions without their top-level trace",
+              "SELECT count(*) FROM transactions x WHERE NOT EXISTS (SELECT 1 FROM traces t WHERE "
+              "t.transaction_hash = x.hash AND t.trace_address = '{}')"},
+             {"contracts of no stored transaction",
+              "SELECT count(*) FROM contracts c WHERE NOT EXISTS (SELECT 1 FROM transactions x "
+              "WHERE x.hash = c.transaction_hash AND x.block_number = c.block_number)"},
+             {"tokens whose block does not show them",
+              "SELECT count(*) FROM tokens k WHERE NOT EXISTS (SELECT 1 FROM token_transfers x "
+              "WHERE x.token_address = k.address AND x.block_number = k.block_number) AND NOT "
+              "EXISTS (SELECT 1 FROM contracts c WHERE c.address = k.address AND "
+              "c.block_number = k.block_number)"}}) {
+      auto r = conn->Query(sql);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->GetInt64(0, 0).value(), 0) << when << ": " << what;
     }
   }
 
@@ -367,6 +391,13 @@ TEST_F(ReorgTest, FollowingARe_orgingChainLeavesTheDatabaseEqualToTheCanonicalCh
   EXPECT_NE(status.find("re-orgs rolled back    " + std::to_string(rolled_back)), std::string::npos)
       << status;
   EXPECT_NE(Log("run.log").find("re-org"), std::string::npos);
+  // The checks above were not vacuous: the emitter's deployment and its token are stored.
+  auto conn = pool_->Acquire();
+  for (const char* table : {"traces", "contracts", "tokens"}) {
+    auto r = conn->Query(std::string("SELECT count(*) FROM ") + table);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->GetInt64(0, 0).value(), 0) << table;
+  }
 }
 
 // A re-org more than 3 blocks deep, at the same height or to a shorter chain: the run under
