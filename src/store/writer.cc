@@ -264,10 +264,20 @@ Status CopyTable(PgConn& conn, DataTable table, const std::string& target, const
 
 // The tokens first seen in the range (BlockData::tokens): each row keeps the lowest block any
 // write gave it, whatever order ranges commit in (migrations/009_contracts_tokens.sql). One
-// statement per token: a range holds few.
+// statement per token (a range holds few), in address order: two ranges upserting the same
+// tokens in another order each would wait for the other's row lock (a deadlock, seen in
+// bench/traces_bench.sh with 4 workers).
 Status UpsertTokens(PgConn& conn, const RangeWrite& w) {
+  std::vector<const Token*> tokens;
   for (const BlockData& d : w.blocks) {
-    for (const Token& t : d.tokens) {
+    for (const Token& t : d.tokens) tokens.push_back(&t);
+  }
+  std::sort(tokens.begin(), tokens.end(), [](const Token* a, const Token* b) {
+    return std::tie(a->address, a->block_number) < std::tie(b->address, b->block_number);
+  });
+  {
+    for (const Token* token : tokens) {
+      const Token& t = *token;
       std::vector<PgParam> params = {
           t.address.substr(2),
           std::to_string(t.block_number),
