@@ -284,6 +284,8 @@ class RpcFront {
       real = real_;
       fake = fake_;
     }
+    // down: every request, the endpoint is gone (a worker's pool fails over to its spare).
+    if (mode == "down") return HttpTestServer::Response::Reset();
     const bool hit = !mode.empty() && (requests_++ % 2 == 0);
     if (hit && mode == "429") {
       auto r = HttpTestServer::Response::Json(R"({"error":"rate limited"})", 429);

@@ -184,8 +184,8 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
         break;
       case FaultKind::kRpc: {
         f.target = rng.Pick(options.rpc_clients);
-        static const std::vector<std::string> modes = {"429", "5xx", "truncated", "malformed",
-                                                       "other-hash"};
+        static const std::vector<std::string> modes = {"429",       "5xx",        "truncated",
+                                                       "malformed", "other-hash", "down"};
         f.mode = rng.Pick(modes);
         // Another hash is what a worker's backend serves; the head log's reader is the truth.
         if (f.mode == "other-hash" && f.target.rfind("worker", 0) != 0) f.mode = "5xx";

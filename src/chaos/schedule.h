@@ -27,8 +27,9 @@
 //                with its data) or "kafka-N" (broker N of the mock cluster down)
 //   rpc          the RPC node, as one leader or worker sees it, answers badly for duration: `mode`
 //                is 429 (with Retry-After), 5xx, truncated (a body cut short), malformed (JSON
-//                that does not parse) or other-hash (a worker's backend that serves another hash
-//                at a height near the tip: a lagging or forked backend; workers only)
+//                that does not parse), other-hash (a worker's backend that serves another hash
+//                at a height near the tip: a lagging or forked backend; workers only) or down
+//                (every connection reset: an endpoint that is gone)
 //   pg-restart   restart PostgreSQL (every connection cut; fast shutdown) — only when the harness
 //                owns the server
 //   coord-failover  the coordination Redis fails over to a lagging replica: replication stops
