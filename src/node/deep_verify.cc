@@ -220,6 +220,7 @@ Status DeepVerify(PgConn& conn, uint64_t from, uint64_t to, const DeepVerifyOpti
   // root (they were checked against their block when written).
   ReadOptions read;
   read.traces = false;
+  read.tokens = false;
   for (uint64_t lo = from;; lo += batch) {
     uint64_t hi = to - lo < batch ? to : lo + batch - 1;
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks, ReadBlocks(conn, lo, hi, read));
