@@ -5,7 +5,10 @@
 // shared by write_bench and scale_bench so that both measure the same baseline.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -17,25 +20,52 @@ namespace gapless::bench {
 
 // Writes `ranges` into empty tables of `conn`, one transaction per range; returns the seconds it
 // took. Dies on any failure (a baseline that half-ran means nothing).
+// One range: BEGIN; COPY each table; COMMIT.
+inline void RawCopyRange(PgConn& conn, const RangeWrite& w, std::string* buffer) {
+  PgTransaction txn(conn);
+  Check(txn.Begin(), "begin");
+  for (DataTable t : kDataTables) {
+    CopyWriter copy(conn, buffer);
+    Check(copy.Begin(std::string("COPY ") + TableInfo(t).name + " (" + TableInfo(t).columns +
+                     ") FROM STDIN"),
+          "copy");
+    for (const BlockData& d : w.blocks) {
+      Check(AppendCopyRows(t, d, copy.buffer()), "serialise");
+      Check(copy.MaybeFlush(), "copy data");
+    }
+    Check(copy.Finish(), "copy end");
+  }
+  Check(txn.Commit(), "commit");
+}
+
 inline double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges) {
   std::string buffer;
   auto start = Clock::now();
-  for (const RangeWrite& w : ranges) {
-    PgTransaction txn(conn);
-    Check(txn.Begin(), "begin");
-    for (DataTable t : kDataTables) {
-      CopyWriter copy(conn, &buffer);
-      Check(copy.Begin(std::string("COPY ") + TableInfo(t).name + " (" + TableInfo(t).columns +
-                       ") FROM STDIN"),
-            "copy");
-      for (const BlockData& d : w.blocks) {
-        Check(AppendCopyRows(t, d, copy.buffer()), "serialise");
-        Check(copy.MaybeFlush(), "copy data");
-      }
-      Check(copy.Finish(), "copy end");
-    }
-    Check(txn.Commit(), "commit");
+  for (const RangeWrite& w : ranges) RawCopyRange(conn, w, &buffer);
+  return Seconds(start, Clock::now());
+}
+
+// The same over `connections` connections to `db_url` at once (PostgreSQL's own parallel limit:
+// issue 19's baseline for N workers), each taking the next range when it is done with one;
+// connecting is before the clock. Returns the seconds it took.
+inline double RawCopyParallel(const std::string& db_url, const std::vector<RangeWrite>& ranges,
+                              int connections) {
+  std::vector<std::unique_ptr<PgConn>> conns;
+  for (int i = 0; i < connections; ++i) {
+    auto conn = PgConn::Connect(db_url);
+    Check(conn.status(), "connect for raw COPY");
+    conns.push_back(std::move(conn).value());
   }
+  std::atomic<size_t> next{0};
+  auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& conn : conns) {
+    threads.emplace_back([&, c = conn.get()] {
+      std::string buffer;
+      for (size_t i = next++; i < ranges.size(); i = next++) RawCopyRange(*c, ranges[i], &buffer);
+    });
+  }
+  for (std::thread& t : threads) t.join();
   return Seconds(start, Clock::now());
 }
 

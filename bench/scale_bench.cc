@@ -61,8 +61,10 @@
 // worker's own OpenSubscriber call).
 //
 // The raw write path (--sources ...,copy): the same rows (the blocks decoded before the clock),
-// one connection, one transaction of raw COPY per range of --range blocks (bench/raw_copy.h,
-// write_bench's baseline), into the truncated tables; verified like the other runs.
+// one transaction of raw COPY per range of --range blocks (bench/raw_copy.h, write_bench's
+// baseline), over as many connections at once as each --workers count (PostgreSQL's own parallel
+// limit: every fleet and single-process figure is also given as a ratio to the copy of the same
+// N), into the truncated tables; verified like the other runs.
 //
 // Usage: scale_bench [--pg URL] [--redis URL] [--blocks 1000] [--range 20] [--batch 10]
 //                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
@@ -1181,7 +1183,7 @@ int Main(int argc, char** argv) {
   std::map<std::pair<int, bool>, std::vector<SingleResult>> single_by_verify;
   std::map<std::pair<int, bool>, std::vector<KafkaResult>> kafka_by_verify;
   const bool verify_shown = args.verify.size() > 1 || args.verify.front();
-  std::vector<double> copy_runs;  // seconds
+  std::map<int, std::vector<double>> copy_runs;  // seconds, by connections (= worker count)
   // A namespace per fleet run: far above any real chain id, distinct per process and run.
   int64_t ns = 8'000'000'000'000LL + static_cast<int64_t>(getpid()) * 1'000;
   // The runs of one worker count (source, verify), rotated per repetition.
@@ -1191,16 +1193,18 @@ int Main(int argc, char** argv) {
     for (bool v : args.verify) order.emplace_back(s, v);
   }
   auto run_copy = [&](int rep) {
-    Reset(**conn);
-    double s = bench::RawCopy(**conn, copy_ranges);
-    CheckStored(**conn, args, txs, &reference);
-    std::printf(
-        "rep %d           copy    %7.2f s %8.0f tx/s  (one connection, %llu ranges)  "
-        "[load %s]\n",
-        rep + 1, s, static_cast<double>(txs) / s, static_cast<unsigned long long>(ranges),
-        LoadAverage().c_str());
-    std::fflush(stdout);
-    copy_runs.push_back(s);
+    for (int w : args.workers) {
+      Reset(**conn);
+      double s = bench::RawCopyParallel(*db_url, copy_ranges, w);
+      CheckStored(**conn, args, txs, &reference);
+      std::printf(
+          "rep %d workers %-2d copy    %7.2f s %8.0f tx/s  (%d connection%s, %llu ranges)  "
+          "[load %s]\n",
+          rep + 1, w, s, static_cast<double>(txs) / s, w, w == 1 ? "" : "s",
+          static_cast<unsigned long long>(ranges), LoadAverage().c_str());
+      std::fflush(stdout);
+      copy_runs[w].push_back(s);
+    }
   };
   for (int rep = 0; rep < args.repeat; ++rep) {
     if (!copy_ranges.empty() && rep % 2 == 0) run_copy(rep);
@@ -1321,17 +1325,29 @@ int Main(int argc, char** argv) {
         "coord ms: the loop's Redis time per task (fence-floor check, claim, renew, complete; "
         "the claims that found nothing included)\n");
   }
-  double copy_tps = 0;
+  // Raw COPY over N connections at once, by N: the limit every figure is a ratio to.
+  std::map<int, double> copy_tps;
   if (!copy_runs.empty()) {
-    std::vector<double> sorted = copy_runs;
-    std::sort(sorted.begin(), sorted.end());
-    copy_tps = tps(sorted[(sorted.size() - 1) / 2]);
-    std::string all;
-    for (double s : copy_runs) all += std::to_string(std::lround(tps(s))) + " ";
     std::printf(
-        "\nraw COPY (one connection, one transaction per range of %llu): %.0f tx/s, median "
-        "of %zu (all runs: %s)\n",
-        static_cast<unsigned long long>(args.range), copy_tps, copy_runs.size(), all.c_str());
+        "\nraw COPY over N connections at once (one transaction per range of %llu), medians of "
+        "%d; the fleet and the single process of N workers as a ratio to it\n",
+        static_cast<unsigned long long>(args.range), args.repeat);
+    std::printf("%-7s %10s %10s %7s %11s %8s   %s\n", "N", "copy tx/s", "fleet tx/s", "/copy",
+                "single tx/s", "/copy", "all copy runs (tx/s)");
+    for (int w : args.workers) {
+      std::vector<double> sorted = copy_runs[w];
+      std::sort(sorted.begin(), sorted.end());
+      copy_tps[w] = tps(sorted[(sorted.size() - 1) / 2]);
+      std::string all;
+      for (double s : copy_runs[w]) all += std::to_string(std::lround(tps(s))) + " ";
+      const double fleet = fleet_runs[w].empty() ? 0 : tps(Median(fleet_runs[w]).seconds);
+      const double single = single_runs[w].empty() ? 0 : tps(Median(single_runs[w]).seconds);
+      auto ratio = [&](double a) {
+        return a > 0 ? std::to_string(a / copy_tps[w]).substr(0, 4) + "x" : std::string("-");
+      };
+      std::printf("%-7d %10.0f %10.0f %7s %11.0f %8s   %s\n", w, copy_tps[w], fleet,
+                  ratio(fleet).c_str(), single, ratio(single).c_str(), all.c_str());
+    }
   }
   if (!kafka_runs.empty()) {
     std::printf(
@@ -1364,7 +1380,7 @@ int Main(int argc, char** argv) {
           "%-7d %10.0f %11.0f %10.0f %6s %6s %5.1f%% %5.1f%% %6.1f%% %6.1f%% %5.1f%% %5.1f%% "
           "%5.1f%% %7llu %7.2fs   %s\n",
           w, kafka_tps, tps(k.seconds - k.first_delivery), rpc_tps,
-          ratio(kafka_tps, rpc_tps).c_str(), ratio(kafka_tps, copy_tps).c_str(),
+          ratio(kafka_tps, rpc_tps).c_str(), ratio(kafka_tps, copy_tps[w]).c_str(),
           100 * k.join / total, 100 * k.poll / total, 100 * k.decode / total, 100 * k.write / total,
           100 * k.ack / total, 100 * k.close / total, 100 * other / total,
           static_cast<unsigned long long>(k.skipped), k.mock_cpu, all.c_str());
