@@ -63,7 +63,7 @@ run() {
   local txs traces
   txs=$(psql -tA "$url" -c "SELECT count(*) FROM transactions")
   traces=$(psql -tA "$url" -c "SELECT count(*) FROM traces")
-  echo "$(echo "$end - $start" | bc -l) $txs $traces"
+  echo "$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f", b - a }') $txs $traces"
 }
 
 off=() on=()
@@ -77,8 +77,9 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1
 m_off=$(median "${off[@]}")
 m_on=$(median "${on[@]}")
 printf 'chain: blocks 0..%s, %s transactions, %s traces (--traces)\n' "$head" "$txs" "$traces"
+div() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.4f", a / b }'; }
 printf 'traces off: %.2f s median of %s (%.0f tx/s)  [%s]\n' "$m_off" "$repeat" \
-  "$(echo "$txs / $m_off" | bc -l)" "${off[*]}"
+  "$(div "$txs" "$m_off")" "${off[*]}"
 printf 'traces on:  %.2f s median of %s (%.0f tx/s)  [%s]\n' "$m_on" "$repeat" \
-  "$(echo "$txs / $m_on" | bc -l)" "${on[*]}"
-printf 'ratio on/off (throughput): %.2fx\n' "$(echo "$m_off / $m_on" | bc -l)"
+  "$(div "$txs" "$m_on")" "${on[*]}"
+printf 'ratio on/off (throughput): %.2fx\n' "$(div "$m_off" "$m_on")"

@@ -18,12 +18,7 @@ constexpr std::string_view kTokenSelectors[] = {
     kSelectorDecimals, kSelectorDecimalsUpper, kSelectorTotalSupply};
 
 // See the header: a revert is an answer (the method is missing or refuses), anything else is not.
-bool IsRevert(const Status& st) {
-  std::optional<int64_t> code = RpcErrorCode(st);
-  if (!code.has_value()) return false;
-  if (*code == 3) return true;
-  return *code == -32000 && st.message().find("revert") != std::string::npos;
-}
+bool IsRevert(const Status& st) { return st.reason() == kRpcRevertedReason; }
 
 // "\"0x..\"" -> "0x..".
 Result<std::string> HexString(const std::string& json, const std::string& what) {

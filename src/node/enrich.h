@@ -12,13 +12,12 @@
 // a re-org's rollback deletes the tokens first seen above its fork point, and a range written
 // again (replace mode deletes its tokens) must carry its own again.
 //
-// Answers: a call that reverts (JSON-RPC error 3, or -32000 "execution reverted", which is how
-// geth answers a revert without data: the only signal is the node's message) is a missing method,
-// NULL. Any other error of a call (a node without the state of that block: "missing trie node",
-// "header not found"; a per-call limit) asks that contract or token again at "latest", logged
-// once per process; an error there too fails the range with that error's code (Unavailable:
-// retried; FailedPrecondition, a node without eth_call: stops, say --token-metadata off), naming
-// the method, address and block. Nothing is written without it.
+// Answers: a call that reverts (rpc/json_rpc.h kRpcRevertedReason: JSON-RPC error 3, or geth's
+// -32000 "execution reverted") is a missing method, NULL. Any other error of a call (a node without
+// the state of that block: "missing trie node", "header not found"; a per-call limit) asks that
+// contract or token again at "latest", logged once per process; an error there too fails the range
+// with that error's code (Unavailable: retried; FailedPrecondition, a node without eth_call: stops,
+// say --token-metadata off), naming the method, address and block. Nothing is written without it.
 //
 // Thread-safety: stateless; the client is the caller's (one thread).
 #pragma once

@@ -262,6 +262,12 @@ bool IsRateLimit(int64_t code, std::string_view message) {
          m.find("too many requests") != std::string::npos;
 }
 
+// Execution reverted: error 3 (a revert with data), or geth's -32000 "execution reverted" (a
+// revert without data: the node's message is the only signal there).
+bool IsRevert(int64_t code, std::string_view message) {
+  return code == 3 || (code == -32000 && message.find("revert") != std::string_view::npos);
+}
+
 // "Batch size too large", "batch limit exceeded", "too many requests in batch".
 bool MentionsBatch(std::string_view message) {
   std::string lower(message);
@@ -277,6 +283,8 @@ Status RpcErrorStatus(const std::string& what, const Envelope& env, const std::s
                         endpoint));
   if (IsRateLimit(env.error_code, env.error_message)) {
     st = st.WithReason(std::string(kRpcRateLimitedReason));
+  } else if (IsRevert(env.error_code, env.error_message)) {
+    st = st.WithReason(std::string(kRpcRevertedReason));
   }
   return st;
 }

@@ -178,6 +178,9 @@ std::optional<int64_t> RpcErrorCode(const Status& status);
 std::string HttpStatusReason(long status);  // NOLINT(runtime/int): libcurl's type
 // Status::reason() of a JSON-RPC error answer that means "rate limited" (table above).
 inline constexpr std::string_view kRpcRateLimitedReason = "rpc:rate-limited";
+// Status::reason() of a JSON-RPC error answer that means "execution reverted" (eth_call of a
+// method a contract lacks or refuses): error 3, or -32000 naming a revert.
+inline constexpr std::string_view kRpcRevertedReason = "rpc:reverted";
 // Status::reason() of a batch the node refused as a whole with an error naming the batch ("batch
 // too large"); Batch halves its batches and sends again on it or on HTTP 413.
 inline constexpr std::string_view kBatchTooLargeReason = "rpc:batch-too-large";

@@ -321,6 +321,27 @@ TEST(JsonRpcClientTest, JsonRpcErrorCodesMapToRetryPolicy) {
   }
 }
 
+// A revert carries a typed reason (node/enrich.h reads NULL from it); another -32000 does not.
+TEST(JsonRpcClientTest, RevertsAreToldApartByReason) {
+  struct Case {
+    int64_t code;
+    const char* message;
+    bool reverted;
+  };
+  for (const Case& c : {Case{3, "execution reverted: not the owner", true},
+                        Case{-32000, "execution reverted", true},
+                        Case{-32000, "missing trie node abc (path )", false},
+                        Case{-32603, "internal error", false}}) {
+    Fixture f(RpcHandler([&](const JsonRpcCall&) { return ErrorFragment(c.code, c.message); }));
+    auto r = f.client->Batch({RpcRequest{"eth_call", R"([{"to":"0x01"},"latest"])"}},
+                             /*retry_rpc_errors=*/false);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ASSERT_FALSE((*r)[0].ok());
+    EXPECT_EQ((*r)[0].status().reason() == kRpcRevertedReason, c.reverted) << c.message;
+    EXPECT_EQ(f.server.requests_received(), 1) << "an element's error was re-sent";
+  }
+}
+
 TEST(JsonRpcClientTest, RpcErrorCodeAbsentForOtherFailures) {
   EXPECT_EQ(RpcErrorCode(Unavailable("POST x: timeout")), std::nullopt);
   EXPECT_EQ(RpcErrorCode(Status::Ok()), std::nullopt);
