@@ -21,27 +21,21 @@ namespace gapless::bench {
 // Writes `ranges` into empty tables of `conn`, one transaction per range; returns the seconds it
 // took. Dies on any failure (a baseline that half-ran means nothing).
 // One range: BEGIN; COPY each table; COMMIT.
-inline void RawCopyRange(PgConn& conn, const RangeWrite& w, std::string* buffer) {
+inline void RawCopyRange(PgConn& conn, const RangeWrite& w, std::string* buffer,
+                         CopyFormat format = CopyFormat::kBinary) {
   PgTransaction txn(conn);
   Check(txn.Begin(), "begin");
   for (DataTable t : kDataTables) {
-    CopyWriter copy(conn, buffer);
-    Check(copy.Begin(std::string("COPY ") + TableInfo(t).name + " (" + TableInfo(t).columns +
-                     ") FROM STDIN"),
-          "copy");
-    for (const BlockData& d : w.blocks) {
-      Check(AppendCopyRows(t, d, copy.buffer()), "serialise");
-      Check(copy.MaybeFlush(), "copy data");
-    }
-    Check(copy.Finish(), "copy end");
+    Check(CopyBlocks(conn, t, TableInfo(t).name, w.blocks, format, 1 << 20, buffer), "copy");
   }
   Check(txn.Commit(), "commit");
 }
 
-inline double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges) {
+inline double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges,
+                      CopyFormat format = CopyFormat::kBinary) {
   std::string buffer;
   auto start = Clock::now();
-  for (const RangeWrite& w : ranges) RawCopyRange(conn, w, &buffer);
+  for (const RangeWrite& w : ranges) RawCopyRange(conn, w, &buffer, format);
   return Seconds(start, Clock::now());
 }
 
@@ -49,7 +43,7 @@ inline double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges) {
 // issue 19's baseline for N workers), each taking the next range when it is done with one;
 // connecting is before the clock. Returns the seconds it took.
 inline double RawCopyParallel(const std::string& db_url, const std::vector<RangeWrite>& ranges,
-                              int connections) {
+                              int connections, CopyFormat format = CopyFormat::kBinary) {
   std::vector<std::unique_ptr<PgConn>> conns;
   for (int i = 0; i < connections; ++i) {
     auto conn = PgConn::Connect(db_url);
@@ -62,7 +56,8 @@ inline double RawCopyParallel(const std::string& db_url, const std::vector<Range
   for (auto& conn : conns) {
     threads.emplace_back([&, c = conn.get()] {
       std::string buffer;
-      for (size_t i = next++; i < ranges.size(); i = next++) RawCopyRange(*c, ranges[i], &buffer);
+      for (size_t i = next++; i < ranges.size(); i = next++)
+        RawCopyRange(*c, ranges[i], &buffer, format);
     });
   }
   for (std::thread& t : threads) t.join();

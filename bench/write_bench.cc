@@ -10,22 +10,29 @@
 //   replace   WriteRange(kReplaceRange) per range into the truncated tables.
 //   staging-rewrite / replace-rewrite: the same writes again over the rows already stored (what a
 //             retried or re-run range costs).
+//   copy-text, staging-text: copy and staging in COPY's text format (the others are binary, the
+//             writer's default): the binary/text ratio of issue 19.
+//   copy xN, staging xN (N of --connections above 1): the ranges over N connections at once,
+//             each taking the next range when done (PostgreSQL's own parallel limit, and the
+//             writer against it); the ratio is to copy xN.
 // Each mode runs --repeat times in rotation (copy, staging-forced, staging, ...) after a TRUNCATE
 // and a CHECKPOINT, and the median is reported as rows/s, transactions/s and the ratio to raw COPY.
 //
-// Usage: write_bench [--url URL] [--blocks 300] [--range 50] [--repeat 3]
+// Usage: write_bench [--url URL] [--blocks 300] [--range 50] [--repeat 3] [--connections 1,2]
 //                    [--txs 150] [--logs 300] [--transfers 60] [--keep]
 // Without --url it starts (or reuses) the dev server with scripts/pg.sh on its default port and
 // uses `scripts/pg.sh url`. It creates (and afterwards drops, unless --keep) the database
 // gapless_bench there.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_util.h"
@@ -48,6 +55,7 @@ struct Args {
   uint64_t blocks = 300;
   uint64_t range = 50;
   int repeat = 3;
+  std::vector<int> connections = {1};
   bool keep = false;  // keep the gapless_bench database (with the last run's rows) afterwards
   SyntheticOptions data;
 };
@@ -60,6 +68,15 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--blocks", [&](const std::string& v) { a.blocks = std::stoull(v); })
       .Value("--range", [&](const std::string& v) { a.range = std::stoull(v); })
       .Value("--repeat", [&](const std::string& v) { a.repeat = std::stoi(v); })
+      .Value("--connections",
+             [&](const std::string& v) {
+               a.connections.clear();
+               for (size_t pos = 0; pos <= v.size();) {
+                 size_t comma = std::min(v.find(',', pos), v.size());
+                 a.connections.push_back(std::stoi(v.substr(pos, comma - pos)));
+                 pos = comma + 1;
+               }
+             })
       .Value("--txs",
              [&](const std::string& v) {
                a.data.transactions_per_block = static_cast<uint32_t>(std::stoul(v));
@@ -75,6 +92,9 @@ Args ParseArgs(int argc, char** argv) {
       .Parse(argc, argv);
   if (a.blocks == 0 || a.range == 0 || a.repeat <= 0)
     bench::Die("--blocks, --range, --repeat must be > 0");
+  for (int n : a.connections) {
+    if (n <= 0) bench::Die("--connections must list counts > 0");
+  }
   return a;
 }
 
@@ -95,19 +115,44 @@ using bench::Clock;
 using bench::Seconds;
 
 void Truncate(PgConn& conn) {
-  Check(conn.Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"
-                  " indexed_ranges"),
+  Check(conn.Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers, traces,"
+                  " contracts, tokens, indexed_ranges"),
         "truncate");
   Check(conn.Exec("CHECKPOINT"), "checkpoint");
 }
 
 double Write(PgConn& conn, const std::vector<RangeWrite>& ranges, WriteMode mode,
-             bool direct_copy_when_empty = true) {
+             bool direct_copy_when_empty = true, CopyFormat format = CopyFormat::kBinary) {
   WriteOptions options;
   options.mode = mode;
   options.direct_copy_when_empty = direct_copy_when_empty;
+  options.copy_format = format;
   auto start = Clock::now();
   for (const RangeWrite& w : ranges) Check(WriteRange(conn, w, options), "write range");
+  return Seconds(start, Clock::now());
+}
+
+// WriteRange (default options) over `connections` connections at once, each taking the next range
+// when done with one, as RawCopyParallel does; connecting is before the clock.
+double WriteParallel(const std::string& url, const std::vector<RangeWrite>& ranges,
+                     int connections) {
+  std::vector<std::unique_ptr<PgConn>> conns;
+  for (int i = 0; i < connections; ++i) {
+    auto conn = PgConn::Connect(url);
+    Check(conn.status(), "connect for the writer");
+    conns.push_back(std::move(conn).value());
+  }
+  std::atomic<size_t> next{0};
+  auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (auto& conn : conns) {
+    threads.emplace_back([&, c = conn.get()] {
+      for (size_t i = next++; i < ranges.size(); i = next++) {
+        Check(WriteRange(*c, ranges[i]), "write range");
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
   return Seconds(start, Clock::now());
 }
 
@@ -146,38 +191,64 @@ int Main(int argc, char** argv) {
     }
     ranges.push_back(std::move(w));
   }
-  // Client-side serialisation alone (what the server does not pay for).
-  std::string scratch;
-  auto ser_start = Clock::now();
-  for (const RangeWrite& w : ranges) {
-    for (DataTable t : kDataTables) {
-      for (const BlockData& d : w.blocks) {
-        Check(AppendCopyRows(t, d, &scratch), "serialise");
-        if (scratch.size() > (1 << 20)) {
-          bytes += scratch.size();
-          scratch.clear();
+  // Client-side serialisation alone (what the server does not pay for), in each format.
+  auto serialise = [&](CopyFormat format, uint64_t* out_bytes) {
+    std::string scratch;
+    auto start = Clock::now();
+    for (const RangeWrite& w : ranges) {
+      for (DataTable t : kDataTables) {
+        for (const BlockData& d : w.blocks) {
+          Check(AppendCopyRows(t, d, format, &scratch), "serialise");
+          if (scratch.size() > (1 << 20)) {
+            *out_bytes += scratch.size();
+            scratch.clear();
+          }
         }
       }
     }
-  }
-  bytes += scratch.size();
-  double ser_seconds = Seconds(ser_start, Clock::now());
+    *out_bytes += scratch.size();
+    return Seconds(start, Clock::now());
+  };
+  uint64_t text_bytes = 0;
+  double text_seconds = serialise(CopyFormat::kText, &text_bytes);
+  double binary_seconds = serialise(CopyFormat::kBinary, &bytes);
 
   std::printf(
       "write_bench: %llu blocks in %zu ranges of %llu; %llu rows (%llu transactions), "
-      "%.1f MB of COPY text; %d repetitions\n",
+      "%.1f MB of COPY binary (%.1f MB as text); %d repetitions\n",
       static_cast<unsigned long long>(args.blocks), ranges.size(),
       static_cast<unsigned long long>(args.range), static_cast<unsigned long long>(rows),
-      static_cast<unsigned long long>(txs), static_cast<double>(bytes) / 1e6, args.repeat);
-  std::printf("client-side serialisation alone: %.3f s (%.0f rows/s)\n", ser_seconds,
-              static_cast<double>(rows) / ser_seconds);
+      static_cast<unsigned long long>(txs), static_cast<double>(bytes) / 1e6,
+      static_cast<double>(text_bytes) / 1e6, args.repeat);
+  std::printf(
+      "client-side serialisation alone: binary %.3f s (%.0f rows/s), text %.3f s (%.0f rows/s)\n",
+      binary_seconds, static_cast<double>(rows) / binary_seconds, text_seconds,
+      static_cast<double>(rows) / text_seconds);
 
-  const std::vector<std::string> modes = {"copy",    "staging",         "staging-forced",
-                                          "replace", "staging-rewrite", "replace-rewrite"};
+  std::vector<std::string> modes = {
+      "copy",           "staging", "copy-text",       "staging-text",
+      "staging-forced", "replace", "staging-rewrite", "replace-rewrite"};
+  for (int n : args.connections) {
+    if (n == 1) continue;
+    modes.push_back("copy x" + std::to_string(n));
+    modes.push_back("staging x" + std::to_string(n));
+  }
   std::map<std::string, std::vector<double>> times;
   for (int rep = 0; rep < args.repeat; ++rep) {
     Truncate(conn);
     times["copy"].push_back(RawCopy(conn, ranges));
+    Truncate(conn);
+    times["copy-text"].push_back(RawCopy(conn, ranges, CopyFormat::kText));
+    Truncate(conn);
+    times["staging-text"].push_back(
+        Write(conn, ranges, WriteMode::kStagingUpsert, true, CopyFormat::kText));
+    for (int n : args.connections) {
+      if (n == 1) continue;
+      Truncate(conn);
+      times["copy x" + std::to_string(n)].push_back(bench::RawCopyParallel(*url, ranges, n));
+      Truncate(conn);
+      times["staging x" + std::to_string(n)].push_back(WriteParallel(*url, ranges, n));
+    }
     Truncate(conn);
     times["staging-forced"].push_back(Write(conn, ranges, WriteMode::kStagingUpsert, false));
     Truncate(conn);
@@ -191,17 +262,26 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "repetition %d/%d done\n", rep + 1, args.repeat);
   }
 
-  double base = static_cast<double>(rows) / Median(times["copy"]);
+  // Each mode's baseline: raw COPY in the same format over as many connections.
+  auto baseline = [](const std::string& mode) -> std::string {
+    if (mode.ends_with("-text")) return "copy-text";
+    size_t x = mode.rfind(" x");
+    return x == std::string::npos ? "copy" : "copy" + mode.substr(x);
+  };
   std::printf("\n%-16s %10s %12s %10s %9s   %s\n", "mode", "median s", "rows/s", "tx/s", "vs COPY",
               "all runs (s)");
   for (const std::string& m : modes) {
     double s = Median(times[m]);
     double rate = static_cast<double>(rows) / s;
+    double base = static_cast<double>(rows) / Median(times[baseline(m)]);
     std::string all;
     for (double t : times[m]) all += (all.empty() ? "" : " ") + std::to_string(t).substr(0, 5);
     std::printf("%-16s %10.3f %12.0f %10.0f %8.0f%%   %s\n", m.c_str(), s, rate,
                 static_cast<double>(txs) / s, 100.0 * rate / base, all.c_str());
   }
+  std::printf("\nbinary / text: raw COPY %.2fx, staging (direct) %.2fx\n",
+              Median(times["copy-text"]) / Median(times["copy"]),
+              Median(times["staging-text"]) / Median(times["staging"]));
 
   conn_or = Result<std::unique_ptr<PgConn>>(Internal("closed"));
   if (args.keep) return 0;

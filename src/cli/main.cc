@@ -51,6 +51,7 @@ struct IndexArgs {  // index, run, worker
   int rpc_timeout_ms = 20'000;
   int connect_timeout_ms = 5'000;
   std::string write_mode = "staging";
+  std::string copy_format = "binary";
   std::string progress = "auto";
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
@@ -329,6 +330,12 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "delete the range's rows and COPY straight into the tables")
       ->capture_default_str()
       ->check(CLI::IsMember({"staging", "replace"}));
+  sub->add_option("--copy-format", index.copy_format,
+                  "binary: COPY rows in PostgreSQL's binary format (the server parses nothing); "
+                  "text: its text format (for a PostgreSQL-compatible server without binary "
+                  "COPY). The stored rows are the same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"binary", "text"}));
   sub->add_flag("--verify,!--no-verify", index.verify,
                 "Prove every block against its own header before writing it: transactions, "
                 "receipts and withdrawals roots, logs bloom, block hash (docs/verify.md); a "
@@ -817,6 +824,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   // CLI11 has checked both values.
   out.write_mode =
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
+  out.copy_format = *ParseCopyFormat(args.copy_format);
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
   out.metrics_addr = common.metrics_addr;

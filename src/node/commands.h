@@ -59,6 +59,7 @@ struct IndexingOptions {
   uint32_t batch = 10;  // blocks per JSON-RPC batch request
   uint32_t db_connections = 2;
   WriteMode write_mode = WriteMode::kStagingUpsert;
+  CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   ProgressDisplay progress = ProgressDisplay::kAuto;
   // --metrics-addr HOST:PORT: /metrics, /healthz, /readyz (node/ops.h); empty: none.
   std::string metrics_addr;

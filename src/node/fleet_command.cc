@@ -152,6 +152,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.verify = VerificationFor(chain, args.Verification());
     options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
+    options.copy_format = args.copy_format;
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
     if (done) options.done = done;
@@ -188,6 +189,7 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
     options.verify = VerificationFor(chain, args.Verification());
     options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
+    options.copy_format = args.copy_format;
     if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
     // As RPC workers do: only blocks the head log has committed, with its hashes.
     options.head_log = [head_log](uint64_t from,

@@ -92,6 +92,7 @@ Status Indexer::WriteRangeWithRetries(const RangeWrite& write) {
     auto conn = pool_->Acquire();
     WriteOptions write_options;
     write_options.mode = options_.write_mode;
+    write_options.copy_format = options_.copy_format;
     return WriteRange(*conn, write, write_options);
   });
 }

@@ -47,6 +47,7 @@ struct IndexerOptions {
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
+  CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   Env* env = Env::Default();
 };
 

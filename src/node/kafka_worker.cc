@@ -404,6 +404,7 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
   // 3. Decode and write each run, fenced by the token.
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
+  write_options.copy_format = options_.copy_format;
   for (const BlockRange& run : todo) {
     RangeWrite write;
     write.from_block = run.from;

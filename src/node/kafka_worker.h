@@ -104,6 +104,7 @@ struct KafkaWorkerOptions {
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
+  CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // Blocks missing from the stream or refused by the decoder come from here (an RPC node);
   // nullable: none.
   BlockSourceFactory fallback;

@@ -196,6 +196,7 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   write.fence_owner = options_.worker_id;
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
+  write_options.copy_format = options_.copy_format;
 
   const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   Status st;

@@ -75,6 +75,7 @@ struct WorkerOptions {
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
+  CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // Fleet-wide RPC rate limiter, borrowed, nullable; thread-safe, so all the workers of a process
   // may share one (a 429 seen by one then slows them all).
   RateLimiter* limiter = nullptr;

@@ -247,21 +247,6 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   return Status::Ok();
 }
 
-Status CopyTable(PgConn& conn, DataTable table, const std::string& target, const RangeWrite& w,
-                 const WriteOptions& options, std::string* buffer) {
-  size_t rows = 0;
-  for (const BlockData& d : w.blocks) rows += RowCount(table, d);
-  if (rows == 0) return Status::Ok();
-  CopyWriter copy(conn, buffer, options.copy_chunk_bytes);
-  GAPLESS_RETURN_IF_ERROR(
-      copy.Begin("COPY " + target + " (" + TableInfo(table).columns + ") FROM STDIN"));
-  for (const BlockData& d : w.blocks) {
-    GAPLESS_RETURN_IF_ERROR(AppendCopyRows(table, d, copy.buffer()));
-    GAPLESS_RETURN_IF_ERROR(copy.MaybeFlush());
-  }
-  return copy.Finish();
-}
-
 // The tokens first seen in the range (BlockData::tokens): each row keeps the lowest block any
 // write gave it, whatever order ranges commit in (migrations/009_contracts_tokens.sql). One
 // statement per token (a range holds few), in address order: two ranges upserting the same
@@ -370,7 +355,8 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
   buffer.reserve(options.copy_chunk_bytes + (256 << 10));
   for (DataTable t : kDataTables) {
     std::string target = staging ? StagingName(t) : TableInfo(t).name;
-    GAPLESS_RETURN_IF_ERROR(CopyTable(conn, t, target, w, options, &buffer));
+    GAPLESS_RETURN_IF_ERROR(CopyBlocks(conn, t, target, w.blocks, options.copy_format,
+                                       options.copy_chunk_bytes, &buffer));
   }
 
   GAPLESS_RETURN_IF_ERROR(UpsertTokens(conn, w));

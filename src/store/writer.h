@@ -33,6 +33,8 @@
 //  kReplaceRange             DELETE the range's rows from every table, then COPY straight into the
 //                            tables. Safe because the fence gives the writer exclusive ownership of
 //                            the range; rows already present are replaced by the new ones.
+// Either mode COPies in PostgreSQL's binary format unless WriteOptions.copy_format says text
+// (store/copy_rows.h); the stored rows are the same.
 //
 // Chain: the blocks of a range must chain (each one's parent hash is the previous one's hash:
 // InvalidData otherwise, before anything is sent), and the range must join the stored blocks
@@ -52,7 +54,8 @@
 // Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
 // exactly from_block..to_block in order; every transaction, log and transfer carries its block's
 // number; keys are strictly increasing within a block (transaction_index, log_index,
-// (log_index, batch_index), withdrawal index); hex fields are 0x-hex; BIGINT columns fit.
+// (log_index, batch_index), withdrawal index); hex fields are 0x-hex; integers fit their columns
+// (BIGINT, INTEGER, SMALLINT).
 //
 // Thread-safety: as for the PgConn (one thread at a time); different connections write in
 // parallel.
@@ -65,6 +68,7 @@
 
 #include "core/model.h"
 #include "core/status.h"
+#include "store/copy_rows.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -86,6 +90,8 @@ struct WriteOptions {
   bool direct_copy_when_empty = true;
   // COPY data is sent in chunks of about this size while it is being serialised.
   size_t copy_chunk_bytes = 1 << 20;
+  // The COPY format (store/copy_rows.h): binary unless asked otherwise (--copy-format).
+  CopyFormat copy_format = CopyFormat::kBinary;
 };
 
 // Status::reason() of the Aborted that WriteRange returns for a stale fence token: a newer lease
