@@ -14,7 +14,8 @@
 // its transactions, receipts and logs. The stamped blocks still prove against their headers
 // (verify/verify.h, without senders: see FixtureBlock::Render), so `--verify off,on` runs every
 // RPC, single and Kafka run once without and once with --verify (issue 10's benchmark) and
-// reports the ratio. Every answer is minified and rendered before the clock
+// reports the ratio. Token metadata is off (the node answers no eth_call; issue 18's cost of it is
+// bench/traces_bench.sh's). Every answer is minified and rendered before the clock
 // starts; a request then costs the server a parse of the small request and a copy of the
 // prepared answers. The client side (curl, JSON scan, decode) is the real one.
 //
@@ -74,6 +75,10 @@
 // Kafka fleet), copy (raw COPY); the default is the fleet against the single process.
 // --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
 // --redis a server the caller owns. bench/scale_bench.sh starts both and runs this.
+// --serve: render --blocks blocks from --first, print "serving URL" and answer RPC requests for
+// them until SIGTERM or SIGINT; nothing else (no --pg, no --redis): the RPC source for a gapless
+// process measured on its own (bench/memory_bench.sh).
+#include <pthread.h>
 #include <simdjson.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -85,6 +90,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -156,6 +162,8 @@ struct Args {
   // blocks are near-identical; compressed together they would shrink unrealistically).
   std::string kafka_compression = "zstd";
   bool verbose = false;  // the roles' info lines too (and GAPLESS_KAFKA_DEBUG's)
+  // --serve: only the RPC source, for a `gapless` process of its own (bench/memory_bench.sh).
+  bool serve = false;
 };
 
 constexpr int kKafkaBrokers = 3;
@@ -193,6 +201,7 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--tick-ms", [&](const std::string& v) { a.tick_ms = std::stoll(v); })
       .Value("--idle-poll-ms", [&](const std::string& v) { a.idle_poll_ms = std::stoll(v); })
       .Switch("--verbose", [&] { a.verbose = true; })
+      .Switch("--serve", [&] { a.serve = true; })
       .Value("--kafka-compression", [&](const std::string& v) { a.kafka_compression = v; })
       .Value("--verify",
              [&](const std::string& v) {
@@ -448,6 +457,13 @@ class FixtureNode {
       bytes_ += blocks_[i].size() + receipts_[i].size();
     }
     head_ = HexQuantity(first + count - 1);
+    // Block 0 (a whole process asks for its hash at start: node/app.cc): the fixture stamped as 0.
+    if (first > 0) {
+      std::string receipts, hash;
+      size_t replaced = 0;
+      fixture.Render(0, std::string("0x") + std::string(64, '0'), &genesis_, &receipts, &replaced,
+                     &hash);
+    }
     server_ = std::make_unique<HttpTestServer>(
         [this](const HttpTestServer::Request& req) { return Answer(req); });
   }
@@ -528,6 +544,9 @@ class FixtureNode {
     Result<uint64_t> n = InvalidData("no block number");
     if (has_params && params.at(0).get(tag) == simdjson::SUCCESS) n = ParseHexQuantity(tag);
     if (!n.ok()) return {R"(,"error":{"code":-32602,"message":"invalid block number"})", {}};
+    if (*n == 0 && !genesis_.empty() && method == "eth_getBlockByNumber") {
+      return {R"(,"result":)", genesis_};
+    }
     if (*n < first_ || *n - first_ >= blocks_.size()) return {R"(,"result":null)", {}};
     const size_t i = *n - first_;
     if (method == "eth_getBlockReceipts") return {R"(,"result":)", receipts_[i]};
@@ -540,6 +559,7 @@ class FixtureNode {
 
   uint64_t first_;
   std::vector<std::string> blocks_, receipts_;
+  std::string genesis_;  // block 0, full, for any `full` flag
   std::string head_;
   size_t bytes_ = 0;
   double verify_seconds_ = 0;
@@ -643,6 +663,7 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
     w.blocks_per_request = args.batch;
     w.chain_id = kChainId;
     if (verify) w.verify = VerifyOptions{};
+    w.token_metadata = false;  // the fixture node answers no eth_call (see the header)
     w.done = [&leader_done] { return leader_done.load(); };
     fleet.push_back(std::make_unique<Worker>(
         w, RpcBlockSources(Clients(rpc_url, args.rpc_timeout_ms)), args.redis, keys, pool->get()));
@@ -849,6 +870,7 @@ KafkaResult RunKafka(const Args& args, int workers, bool verify, const std::stri
     o.range_size = args.range;
     o.chain_id = kChainId;
     if (verify) o.verify = VerifyOptions{};
+    o.token_metadata = false;
     auto s = std::make_shared<SubscriberStats>();
     stats.push_back(s);
     // What KafkaWorker::Run opens itself, wrapped to time it.
@@ -1035,6 +1057,7 @@ SingleResult RunSingle(const Args& args, int workers, bool verify, const std::st
   o.fetch_workers = static_cast<uint32_t>(workers);
   o.chain_id = kChainId;
   if (verify) o.verify = VerifyOptions{};
+  o.token_metadata = false;
   Indexer indexer(o, Clients(rpc_url, args.rpc_timeout_ms), pool->get());
   Clock::time_point start = Clock::now();
   auto planned = indexer.Plan();
@@ -1074,6 +1097,27 @@ std::string LoadAverage() {
   return buf;
 }
 
+// --serve: the fixture node alone until SIGTERM or SIGINT.
+int Serve(const Args& args) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  // Blocked before the server's threads start, so that they inherit the mask and sigwait gets it.
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  FixtureBlock fixture;
+  FixtureNode node(fixture, args.first, args.blocks);
+  std::printf("serving %s blocks %llu..%llu (%zu txs each, %.1f MB of prepared JSON)\n",
+              node.url().c_str(), static_cast<unsigned long long>(args.first),
+              static_cast<unsigned long long>(args.first + args.blocks - 1), fixture.transactions(),
+              static_cast<double>(node.bytes()) / 1e6);
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::printf("%lld requests answered\n", static_cast<long long>(node.requests()));
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   bench::ProgramName() = "scale_bench";
   Args args = ParseArgs(argc, argv);
@@ -1081,6 +1125,7 @@ int Main(int argc, char** argv) {
   // are noise, unless asked for.
   spdlog::set_default_logger(spdlog::stderr_color_mt("scale_bench"));
   spdlog::set_level(args.verbose ? spdlog::level::info : spdlog::level::warn);
+  if (args.serve) return Serve(args);
 
   // The database: created afresh, migrated, dropped at the end.
   const std::string db_name = "gapless_scale_bench";
