@@ -52,6 +52,7 @@ struct IndexArgs {  // index, run, worker
   int connect_timeout_ms = 5'000;
   std::string write_mode = "staging";
   std::string copy_format = "binary";
+  uint64_t memory_budget_mib = 256;
   std::string progress = "auto";
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
@@ -336,6 +337,12 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "COPY). The stored rows are the same")
       ->capture_default_str()
       ->check(CLI::IsMember({"binary", "text"}));
+  sub->add_option("--memory-budget", index.memory_budget_mib,
+                  "MiB the process may use for the blocks it fetches and holds, whatever "
+                  "--range-size, --concurrency/--workers and --batch say: a range larger than a "
+                  "thread's share is fetched and committed in parts, batches shrink to fit "
+                  "(0: no budget)")
+      ->capture_default_str();
   sub->add_flag("--verify,!--no-verify", index.verify,
                 "Prove every block against its own header before writing it: transactions, "
                 "receipts and withdrawals roots, logs bloom, block hash (docs/verify.md); a "
@@ -825,6 +832,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   out.write_mode =
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
   out.copy_format = *ParseCopyFormat(args.copy_format);
+  out.memory_budget_mib = args.memory_budget_mib;
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
   out.metrics_addr = common.metrics_addr;

@@ -55,6 +55,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   options.token_metadata = args.token_metadata;
   options.write_mode = args.write_mode;
   options.copy_format = args.copy_format;
+  options.memory_budget_bytes = args.memory_budget_mib * MemoryBudget::kMiB;
   Indexer indexer(options, make_client, chain.pool.get());
   GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());
   uint64_t requested = chain.to - chain.from + 1;

@@ -60,6 +60,8 @@ struct IndexingOptions {
   uint32_t db_connections = 2;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
+  // --memory-budget, MiB for the process; 0: none (node/memory_budget.h).
+  uint64_t memory_budget_mib = 256;
   ProgressDisplay progress = ProgressDisplay::kAuto;
   // --metrics-addr HOST:PORT: /metrics, /healthz, /readyz (node/ops.h); empty: none.
   std::string metrics_addr;

@@ -132,13 +132,11 @@ std::unique_ptr<HeadTracker> MakeHeadTracker(const FleetCommand& command,
 
 // The process's workers, "host:pid:0".."host:pid:N-1". With a leader on a fixed range they also
 // stop by themselves once it is done.
-std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
-                                                 const CheckedChain& chain, const Keys& keys,
-                                                 const std::string& process_id,
-                                                 const RpcClientFactory& make_client,
-                                                 RateLimiter* limiter, const Leader* leader,
-                                                 const Election* head_log, uint32_t count,
-                                                 std::function<bool()> done = nullptr) {
+std::vector<std::unique_ptr<Worker>> MakeWorkers(
+    const FleetCommand& command, const CheckedChain& chain, const Keys& keys,
+    const std::string& process_id, const RpcClientFactory& make_client, RateLimiter* limiter,
+    const Leader* leader, const Election* head_log, uint32_t count, MemoryBudget* budget,
+    std::function<bool()> done = nullptr) {
   const IndexingOptions& args = command.indexing;
   std::vector<std::unique_ptr<Worker>> workers;
   for (uint32_t i = 0; i < count; ++i) {
@@ -153,6 +151,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(const FleetCommand& command,
     options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
     options.copy_format = args.copy_format;
+    options.memory_budget = budget;
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
     if (done) options.done = done;
@@ -497,9 +496,13 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     kafka_workers = MakeKafkaWorkers(command, chain, coord.keys, process_id,
                                      has_rpc ? &make_client : nullptr, head_log.get());
   }
+  const uint32_t queue_workers = kafka ? (has_rpc ? 1 : 0) : command.workers;
+  // One budget for the process's fetching threads (node/memory_budget.h).
+  MemoryBudget budget(args.memory_budget_mib * MemoryBudget::kMiB,
+                      queue_workers + (kafka ? command.workers : 0));
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
-                  leader.get(), head_log.get(), kafka ? (has_rpc ? 1 : 0) : command.workers,
+                  leader.get(), head_log.get(), queue_workers, &budget,
                   // The gap healer beside Kafka workers stops with them.
                   kafka && leader == nullptr ? std::function<bool()>([&kafka_workers] {
                     return std::all_of(kafka_workers.begin(), kafka_workers.end(),

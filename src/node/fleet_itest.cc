@@ -264,6 +264,54 @@ TEST_F(FleetTest, LeaderAndThreeWorkersIndexTheDevnetLikeOneProcess) {
   EXPECT_EQ(DataChecksums(pool_.get(), 0, last), DataChecksums(reference.get(), 0, last));
 }
 
+TEST_F(FleetTest, UnderATightMemoryBudgetRangesAreCommittedInPartsWithTheSameRows) {
+  const DevnetManifest& devnet = LoadDevnet();
+  const uint64_t last = devnet.last_block;
+  // 8 KiB a thread: a few devnet blocks at a time, one per request.
+  MemoryBudget budget(MemoryBudget::kBaseBytes + 3 * (MemoryBudget::kThreadBytes + 8 * 1024), 3);
+  FleetRun run = RunFleet(redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 20), 3, kAnvilUrl,
+                          nullptr, 120, [&budget](WorkerOptions& w) { w.memory_budget = &budget; });
+  ASSERT_TRUE(run.finished) << "the fleet did not finish";
+  for (const Status& st : run.worker_status) EXPECT_TRUE(st.ok()) << st.ToString();
+  ExpectComplete(pool_.get(), 0, last);
+  EXPECT_EQ(run.blocks, last + 1);
+  EXPECT_EQ(run.tasks, (last + 1 + 19) / 20);  // each task completed once, after its last part
+  auto Parts = [](PgPool* pool) {
+    auto conn = pool->Acquire();
+    auto n = conn->Query("SELECT count(*) FROM indexed_ranges");
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n->GetInt64(0, 0) : -1;
+  };
+  EXPECT_GT(Parts(pool_.get()), static_cast<int64_t>(run.tasks)) << "no range was split";
+
+  // The same blocks through the Indexer, without a budget and with one: the same rows.
+  for (uint64_t budget_bytes :
+       {uint64_t{0}, MemoryBudget::kBaseBytes + 2 * (MemoryBudget::kThreadBytes + 8 * 1024)}) {
+    PgTestDb reference_db;
+    ASSERT_FALSE(reference_db.failed());
+    auto reference = OpenPool(reference_db, 3);
+    IndexerOptions options;
+    options.from = 0;
+    options.to = last;
+    options.range_size = 20;
+    options.fetch_workers = 2;
+    options.chain_id = devnet.chain_id;
+    options.memory_budget_bytes = budget_bytes;
+    Indexer indexer(options, ClientsFor(kAnvilUrl), reference.get());
+    ASSERT_TRUE(indexer.Plan().ok());
+    Status st = indexer.Run();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(indexer.counters().blocks.load(), last + 1);
+    EXPECT_EQ(DataChecksums(pool_.get(), 0, last), DataChecksums(reference.get(), 0, last))
+        << "budget " << budget_bytes;
+    if (budget_bytes > 0) {
+      EXPECT_GT(Parts(reference.get()), static_cast<int64_t>((last + 1 + 19) / 20));
+    } else {
+      EXPECT_EQ(Parts(reference.get()), static_cast<int64_t>((last + 1 + 19) / 20));
+    }
+  }
+}
+
 TEST_F(FleetTest, StaleLeaseCannotCommitAfterTheRangeWasReleased) {
   const TaskRange task{20, 39};
   Queue queue(redis_.conn(), keys());

@@ -38,6 +38,7 @@ void Indexer::Fail(const Status& status) {
 
 Status Indexer::Run() {
   uint32_t workers = std::max<uint32_t>(1, options_.fetch_workers);
+  budget_ = std::make_unique<MemoryBudget>(options_.memory_budget_bytes, workers);
   std::vector<std::thread> threads;
   threads.reserve(workers);
   for (uint32_t i = 0; i < workers; ++i) threads.emplace_back([this] { WorkerLoop(); });
@@ -59,30 +60,37 @@ void Indexer::WorkerLoop() {
     size_t i = next_range_.fetch_add(1);
     if (i >= ranges_.size()) return;
     const BlockRange& range = ranges_[i];
-    RangeWrite write;
-    write.from_block = range.from;
-    write.to_block = range.to;
-    Status st = WithRetries(fmt::format("fetch blocks {}-{}", range.from, range.to), [&] {
-      write.blocks.clear();
-      return FetchAndDecodeRange(source, range.from, range.to, options_.blocks_per_request,
-                                 BlockChecks{options_.chain_id, options_.verify},
-                                 /*limiter=*/nullptr, &stop_, &write.blocks, &enrich);
-    });
-    if (st.ok()) st = WriteRangeWithRetries(write);
-    if (!st.ok()) {
-      if (!stop_.load() || st.code() != Code::kAborted) Fail(st);
-      return;
+    // In parts of what the memory budget lets this thread hold, in order (one part without one).
+    for (uint64_t from = range.from; from <= range.to;) {
+      const uint32_t batch = budget_->BatchBlocks(options_.blocks_per_request);
+      RangeWrite write;
+      write.from_block = from;
+      write.to_block = from + budget_->PartBlocks(range.to - from + 1, batch) - 1;
+      Status st =
+          WithRetries(fmt::format("fetch blocks {}-{}", write.from_block, write.to_block), [&] {
+            write.blocks.clear();
+            return FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
+                                       BlockChecks{options_.chain_id, options_.verify},
+                                       /*limiter=*/nullptr, &stop_, &write.blocks, &enrich,
+                                       budget_.get());
+          });
+      if (st.ok()) st = WriteRangeWithRetries(write);
+      if (!st.ok()) {
+        if (!stop_.load() || st.code() != Code::kAborted) Fail(st);
+        return;
+      }
+      uint64_t txs = 0, logs = 0, transfers = 0;
+      for (const auto& b : write.blocks) {
+        txs += b.transactions.size();
+        logs += b.logs.size();
+        transfers += b.token_transfers.size();
+      }
+      counters_.transactions += txs;
+      counters_.logs += logs;
+      counters_.token_transfers += transfers;
+      counters_.blocks += write.to_block - write.from_block + 1;
+      from = write.to_block + 1;
     }
-    uint64_t txs = 0, logs = 0, transfers = 0;
-    for (const auto& b : write.blocks) {
-      txs += b.transactions.size();
-      logs += b.logs.size();
-      transfers += b.token_transfers.size();
-    }
-    counters_.transactions += txs;
-    counters_.logs += logs;
-    counters_.token_transfers += transfers;
-    counters_.blocks += range.size();
     counters_.ranges += 1;
   }
 }

@@ -6,10 +6,11 @@
 // it stopped. `fetch_workers` threads each take the next range, fetch it in batches of
 // `blocks_per_request` blocks (one JSON-RPC batch round trip each; so at most `fetch_workers`
 // requests are in flight), decode it, and commit the whole range in one transaction through a
-// pooled connection. A failed fetch or write is retried with exponential backoff and jitter when
-// the error is retriable; after `max_attempts` the run stops with the error, which names the block
-// and field. A range is committed whole or not at all, so a stop or a crash never leaves a partial
-// block behind.
+// pooled connection (or, under a memory budget smaller than a range needs, in parts of it, in
+// order, each part committed whole: node/memory_budget.h). A failed fetch or write is retried with
+// exponential backoff and jitter when the error is retriable; after `max_attempts` the run stops
+// with the error, which names the block and field. A range is committed whole or not at all, so a
+// stop or a crash never leaves a partial block behind.
 //
 // Run() blocks; Stop() may be called from any thread (e.g. a signal watcher).
 #pragma once
@@ -25,6 +26,7 @@
 #include "core/env.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "node/memory_budget.h"
 #include "node/progress.h"
 #include "node/range_job.h"
 #include "node/ranges.h"
@@ -48,6 +50,9 @@ struct IndexerOptions {
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
+  // --memory-budget for the process, bytes; 0: none. A range larger than a fetch thread's share
+  // is fetched and committed in parts (node/memory_budget.h).
+  uint64_t memory_budget_bytes = 0;
   Env* env = Env::Default();
 };
 
@@ -78,6 +83,7 @@ class Indexer {
   PgPool* pool_;
   std::vector<BlockRange> ranges_;
   std::atomic<size_t> next_range_{0};
+  std::unique_ptr<MemoryBudget> budget_;  // made by Run for its threads
   std::atomic<bool> stop_{false};
   std::mutex mu_;
   Status first_error_;

@@ -22,7 +22,8 @@ bool IsRateLimited(const Status& status) {
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
-                           std::vector<BlockData>* out, const EnrichOptions* enrich) {
+                           std::vector<BlockData>* out, const EnrichOptions* enrich,
+                           MemoryBudget* budget) {
   const size_t start = out->size();
   if (from > to) return Internal("FetchAndDecodeRange: from above to");
   if (!source.rate_limited()) limiter = nullptr;
@@ -37,6 +38,13 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
     if (!raw.ok()) {
       if (limiter != nullptr && IsRateLimited(raw.status())) limiter->SlowDown();
       return raw.status();
+    }
+    if (budget != nullptr) {
+      uint64_t json = 0;
+      for (const RawBlock& block : *raw) {
+        json += block.block_json.size() + block.receipts_json.size() + block.traces_json.size();
+      }
+      budget->Observe(raw->size(), json);
     }
     for (RawBlock& block : *raw) {
       Result<BlockData> data = DecodeRawBlock(block, checks, described);

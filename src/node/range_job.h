@@ -28,6 +28,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "node/enrich.h"
+#include "node/memory_budget.h"
 #include "rpc/json_rpc.h"
 #include "source/block_source.h"
 
@@ -67,10 +68,13 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // With `enrich` (nullable), the decoded range is completed from the node's state afterwards
 // (node/enrich.h: contracts' code, token metadata) over the source's JSON-RPC client; a source
 // without one (blocks from Kafka without --rpc) leaves them unread, said once per process.
+// With `budget` (nullable), each batch's JSON size is reported to it (MemoryBudget::Observe); the
+// caller sizes the range and the batches by it (node/memory_budget.h).
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
-                           std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr);
+                           std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr,
+                           MemoryBudget* budget = nullptr);
 
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);

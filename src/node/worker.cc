@@ -202,76 +202,97 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   Status st;
   bool lost = false;       // renewal refused or fenced off: the task is someone else's
   bool abandoned = false;  // abort_ seen: the keeper saw the lease refused, or we are stopping
-  for (int attempt = 1; attempt <= options_.local_attempts; ++attempt) {
-    write.blocks.clear();
-    int64_t fetch_start = options_.env->NowMicros();
-    st = FetchAndDecodeRange(source, write.from_block, write.to_block, options_.blocks_per_request,
-                             BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
-                             &abort_, &write.blocks, &enrich);
-    if (st.ok() && options_.check_blocks) {
-      st = options_.check_blocks(write.blocks);
-      // A block the head log does not have at its height: the endpoint that served it answered
-      // from another fork or a lagging backend; the retry asks another (a pool's).
-      if (!st.ok() && st.code() == Code::kInvalidData) source.Distrust();
-    }
-    AddSince(options_.env, fetch_start, counters_.fetch_micros);
-    if (abort_.load()) {
-      abandoned = true;
-      break;
-    }
-    if (st.ok()) {
-      // A full TTL ahead of the write. Aborted: the task is someone else's now.
-      int64_t renew_start = options_.env->NowMicros();
-      auto renewed = queue.Renew(task, options_.worker_id, lease.token, options_.lease_ttl_ms);
-      AddSince(options_.env, renew_start, counters_.coord_micros);
-      if (!renewed.ok() && renewed.status().code() == Code::kAborted) {
-        st = renewed.status();
-        lost = true;
+  Committed done;
+  done.lease = lease;
+  // The range in parts of what the memory budget lets this thread hold (node/memory_budget.h),
+  // in order, each part a fenced write of its own with the lease's token; one part without one.
+  MemoryBudget unlimited(0, 1);
+  MemoryBudget& budget = options_.memory_budget != nullptr ? *options_.memory_budget : unlimited;
+  for (uint64_t part_from = write.from_block; part_from <= static_cast<uint64_t>(task.to);) {
+    const uint32_t batch = budget.BatchBlocks(options_.blocks_per_request);
+    const uint64_t part = budget.PartBlocks(static_cast<uint64_t>(task.to) - part_from + 1, batch);
+    write.from_block = part_from;
+    write.to_block = part_from + part - 1;
+    for (int attempt = 1; attempt <= options_.local_attempts; ++attempt) {
+      write.blocks.clear();
+      int64_t fetch_start = options_.env->NowMicros();
+      st = FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
+                               BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
+                               &abort_, &write.blocks, &enrich, options_.memory_budget);
+      if (st.ok() && options_.check_blocks) {
+        st = options_.check_blocks(write.blocks);
+        // A block the head log does not have at its height: the endpoint that served it answered
+        // from another fork or a lagging backend; the retry asks another (a pool's).
+        if (!st.ok() && st.code() == Code::kInvalidData) source.Distrust();
+      }
+      AddSince(options_.env, fetch_start, counters_.fetch_micros);
+      if (abort_.load()) {
+        abandoned = true;
         break;
       }
-      // Test hook (core/failpoint.h): stop here, where only the fence can refuse the write.
-      if (FailpointFiresOnce("worker-stop-before-write")) raise(SIGSTOP);
-      int64_t write_start = options_.env->NowMicros();
-      {
-        auto conn = pool_->Acquire();
-        st = WriteRange(*conn, write, write_options);
-      }
-      AddSince(options_.env, write_start, counters_.write_micros);
-      if (st.ok()) break;
-      if (IsFenceRejection(st) || IsReorgFenced(st)) {
-        // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next claim.
-        auto conn = pool_->Acquire();
-        Status raised =
-            RaiseFenceAfterRefusal(queue, *conn, lease.token, "worker " + options_.worker_id);
-        if (!raised.ok()) {
-          spdlog::warn("worker {}: could not raise the fence counter: {}", options_.worker_id,
-                       raised.ToString());
+      if (st.ok()) {
+        // A full TTL ahead of the write. Aborted: the task is someone else's now.
+        int64_t renew_start = options_.env->NowMicros();
+        auto renewed = queue.Renew(task, options_.worker_id, lease.token, options_.lease_ttl_ms);
+        AddSince(options_.env, renew_start, counters_.coord_micros);
+        if (!renewed.ok() && renewed.status().code() == Code::kAborted) {
+          st = renewed.status();
+          lost = true;
+          break;
         }
+        // Test hook (core/failpoint.h): stop here, where only the fence can refuse the write.
+        if (FailpointFiresOnce("worker-stop-before-write")) raise(SIGSTOP);
+        int64_t write_start = options_.env->NowMicros();
+        {
+          auto conn = pool_->Acquire();
+          st = WriteRange(*conn, write, write_options);
+        }
+        AddSince(options_.env, write_start, counters_.write_micros);
+        if (st.ok()) break;
+        if (IsFenceRejection(st) || IsReorgFenced(st)) {
+          // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next claim.
+          auto conn = pool_->Acquire();
+          Status raised =
+              RaiseFenceAfterRefusal(queue, *conn, lease.token, "worker " + options_.worker_id);
+          if (!raised.ok()) {
+            spdlog::warn("worker {}: could not raise the fence counter: {}", options_.worker_id,
+                         raised.ToString());
+          }
+        }
+        if (IsFenceRejection(st)) {
+          lost = true;
+          break;
+        }
+        // Granted before a re-org's rollback: this token can never write above the fork point.
+        // Fail the task now (requeued: the next claim brings a new token and a fresh fetch).
+        if (IsReorgFenced(st)) break;
       }
-      if (IsFenceRejection(st)) {
-        lost = true;
+      if (!RetryLocally(st) || attempt == options_.local_attempts) break;
+      int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
+                                    options_.retry_cap_micros);
+      counters_.retries += 1;
+      CountRangeEvent(RangeEvent::kRetried);
+      RecordError(st);
+      spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
+                   options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
+                   static_cast<double>(delay) / 1e6);
+      int64_t backoff_start = options_.env->NowMicros();
+      SleepUnlessAborted(delay);
+      AddSince(options_.env, backoff_start, counters_.backoff_micros);
+      if (abort_.load()) {
+        abandoned = true;
         break;
       }
-      // Granted before a re-org's rollback: this token can never write above the fork point.
-      // Fail the task now (requeued: the next claim brings a new token and a fresh fetch).
-      if (IsReorgFenced(st)) break;
     }
-    if (!RetryLocally(st) || attempt == options_.local_attempts) break;
-    int64_t delay = BackoffMicros(options_.env, attempt - 1, options_.retry_base_micros,
-                                  options_.retry_cap_micros);
-    counters_.retries += 1;
-    CountRangeEvent(RangeEvent::kRetried);
-    RecordError(st);
-    spdlog::warn("worker {}: task {} attempt {}/{} failed: {}; retrying in {:.1f} s",
-                 options_.worker_id, task.id(), attempt, options_.local_attempts, st.ToString(),
-                 static_cast<double>(delay) / 1e6);
-    int64_t backoff_start = options_.env->NowMicros();
-    SleepUnlessAborted(delay);
-    AddSince(options_.env, backoff_start, counters_.backoff_micros);
-    if (abort_.load()) {
-      abandoned = true;
-      break;
+
+    if (lost || abandoned || !st.ok()) break;
+    done.blocks += write.blocks.size();
+    for (const auto& b : write.blocks) {
+      done.transactions += b.transactions.size();
+      done.logs += b.logs.size();
+      done.token_transfers += b.token_transfers.size();
     }
+    part_from = write.to_block + 1;
   }
 
   if (lost || abandoned) {
@@ -293,14 +314,6 @@ Status Worker::Process(Queue& queue, BlockSource& source, const Lease& lease,
   if (st.ok()) {
     // Committed. The task is completed together with the next claim (Run), one round trip.
     finish();
-    Committed done;
-    done.lease = lease;
-    done.blocks = write.blocks.size();
-    for (const auto& b : write.blocks) {
-      done.transactions += b.transactions.size();
-      done.logs += b.logs.size();
-      done.token_transfers += b.token_transfers.size();
-    }
     *committed = done;
     return Status::Ok();
   }

@@ -52,6 +52,7 @@
 #include "coord/redis.h"
 #include "core/env.h"
 #include "core/status.h"
+#include "node/memory_budget.h"
 #include "node/range_job.h"
 #include "store/pg.h"
 #include "store/writer.h"
@@ -76,6 +77,9 @@ struct WorkerOptions {
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
+  // The process's memory budget (node/memory_budget.h), borrowed, nullable (no budget), shared by
+  // the workers of a process: a task's range is fetched and written in the parts it allows.
+  MemoryBudget* memory_budget = nullptr;
   // Fleet-wide RPC rate limiter, borrowed, nullable; thread-safe, so all the workers of a process
   // may share one (a 429 seen by one then slows them all).
   RateLimiter* limiter = nullptr;

@@ -1,0 +1,69 @@
+// memory_budget: how many blocks a fetching thread may hold so that the process stays within
+// --memory-budget (issue 19), whatever --range-size, --concurrency / --workers and --batch say.
+//
+// What grows with the flags is per fetching thread (bench/memory_bench.sh measured it):
+//   - the decoded blocks of the range it holds until the write (range_size of them): about
+//     kDecodedPerJsonByte times the JSON the node sent for them;
+//   - the batch being decoded (`batch` blocks): the response text, the per-block JSON, simdjson's
+//     copy and tape, which stay allocated at their largest: about kInFlightPerJsonByte times it;
+//   - a COPY buffer, a connection, a stack: about kThreadBytes.
+// The rest (the binary, the connection pools, Redis, the relay) is about constant: kBaseBytes.
+//
+// A thread's share is (budget - kBaseBytes) / threads - kThreadBytes. Within it, at most a quarter
+// goes to the batch in flight (BatchBlocks caps the request size) and the rest to the decoded
+// blocks held (PartBlocks caps how many): a range larger than that is fetched and written in parts,
+// in order, each part its own range write (store/writer.h: fenced, one transaction, idempotent),
+// so a crash between two parts leaves whole parts and the retry rewrites them unchanged.
+//
+// The JSON size of a block is learned from what the threads fetched (Observe): it starts at a
+// heavy mainnet block's (kInitialJsonBytesPerBlock), takes the first batch's average, then follows
+// each batch's average down slowly and up at once, so a run of large blocks shrinks the parts
+// before the next fetch. A part is at least
+// one block and a batch at least one: a block larger than the whole share is still fetched (the
+// budget is then exceeded by that block, which is logged once).
+//
+// Thread-safety: all methods may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace gapless {
+
+class MemoryBudget {
+ public:
+  static constexpr uint64_t kMiB = 1 << 20;
+  static constexpr uint64_t kBaseBytes = 48 * kMiB;
+  static constexpr uint64_t kThreadBytes = 2 * kMiB;
+  static constexpr double kDecodedPerJsonByte = 1.25;
+  static constexpr double kInFlightPerJsonByte = 1.75;
+  static constexpr uint64_t kInitialJsonBytesPerBlock = 512 * 1024;
+
+  // `budget_bytes` for the whole process, shared by `threads` fetching threads. 0: no budget
+  // (every method returns what it was asked for).
+  MemoryBudget(uint64_t budget_bytes, uint32_t threads);
+
+  bool limited() const { return budget_bytes_ > 0; }
+  uint64_t budget_bytes() const { return budget_bytes_; }
+  // The share of one thread for the blocks it holds and fetches; 0 when the budget is below the
+  // fixed needs (then every part and batch is one block).
+  uint64_t thread_share_bytes() const { return share_; }
+
+  // The blocks per request to use instead of `requested` (>= 1).
+  uint32_t BatchBlocks(uint32_t requested) const;
+  // The most blocks of a range of `range_blocks` to fetch and write at once (>= 1), given batches
+  // of `batch_blocks` (BatchBlocks' answer).
+  uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const;
+
+  // `blocks` blocks arrived as `json_bytes` of JSON (blocks, receipts, traces).
+  void Observe(uint64_t blocks, uint64_t json_bytes);
+  uint64_t json_bytes_per_block() const { return json_per_block_.load(); }
+
+ private:
+  uint64_t budget_bytes_;
+  uint64_t share_;
+  std::atomic<uint64_t> json_per_block_{kInitialJsonBytesPerBlock};
+  std::atomic<bool> observed_{false};
+};
+
+}  // namespace gapless
