@@ -1,6 +1,6 @@
 // bench_util.h: what every benchmark executable needs and nothing more: dying with a message that
-// names the benchmark, and a small --flag value parser. Header-only; benchmarks are single-file
-// programs.
+// names the benchmark, a small --flag value parser, the dev PostgreSQL server's URL. Header-only;
+// benchmarks are single-file programs.
 #pragma once
 
 #include <chrono>
@@ -72,5 +72,20 @@ class Flags {
   std::map<std::string, std::function<void(const std::string&)>> values_;
   std::map<std::string, std::function<void()>> switches_;
 };
+
+// The URL of the dev server of scripts/pg.sh (started, or reused, on its default port), for a
+// benchmark run without --url. `source_dir` is the checkout (GAPLESS_SOURCE_DIR).
+inline std::string DevServerUrl(const std::string& source_dir) {
+  std::string script = source_dir + "/scripts/pg.sh";
+  if (std::system((script + " start").c_str()) != 0) Die(script + " start failed");
+  FILE* p = popen((script + " url").c_str(), "r");
+  if (p == nullptr) Die(script + " url failed");
+  char buf[512] = {0};
+  if (std::fgets(buf, sizeof buf, p) == nullptr) Die(script + " url printed nothing");
+  pclose(p);
+  std::string url = buf;
+  while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
+  return url;
+}
 
 }  // namespace gapless::bench

@@ -1,5 +1,6 @@
 // raw_copy.h: the raw write path, the baseline the write benchmarks compare against. Per range:
-// BEGIN; COPY each data table straight into the real tables; COMMIT. No fence, no staging, no
+// BEGIN; COPY each data table straight into the real tables; COMMIT (the range's partitions
+// ensured before, as the writer does). No fence, no staging, no
 // conflict handling, no indexed_ranges row: the same rows through the same serialiser and 1 MB
 // chunks as the range writer (store/writer.h), as fast as one connection takes them. Header-only,
 // shared by write_bench and scale_bench so that both measure the same baseline.
@@ -13,6 +14,7 @@
 
 #include "bench_util.h"
 #include "store/copy_rows.h"
+#include "store/partitions.h"
 #include "store/pg.h"
 #include "store/writer.h"
 
@@ -23,6 +25,7 @@ namespace gapless::bench {
 // One range: BEGIN; COPY each table; COMMIT.
 inline void RawCopyRange(PgConn& conn, const RangeWrite& w, std::string* buffer,
                          CopyFormat format = CopyFormat::kBinary) {
+  Check(EnsurePartitions(conn, w.from_block, w.to_block), "partitions");
   PgTransaction txn(conn);
   Check(txn.Begin(), "begin");
   for (DataTable t : kDataTables) {

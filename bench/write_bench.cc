@@ -98,19 +98,6 @@ Args ParseArgs(int argc, char** argv) {
   return a;
 }
 
-std::string DefaultUrl() {
-  std::string script = std::string(GAPLESS_SOURCE_DIR) + "/scripts/pg.sh";
-  if (std::system((script + " start").c_str()) != 0) Die(script + " start failed");
-  FILE* p = popen((script + " url").c_str(), "r");
-  if (p == nullptr) Die(script + " url failed");
-  char buf[512] = {0};
-  if (std::fgets(buf, sizeof buf, p) == nullptr) Die(script + " url printed nothing");
-  pclose(p);
-  std::string url = buf;
-  while (!url.empty() && (url.back() == '\n' || url.back() == '\r')) url.pop_back();
-  return url;
-}
-
 using bench::Clock;
 using bench::Seconds;
 
@@ -165,7 +152,7 @@ double Median(std::vector<double> v) {
 int Main(int argc, char** argv) {
   bench::ProgramName() = "write_bench";
   Args args = ParseArgs(argc, argv);
-  if (args.url.empty()) args.url = DefaultUrl();
+  if (args.url.empty()) args.url = bench::DevServerUrl(GAPLESS_SOURCE_DIR);
 
   auto admin = PgConn::Connect(args.url);
   Check(admin.status(), "connect");

@@ -22,6 +22,7 @@
 #include "events/balances.h"
 #include "events/consumer_test_util.h"
 #include "events/event.h"
+#include "store/partitions.h"
 #include "store/pg.h"
 #include "testing/pg_test_db.h"
 #include "testing/redis_test_db.h"
@@ -93,6 +94,9 @@ std::vector<BlockData> RandomTransfers(int blocks, int per_block, uint32_t seed)
 }
 
 Status StoreTransfers(PgConn& conn, const std::vector<BlockData>& blocks) {
+  for (const BlockData& d : blocks) {
+    GAPLESS_RETURN_IF_ERROR(EnsurePartitions(conn, d.block.number, d.block.number));
+  }
   for (const BlockData& d : blocks) {
     for (const TokenTransfer& t : d.token_transfers) {
       auto hex = [](const std::string& s) { return s.substr(2); };

@@ -12,6 +12,7 @@
 #include "node/node_metrics.h"
 #include "node/ranges.h"
 #include "node/reconcile.h"
+#include "store/partitions.h"
 #include "store/queries.h"
 #include "store/rollback.h"
 #include "store/state.h"
@@ -230,6 +231,10 @@ Status Leader::Seed(uint64_t bound, uint64_t epoch) {
   {
     auto conn = pool_->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(committed, CommittedRanges(*conn, cursor_, window_end));
+    // The partitions of the blocks about to be queued, before any worker claims them
+    // (store/partitions.h; a worker ensures its own too, so this only keeps the workers' write
+    // path free of partition creation).
+    GAPLESS_RETURN_IF_ERROR(EnsurePartitions(*conn, cursor_, window_end));
   }
   std::vector<TaskRange> tasks;
   for (const BlockRange& r : PendingRanges(cursor_, window_end, size, std::move(committed))) {

@@ -74,7 +74,7 @@ Result<std::vector<int>> AppliedMigrations(PgConn& conn) {
   return out;
 }
 
-Status Migrate(PgConn& conn) {
+Status Migrate(PgConn& conn, int up_to) {
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
   GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
@@ -103,6 +103,7 @@ Status Migrate(PgConn& conn) {
     done.push_back(static_cast<int>(version));
   }
   for (const auto& m : known) {
+    if (m.info.version > up_to) break;
     if (std::find(done.begin(), done.end(), m.info.version) != done.end()) continue;
     Status st = conn.Exec(m.sql);
     if (!st.ok()) {

@@ -9,6 +9,7 @@
 // it does not understand. Thread-safety: as for the PgConn passed in.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,8 @@ const std::vector<MigrationInfo>& KnownMigrations();
 int LatestSchemaVersion();
 
 // Applies pending migrations. Returns OK when the schema is current (also when nothing was to do).
-Status Migrate(PgConn& conn);
+// `up_to` stops after that version (tests of a migration over data an older schema held).
+Status Migrate(PgConn& conn, int up_to = std::numeric_limits<int>::max());
 
 // The versions recorded in schema_migrations (empty for a fresh database).
 Result<std::vector<int>> AppliedMigrations(PgConn& conn);

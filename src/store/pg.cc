@@ -241,6 +241,14 @@ bool PgConn::session_flag(std::string_view name) const {
   return std::find(session_flags_.begin(), session_flags_.end(), name) != session_flags_.end();
 }
 
+std::string_view PgConn::session_flag_with_prefix(std::string_view prefix) const {
+  if (broken()) return {};
+  for (const std::string& flag : session_flags_) {
+    if (flag.starts_with(prefix)) return flag;
+  }
+  return {};
+}
+
 void PgConn::set_session_flag(std::string_view name) {
   if (!session_flag(name)) session_flags_.emplace_back(name);
 }

@@ -142,6 +142,8 @@ class PgConn {
   // writer's staging tables). Cleared on reconnect.
   bool session_flag(std::string_view name) const;
   void set_session_flag(std::string_view name);
+  // The first flag that starts with `prefix` (a flag that carries a value), or "" when none does.
+  std::string_view session_flag_with_prefix(std::string_view prefix) const;
 
  private:
   PgConn(pg_conn* conn, std::string address);

@@ -12,6 +12,7 @@
 #include "store/copy_rows.h"
 #include "store/notify.h"
 #include "store/outbox.h"
+#include "store/partitions.h"
 
 namespace gapless {
 namespace {
@@ -313,6 +314,8 @@ std::string OutboxInsert(const RangeWrite& w) {
 
 Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& options) {
   GAPLESS_RETURN_IF_ERROR(ValidateRange(w));
+  // Before the transaction: creating a partition commits on its own (store/partitions.h).
+  GAPLESS_RETURN_IF_ERROR(EnsurePartitions(conn, w.from_block, w.to_block));
   bool staging = options.mode == WriteMode::kStagingUpsert;
   if (staging) GAPLESS_RETURN_IF_ERROR(EnsureStagingTables(conn));
 

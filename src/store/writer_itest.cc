@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "store/partitions.h"
 #include "store/queries.h"
 #include "store/reader.h"
 #include "store/testdata.h"
@@ -364,6 +365,7 @@ TEST_F(WriterTest, ADirectCopyRacingAnOverlappingWriterIsAbortedAndTheRetrySucce
   auto other = db().Connect();
   ASSERT_TRUE(other.ok());
   RangeWrite w = SyntheticRange(100, 109, Small());
+  ASSERT_TRUE(EnsurePartitions(**other, 100, 109).ok());  // the by-hand writer's share
   ASSERT_TRUE((*other)->Exec("BEGIN").ok());
   Status inserted = (*other)->Exec(
       "INSERT INTO blocks (number, hash, parent_hash, nonce, sha3_uncles, logs_bloom,"

@@ -1,0 +1,128 @@
+#include "store/partitions.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "store/copy_rows.h"
+
+namespace gapless {
+namespace {
+
+// Arbitrary but fixed, and not the migration lock's (store/migrate.cc).
+constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock(7350693551146172770)";
+constexpr std::string_view kLayoutFlag = "partition_layout=";
+
+std::string PartitionName(const char* table, uint64_t start) {
+  return std::string(table) + "_p" + std::to_string(start);
+}
+
+std::string EnsuredFlag(uint64_t start) { return "partition_ensured=" + std::to_string(start); }
+
+Result<uint64_t> StateNumber(PgConn& conn, const char* key) {
+  GAPLESS_ASSIGN_OR_RETURN(auto res,
+                           conn.Query("SELECT value FROM indexer_state WHERE key = $1", {key}));
+  if (res.rows() == 0) {
+    return FailedPrecondition(std::string("indexer_state has no ") + key +
+                              ": the schema predates migration 011 (run a gapless that migrates)");
+  }
+  std::string_view text = res.Get(0, 0);
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return InvalidData(std::string("indexer_state ") + key +
+                       " is not a number: " + std::string(text));
+  }
+  return value;
+}
+
+}  // namespace
+
+Result<PartitionLayout> LoadPartitionLayout(PgConn& conn) {
+  PartitionLayout layout;
+  GAPLESS_ASSIGN_OR_RETURN(layout.blocks, StateNumber(conn, "partition_blocks"));
+  GAPLESS_ASSIGN_OR_RETURN(layout.floor, StateNumber(conn, "partition_floor"));
+  if (layout.blocks == 0) return InvalidData("indexer_state partition_blocks is 0");
+  return layout;
+}
+
+Result<std::vector<uint64_t>> PartitionStarts(PgConn& conn) {
+  // Named <blocks>_p<start>; the legacy partition is <blocks>_legacy.
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res,
+      conn.Query("SELECT substr(c.relname, 9)::bigint FROM pg_inherits i"
+                 " JOIN pg_class c ON c.oid = i.inhrelid"
+                 " WHERE i.inhparent = 'blocks'::regclass AND c.relname ~ '^blocks_p[0-9]+$'"
+                 " ORDER BY 1"));
+  std::vector<uint64_t> out;
+  for (int i = 0; i < res.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(int64_t v, res.GetInt64(i, 0));
+    out.push_back(static_cast<uint64_t>(v));
+  }
+  return out;
+}
+
+Status SetPartitionBlocks(PgConn& conn, uint64_t blocks) {
+  if (blocks == 0) return FailedPrecondition("partition_blocks must be above 0");
+  GAPLESS_ASSIGN_OR_RETURN(PartitionLayout layout, LoadPartitionLayout(conn));
+  if (layout.blocks == blocks) return Status::Ok();
+  GAPLESS_ASSIGN_OR_RETURN(auto starts, PartitionStarts(conn));
+  if (!starts.empty() || layout.floor > 0) {
+    return FailedPrecondition("the data tables are already partitioned by " +
+                              std::to_string(layout.blocks) + " blocks (" +
+                              std::to_string(starts.size()) + " partitions, legacy below block " +
+                              std::to_string(layout.floor) +
+                              "): partition_blocks cannot change to " + std::to_string(blocks));
+  }
+  return conn
+      .Query(
+          "UPDATE indexer_state SET value = $1, updated_at = now() WHERE key = 'partition_blocks'",
+          {std::to_string(blocks)})
+      .status();
+}
+
+Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
+  if (from > to) return Status::Ok();
+  if (conn.in_transaction()) return Internal("EnsurePartitions inside a transaction");
+  PartitionLayout layout;
+  if (std::string_view cached = conn.session_flag_with_prefix(kLayoutFlag); !cached.empty()) {
+    cached.remove_prefix(kLayoutFlag.size());
+    size_t slash = cached.find('/');
+    std::from_chars(cached.data(), cached.data() + slash, layout.blocks);
+    std::from_chars(cached.data() + slash + 1, cached.data() + cached.size(), layout.floor);
+  } else {
+    GAPLESS_ASSIGN_OR_RETURN(layout, LoadPartitionLayout(conn));
+    conn.set_session_flag(std::string(kLayoutFlag) + std::to_string(layout.blocks) + "/" +
+                          std::to_string(layout.floor));
+  }
+  std::vector<uint64_t> missing;
+  for (uint64_t start = std::max(layout.floor, from / layout.blocks * layout.blocks); start <= to;
+       start += layout.blocks) {
+    if (!conn.session_flag(EnsuredFlag(start))) missing.push_back(start);
+  }
+  if (missing.empty()) return Status::Ok();
+
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
+  for (uint64_t start : missing) {
+    for (DataTable t : kDataTables) {
+      const char* parent = TableInfo(t).name;
+      std::string name = PartitionName(parent, start);
+      GAPLESS_ASSIGN_OR_RETURN(auto exists,
+                               conn.Query("SELECT to_regclass($1) IS NOT NULL", {name}));
+      if (exists.Get(0, 0) == "t") continue;
+      GAPLESS_RETURN_IF_ERROR(conn.Exec("CREATE TABLE " + name + " (LIKE " + parent +
+                                        " INCLUDING DEFAULTS INCLUDING CONSTRAINTS);\n"
+                                        "ALTER TABLE " +
+                                        std::string(parent) + " ATTACH PARTITION " + name +
+                                        " FOR VALUES FROM (" + std::to_string(start) + ") TO (" +
+                                        std::to_string(start + layout.blocks) + ")")
+                                  .WithContext("partition " + name));
+    }
+  }
+  GAPLESS_RETURN_IF_ERROR(txn.Commit());
+  for (uint64_t start : missing) conn.set_session_flag(EnsuredFlag(start));
+  return Status::Ok();
+}
+
+}  // namespace gapless
