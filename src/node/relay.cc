@@ -113,13 +113,9 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   uint64_t target = rows.empty() ? *frontier : rows.back().block_number + 1;
   std::vector<OutgoingEvent> batch;
   if (!rows.empty()) {
-    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks,
-                             ReadBlocks(conn, rows.front().block_number, rows.back().block_number,
-                                        {.logs = false,
-                                         .withdrawals = false,
-                                         .traces = true,
-                                         .tokens = true,
-                                         .internal_transfers_only = true}));
+    GAPLESS_ASSIGN_OR_RETURN(
+        std::vector<BlockData> blocks,
+        ReadBlocks(conn, rows.front().block_number, rows.back().block_number, kEventReadOptions));
     // Blocks orphaned before and back again are published under their incarnation (event.h).
     std::vector<std::string> hashes;
     for (const OutboxRow& row : rows) hashes.push_back(row.block_hash);
