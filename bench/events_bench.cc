@@ -14,9 +14,11 @@
 //               --batch-blocks blocks / --batch-events events): raw events/s. Medians, and the
 //               ratio relay / raw. Where the relay's time goes: publish% = inside Publish (the
 //               publisher is wrapped to time it); read% and build% = the same batches read back
-//               with ReadBlocks and turned into events with BlockEvents alone, after the relay
-//               run, as shares of its time (the rest: outbox, cursor and frontier queries, the
-//               cursor's commit and the outbox pruning). RabbitMQ: a durable consumer-group queue
+//               with ReadBlocks (kEventReadOptions, as the relay reads) and turned into events
+//               with BlockEvents alone, after the relay run, as shares of its time (the rest:
+//               outbox, cursor and frontier queries, the cursor's commit and the outbox pruning).
+//               The relay publishes batch n while it reads and builds batch n+1, so the shares
+//               overlap and may add up to more than 100%. RabbitMQ: a durable consumer-group queue
 //               is bound to the topics first, so the persistent messages are stored as they would
 //               be in production (with no queue bound the exchange drops them).
 //   latency     A fresh database; an EventConsumer (events/consumer.h; concurrency 2, in-memory
@@ -349,7 +351,7 @@ ThroughputFigures Throughput(const Args& args, const Bus& bus, Publisher& publis
       uint64_t from = kFirstBlock;
       for (size_t n : blocks_per_batch) {
         auto t0 = Clock::now();
-        auto read = ReadBlocks(*conn, from, from + n - 1, {.logs = false, .withdrawals = false});
+        auto read = ReadBlocks(*conn, from, from + n - 1, kEventReadOptions);
         Check(read.status(), "read blocks");
         auto t1 = Clock::now();
         size_t built = 0;

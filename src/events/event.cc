@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 
@@ -36,12 +37,43 @@ bool ParseUuid(std::string_view text, std::array<unsigned char, 16>& out) {
   return n == 16 && high < 0;
 }
 
+// 8-4-4-4-12 lower-case hex of 16 bytes.
 std::string FormatUuid(const unsigned char* b) {
-  return fmt::format(
-      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:"
-      "02x}{:02x}",
-      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-      b[15]);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(36, '-');
+  size_t at = 0;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) ++at;  // the dash
+    out[at++] = kHex[b[i] >> 4];
+    out[at++] = kHex[b[i] & 0xf];
+  }
+  return out;
+}
+
+// RFC 4122 version-5 UUID: SHA-1 of the namespace's bytes then `name`. The digest is fetched once
+// (OpenSSL 3's implicit fetch per call is most of a short digest's cost) and each thread reuses
+// one context.
+std::string Uuid5(const std::array<unsigned char, 16>& ns, std::string_view name) {
+  static EVP_MD* const md = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  struct Context {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Context() { EVP_MD_CTX_free(ctx); }
+  };
+  thread_local Context c;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestInit_ex2(c.ctx, md != nullptr ? md : EVP_sha1(), nullptr);
+  EVP_DigestUpdate(c.ctx, ns.data(), ns.size());
+  EVP_DigestUpdate(c.ctx, name.data(), name.size());
+  EVP_DigestFinal_ex(c.ctx, digest, &len);
+  digest[6] = static_cast<unsigned char>((digest[6] & 0x0f) | 0x50);  // version 5
+  digest[8] = static_cast<unsigned char>((digest[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  return FormatUuid(digest);
+}
+
+void AppendNumber(std::string& out, uint64_t value) {
+  char buf[20];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
 }
 
 void AppendOptionalString(std::string& out, const std::optional<std::string>& s) {
@@ -72,7 +104,7 @@ class ObjectWriter {
   }
   void Number(std::string_view key, uint64_t value) {
     Key(key);
-    out_ += std::to_string(value);
+    AppendNumber(out_, value);
   }
   void Raw(std::string_view key, std::string_view json) {
     Key(key);
@@ -253,21 +285,25 @@ std::string EventTopic(std::string_view event_type, uint64_t chain_id) {
 std::string NameBasedUuid(std::string_view namespace_uuid, std::string_view name) {
   std::array<unsigned char, 16> ns{};
   if (!ParseUuid(namespace_uuid, ns)) return {};
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha1(), nullptr);
-  EVP_DigestUpdate(ctx, ns.data(), ns.size());
-  EVP_DigestUpdate(ctx, name.data(), name.size());
-  EVP_DigestFinal_ex(ctx, digest, &len);
-  EVP_MD_CTX_free(ctx);
-  digest[6] = static_cast<unsigned char>((digest[6] & 0x0f) | 0x50);  // version 5
-  digest[8] = static_cast<unsigned char>((digest[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  return FormatUuid(digest);
+  return Uuid5(ns, name);
 }
 
 std::string EventId(uint64_t chain_id, std::string_view event_type, std::string_view identity) {
-  return NameBasedUuid(kEventNamespace, fmt::format("{}/{}/{}", chain_id, event_type, identity));
+  // NameBasedUuid(kEventNamespace, "{chain_id}/{event_type}/{identity}"), the namespace parsed
+  // once.
+  static const std::array<unsigned char, 16> ns = [] {
+    std::array<unsigned char, 16> out{};
+    ParseUuid(kEventNamespace, out);
+    return out;
+  }();
+  std::string name;
+  name.reserve(24 + event_type.size() + identity.size());
+  AppendNumber(name, chain_id);
+  name += '/';
+  name += event_type;
+  name += '/';
+  name += identity;
+  return Uuid5(ns, name);
 }
 
 std::string IsoTime(uint64_t unix_seconds) {
@@ -281,7 +317,13 @@ std::string IsoTime(uint64_t unix_seconds) {
 
 void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
-  for (char c : s) {
+  // Runs of characters that need no escape (all of a hash, an address or a number) in one append.
+  size_t run = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20) continue;
+    out.append(s.data() + run, i - run);
+    run = i + 1;
     switch (c) {
       case '"':
         out += "\\\"";
@@ -299,31 +341,32 @@ void AppendJsonString(std::string& out, std::string_view s) {
         out += "\\t";
         break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
+        out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
     }
   }
+  out.append(s.data() + run, s.size() - run);
   out += '"';
 }
 
 OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
                         std::string_view timestamp, std::string_view payload_json) {
   OutgoingEvent e;
-  e.topic = EventTopic(event_type, chain_id);
-  e.key = std::to_string(chain_id);
+  e.key.reserve(20);
+  AppendNumber(e.key, chain_id);
+  e.topic.reserve(event_type.size() + 1 + e.key.size());
+  e.topic.append(event_type).append(".").append(e.key);  // EventTopic
   e.event_type = std::string(event_type);
   e.event_id = std::move(event_id);
+  static const std::string metadata =
+      fmt::format(R"({{"producer":"{}","version":"{}"}})", kEventProducer, kEventVersion);
+  e.body.reserve(128 + e.event_id.size() + timestamp.size() + payload_json.size());
   ObjectWriter w(e.body);
   w.String("event_type", event_type);
   w.String("event_id", e.event_id);
   w.String("timestamp", timestamp);
   w.Number("chain_id", chain_id);
   w.Raw("payload", payload_json);
-  w.Raw("metadata",
-        fmt::format(R"({{"producer":"{}","version":"{}"}})", kEventProducer, kEventVersion));
+  w.Raw("metadata", metadata);
   w.End();
   return e;
 }
@@ -387,8 +430,10 @@ std::string BlockNewEventId(uint64_t chain_id, std::string_view block_hash, uint
 
 std::string TransactionEventId(uint64_t chain_id, std::string_view block_hash,
                                std::string_view transaction_hash, uint64_t incarnation) {
-  return EventId(chain_id, kTransactionConfirmed,
-                 fmt::format("{}/{}", Incarnated(block_hash, incarnation), transaction_hash));
+  std::string identity = Incarnated(block_hash, incarnation);
+  identity += '/';
+  identity += transaction_hash;
+  return EventId(chain_id, kTransactionConfirmed, identity);
 }
 
 std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint64_t log_index,

@@ -182,6 +182,79 @@ TEST(BlockEvents, EnvelopeParsesBackWithItsPayload) {
   EXPECT_EQ(t->block_hash, data.block.hash);
 }
 
+uint64_t Fnv1a(uint64_t h, std::string_view s) {
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return h ^ 0xff;  // a field separator
+}
+
+// The exact bytes of every event of a mainnet-shaped block (with internal transfers, a token whose
+// symbol needs escaping, and a block incarnation above 0) and of its block.reverted: an event
+// published again (a retry, a relay that crashed before its cursor moved, `events replay`) must be
+// byte for byte the one sent before, so however envelopes come to be built, this digest must not
+// change. The first events in full show where a difference is.
+TEST(BlockEvents, AreByteForByteTheEventsPublishedBefore) {
+  BlockData data = SyntheticBlock(17'000'000, {.traces_per_block = 40});
+  ASSERT_FALSE(data.token_transfers.empty());
+  Token token;
+  token.address = data.token_transfers[0].token_address;
+  token.symbol = "G\"D\\T\n\x01";
+  token.decimals = 18;
+  data.tokens.push_back(token);
+  for (uint32_t i = 0; i < 3; ++i) {  // internal transfers: a call, a create2, a self-destruct
+    Trace t;
+    t.block_number = data.block.number;
+    t.transaction_hash = data.transactions[i].hash;
+    t.transaction_index = i;
+    t.trace_address = {i, 1};
+    t.trace_type = i == 0 ? "call" : i == 1 ? "create2" : "suicide";
+    if (i == 0) t.call_type = "call";
+    t.from_address = data.transactions[i].from_address;
+    t.to_address = data.transactions[i].to_address;
+    t.value = U256(1000 + i);
+    t.status = 1;
+    data.traces.push_back(std::move(t));
+  }
+  uint64_t h = 14695981039346656037ull;
+  size_t count = 0, internal = 0;
+  std::vector<OutgoingEvent> first;
+  for (uint64_t incarnation : {0, 2}) {
+    std::vector<OutgoingEvent> events = BlockEvents(1, data, incarnation);
+    for (const OutgoingEvent& e : events) {
+      for (std::string_view field :
+           {std::string_view(e.topic), std::string_view(e.key), std::string_view(e.event_type),
+            std::string_view(e.event_id), std::string_view(e.body)}) {
+        h = Fnv1a(h, field);
+      }
+      h = Fnv1a(h, std::to_string(e.partition));
+      ++count;
+      if (e.event_type == kInternalTransfer) ++internal;
+    }
+    if (incarnation == 0) first = std::move(events);
+  }
+  const OutgoingEvent reverted = BlockRevertedEvent(1, data, 3, 1'700'000'000, 2);
+  h = Fnv1a(h, reverted.event_id);
+  h = Fnv1a(h, reverted.body);
+  EXPECT_EQ(count, 2 * (1 + data.transactions.size() + data.token_transfers.size() + internal / 2));
+  EXPECT_EQ(internal, 6u);
+  EXPECT_EQ(h, 15774628330273992436ull) << "the bytes of the events changed";
+  ASSERT_GT(first.size(), 1 + data.transactions.size());
+  EXPECT_EQ(
+      first[0].body,
+      R"json({"event_type":"block.new","event_id":"eec19633-e65a-5e66-9c2f-343a47dc8fd4","timestamp":"2027-03-02T15:06:40Z","chain_id":1,"payload":{"chain_id":1,"block_number":17000000,"hash":"0x64ed074405239a46a61af627ba0a6f21354d15f7af2f861d2b79222e28b47968","parent_hash":"0x40a4b2e8fb0f6085bfa57d5e03b1ac4c879409fd0ba0c64e81c67dbac0a4a938","timestamp":"2027-03-02T15:06:40Z","transaction_count":150,"miner":"0x5f9e2686aa5b9de6f2d30989f88ba01c930afed6","gas_used":18790616,"gas_limit":30000000,"base_fee_per_gas":"15926703935"},"metadata":{"producer":"gapless","version":"1.0"}})json");
+  EXPECT_EQ(
+      first[1].body,
+      R"json({"event_type":"transaction.confirmed","event_id":"78ce5652-fb59-5aea-8b16-c00e10154fff","timestamp":"2027-03-02T15:06:40Z","chain_id":1,"payload":{"chain_id":1,"hash":"0xb327b09672801354aeca4f65a5049279c96ad725cd63b366f323a8a461c509c4","block_number":17000000,"block_hash":"0x64ed074405239a46a61af627ba0a6f21354d15f7af2f861d2b79222e28b47968","transaction_index":0,"from_address":"0xbf2434ebcce3bed1e17f10a29faee803de2562cd","to_address":"0x826c3f332cb3fa382017da72c60546f0e16b2d24","contract_address":null,"value":"48544125517076989852938865","status":"success","gas_used":158908,"effective_gas_price":"79107829989"},"metadata":{"producer":"gapless","version":"1.0"}})json");
+  EXPECT_EQ(
+      first[1 + data.transactions.size()].body,
+      R"json({"event_type":"token.transfer","event_id":"2ad8f523-8425-5b9a-b74c-f367efe9c17a","timestamp":"2027-03-02T15:06:40Z","chain_id":1,"payload":{"chain_id":1,"token_address":"0xdfed9a80d3860dba9a020447ab15f878cd1a4b4a","token_standard":"erc20","token_symbol":"G\"D\\T\n\u0001","token_decimals":18,"from_address":"0x0532a470b23de51d5c1b2f3992c2f3b77303bb0c","to_address":"0x2bfdb5b1eb5bec4650e5f95ba99535f5bee16e8d","amount":"638007929717901041396695937010","token_id":null,"operator_address":null,"transaction_hash":"0xb327b09672801354aeca4f65a5049279c96ad725cd63b366f323a8a461c509c4","log_index":0,"batch_index":0,"block_number":17000000,"block_hash":"0x64ed074405239a46a61af627ba0a6f21354d15f7af2f861d2b79222e28b47968"},"metadata":{"producer":"gapless","version":"1.0"}})json");
+  EXPECT_EQ(
+      first.back().body,
+      R"json({"event_type":"trace.internal_transfer","event_id":"62081ecb-6fe7-57c6-9798-ef7ee39afc9d","timestamp":"2027-03-02T15:06:40Z","chain_id":1,"payload":{"chain_id":1,"block_number":17000000,"block_hash":"0x64ed074405239a46a61af627ba0a6f21354d15f7af2f861d2b79222e28b47968","transaction_hash":"0xc6dc03ce9ced2ebb4335d3710c67c7c17673113387dc80e0f52ac14d4e56ec9f","transaction_index":2,"trace_address":[2,1],"trace_type":"suicide","from_address":"0x3753e723d713c9546578562872cb015a2809a015","to_address":"0x61e0293ea0d1d3deb17d4084635ea570eb858941","value":"1002"},"metadata":{"producer":"gapless","version":"1.0"}})json");
+}
+
 // A retraction names exactly the ids BlockEvents gave, from the little a retraction keeps (the
 // block's hash, its transactions' hashes, its transfers), and carries each transfer's details.
 TEST(BlockRevertedEvent, NamesEveryPublishedIdAndTheTransfersDetails) {

@@ -82,12 +82,7 @@ Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
   for (uint64_t at = command.from; at <= command.to && !signals.flag().load();) {
     uint64_t end = std::min(command.to, at + command.batch_blocks - 1);
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> data,
-                             ReadBlocks(*conn, at, end,
-                                        {.logs = false,
-                                         .withdrawals = false,
-                                         .traces = true,
-                                         .tokens = true,
-                                         .internal_transfers_only = true}));
+                             ReadBlocks(*conn, at, end, kEventReadOptions));
     std::vector<std::string> hashes;
     for (const BlockData& d : data) hashes.push_back(d.block.hash);
     GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(*conn, hashes));

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <future>
+#include <system_error>
 
 #include "core/failpoint.h"
 #include "core/mutation.h"
@@ -27,21 +29,53 @@ RelayDuty::RelayDuty(PgPool* pool, Publisher* publisher, RelayOptions options)
       metric_label_(BusName(bus_)),
       name_("relay " + bus_) {}
 
+// A batch handed to the publishing thread; `confirmed` is its Publish's result.
+struct RelayDuty::InFlight {
+  Prepared batch;  // its events moved to the publishing thread
+  size_t events = 0;
+  std::future<Status> confirmed;
+};
+
 Status RelayDuty::Step(uint64_t epoch) {
   auto conn = pool_->Acquire();
   const auto start = std::chrono::steady_clock::now();
   const auto budget = std::chrono::milliseconds(options_.step_budget_ms);
+  // The batch being published (step 4) while the next is read; waited for before any return.
+  std::unique_ptr<InFlight> in_flight;
   while (std::chrono::steady_clock::now() - start < budget) {
-    bool idle = false;
-    GAPLESS_RETURN_IF_ERROR(PublishBatch(*conn, epoch, &idle));
-    if (idle) break;
+    Prepared read;
+    Status prepared = Prepare(*conn, in_flight ? &in_flight->batch : nullptr, &read);
+    if (in_flight) {
+      // Batch n confirmed and its cursor advanced before anything of batch n+1 is acted on; a
+      // failure drops batch n+1 unpublished.
+      Status finished = FinishPublish(*conn, epoch, *in_flight);
+      in_flight.reset();
+      GAPLESS_RETURN_IF_ERROR(finished);
+      GAPLESS_RETURN_IF_ERROR(prepared);
+      // Caught up as of a snapshot taken after batch n's rows were read: the next wake-up or
+      // tick reads again.
+      if (read.kind == Prepared::Kind::kIdle) break;
+      // Anything but a batch that follows batch n is read again with nothing in flight.
+      if (read.kind != Prepared::Kind::kBatch) continue;
+    } else {
+      GAPLESS_RETURN_IF_ERROR(prepared);
+      cursor_ = read.start;
+      if (read.done) done_ = true;
+      if (read.kind != Prepared::Kind::kBatch) {
+        bool idle = false;
+        GAPLESS_RETURN_IF_ERROR(ActAlone(*conn, epoch, read, &idle));
+        if (idle) break;
+        continue;
+      }
+    }
+    in_flight = StartPublish(std::move(read));
   }
+  if (in_flight) return FinishPublish(*conn, epoch, *in_flight);
   return Status::Ok();
 }
 
-Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
-  *idle = true;
-  const auto started = std::chrono::steady_clock::now();
+Status RelayDuty::Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out) {
+  out->started = std::chrono::steady_clock::now();
   // Every read of a batch in one snapshot: a rollback commits wholly before or wholly after it,
   // so the batch never mixes forks, never misses the retractions a rollback recorded with the
   // lowered cursor, and never finds an outbox row whose block was deleted since.
@@ -55,31 +89,37 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
     }
   }
   GAPLESS_ASSIGN_OR_RETURN(std::optional<EventCursor> cursor, LoadCursor(conn, bus_));
-  const uint64_t next = cursor.has_value() ? cursor->next_block : *events_from_;
-  cursor_ = next;
+  const uint64_t stored = cursor.has_value() ? cursor->next_block : *events_from_;
+  out->retracted = cursor.has_value() ? cursor->retracted_through : 0;
+  // Read ahead: the batch in flight has not moved the cursor yet; this one follows it, and only
+  // if nothing else moved the bus meanwhile (a rollback lowered the cursor, or another relay of
+  // this bus published).
+  if (in_flight != nullptr &&
+      (stored != in_flight->start || out->retracted != in_flight->retracted)) {
+    out->kind = Prepared::Kind::kStale;
+    return snapshot.Commit();
+  }
+  const uint64_t next = in_flight != nullptr ? in_flight->target : stored;
+  out->start = next;
   // Retractions first: every block.reverted before any outbox row above the fork.
-  const uint64_t retracted = cursor.has_value() ? cursor->retracted_through : 0;
-  GAPLESS_ASSIGN_OR_RETURN(std::vector<Retraction> retractions,
-                           ReadRetractions(conn, retracted, options_.max_blocks));
-  if (!retractions.empty()) {
-    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
-    return PublishRetractions(conn, epoch, next, retracted, retractions, idle);
+  GAPLESS_ASSIGN_OR_RETURN(out->retractions,
+                           ReadRetractions(conn, out->retracted, options_.max_blocks));
+  if (!out->retractions.empty()) {
+    out->kind = Prepared::Kind::kRetractions;
+    return snapshot.Commit();
   }
-  GAPLESS_ASSIGN_OR_RETURN(uint64_t generation, ReorgGeneration(conn));
+  GAPLESS_ASSIGN_OR_RETURN(out->generation, ReorgGeneration(conn));
+  if (in_flight != nullptr && out->generation != in_flight->generation) {
+    out->kind = Prepared::Kind::kStale;
+    return snapshot.Commit();
+  }
   GAPLESS_ASSIGN_OR_RETURN(std::optional<uint64_t> frontier, LoadFrontier(conn));
-  if (options_.to.has_value() && frontier.has_value() && next > *options_.to &&
-      *frontier > *options_.to) {
-    done_ = true;
-  }
+  out->done = options_.to.has_value() && frontier.has_value() && next > *options_.to &&
+              *frontier > *options_.to;
   SetOutboxBacklog(metric_label_, frontier.has_value() && *frontier > next ? *frontier - next : 0);
   if (!frontier.has_value() || *frontier <= next) {
-    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
-    // Idle: also the moment to prune rows that a late rewrite of a published range added (at
-    // most every 5 s: a DELETE per idle tick would be a write for nothing).
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_prune_ < std::chrono::seconds(5) && !done_.load()) return Status::Ok();
-    last_prune_ = now;
-    return PruneOutbox(conn, options_.buses);
+    out->kind = Prepared::Kind::kIdle;
+    return snapshot.Commit();
   }
 
   GAPLESS_ASSIGN_OR_RETURN(std::vector<OutboxRow> rows,
@@ -95,8 +135,10 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   }
   const bool hole = !Mutated("relay-contiguity") && next + contiguous < window_end;
   if (hole && contiguous == 0) {
-    GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
-    return BackfillHole(conn, next, window_end, *frontier, idle);
+    out->kind = Prepared::Kind::kHole;
+    out->frontier = *frontier;
+    out->window_end = window_end;
+    return snapshot.Commit();
   }
   if (hole) rows.resize(contiguous);
   // The batch: whole blocks, up to max_events (at least one block).
@@ -110,22 +152,18 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
   rows.resize(take);
   // Past the batch's last block (rows is never empty here unless the contiguity check is
   // compiled out for a mutation test: then over the hole, to the frontier).
-  uint64_t target = rows.empty() ? *frontier : rows.back().block_number + 1;
-  std::vector<OutgoingEvent> batch;
+  out->kind = Prepared::Kind::kBatch;
+  out->target = rows.empty() ? *frontier : rows.back().block_number + 1;
   if (!rows.empty()) {
-    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> blocks,
-                             ReadBlocks(conn, rows.front().block_number, rows.back().block_number,
-                                        {.logs = false,
-                                         .withdrawals = false,
-                                         .traces = true,
-                                         .tokens = true,
-                                         .internal_transfers_only = true}));
+    GAPLESS_ASSIGN_OR_RETURN(
+        std::vector<BlockData> blocks,
+        ReadBlocks(conn, rows.front().block_number, rows.back().block_number, kEventReadOptions));
     // Blocks orphaned before and back again are published under their incarnation (event.h).
     std::vector<std::string> hashes;
     for (const OutboxRow& row : rows) hashes.push_back(row.block_hash);
     GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(conn, hashes));
     size_t b = 0;
-    batch.reserve(events);
+    out->events.reserve(events);
     for (const OutboxRow& row : rows) {
       while (b < blocks.size() && blocks[b].block.number < row.block_number) ++b;
       if (b == blocks.size() || blocks[b].block.number != row.block_number ||
@@ -139,39 +177,90 @@ Status RelayDuty::PublishBatch(PgConn& conn, uint64_t epoch, bool* idle) {
       for (OutgoingEvent& e :
            BlockEvents(options_.chain_id, blocks[b],
                        incarnation == incarnations.end() ? 0 : incarnation->second)) {
-        batch.push_back(std::move(e));
+        out->events.push_back(std::move(e));
       }
     }
   }
   GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
-  if (!batch.empty()) {
-    Status published = publisher_->Publish(batch);
-    if (!published.ok()) {
-      CountPublishFailure(metric_label_);
-      return published.WithContext("relay: publishing blocks " +
-                                   std::to_string(rows.front().block_number) + ".." +
-                                   std::to_string(rows.back().block_number) + " to " + bus_);
-    }
-    if (FailpointFiresOnce("relay-crash-after-publish")) {
-      spdlog::warn("failpoint relay-crash-after-publish: killing the process");
-      raise(SIGKILL);
-    }
-  }
-  // Refused (Aborted) when a rollback lowered the cursor or orphaned blocks since the snapshot:
-  // the next step reads again and publishes the retractions first.
-  GAPLESS_RETURN_IF_ERROR(
-      AdvanceCursor(conn, bus_, next, target, batch.size(), epoch, options_.buses, generation));
-  events_published_ += batch.size();
-  CountEventsPublished(
-      metric_label_, batch.size(),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  cursor_ = target;
-  if (options_.to.has_value() && target > *options_.to) done_ = true;
-  if (!batch.empty()) {
-    spdlog::debug("{}: published blocks {}..{} ({} events)", name_, next, target - 1, batch.size());
-  }
-  *idle = false;
+  ++batches_read_;
   return Status::Ok();
+}
+
+std::unique_ptr<RelayDuty::InFlight> RelayDuty::StartPublish(Prepared batch) {
+  auto in_flight = std::make_unique<InFlight>();
+  in_flight->events = batch.events.size();
+  if (batch.events.empty()) {
+    // Nothing to confirm (only over a hole, with the contiguity check switched off by a mutation
+    // test): the cursor moves at once.
+    std::promise<Status> none;
+    none.set_value(Status::Ok());
+    in_flight->confirmed = none.get_future();
+  } else {
+    auto publish = [publisher = publisher_, events = std::move(batch.events)] {
+      return publisher->Publish(events);
+    };
+    try {
+      in_flight->confirmed = std::async(std::launch::async, std::move(publish));
+    } catch (const std::system_error& e) {
+      // No thread to be had: publish on this one when the batch is waited for (not overlapped).
+      spdlog::warn("{}: publishing without a thread of its own: {}", name_, e.what());
+      in_flight->confirmed = std::async(std::launch::deferred, std::move(publish));
+    }
+  }
+  in_flight->batch = std::move(batch);
+  return in_flight;
+}
+
+Status RelayDuty::FinishPublish(PgConn& conn, uint64_t epoch, InFlight& in_flight) {
+  const Prepared& batch = in_flight.batch;
+  Status published = in_flight.confirmed.get();
+  if (!published.ok()) {
+    CountPublishFailure(metric_label_);
+    return published.WithContext(
+        fmt::format("relay: publishing blocks {}..{} to {}", batch.start, batch.target - 1, bus_));
+  }
+  if (in_flight.events > 0 && FailpointFiresOnce("relay-crash-after-publish")) {
+    spdlog::warn("failpoint relay-crash-after-publish: killing the process");
+    raise(SIGKILL);
+  }
+  // Refused (Aborted) when a rollback lowered the cursor or orphaned blocks since the batch's
+  // snapshot: the next step reads again and publishes the retractions first.
+  GAPLESS_RETURN_IF_ERROR(AdvanceCursor(conn, bus_, batch.start, batch.target, in_flight.events,
+                                        epoch, options_.buses, batch.generation));
+  events_published_ += in_flight.events;
+  CountEventsPublished(
+      metric_label_, in_flight.events,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - batch.started).count());
+  cursor_ = batch.target;
+  if (options_.to.has_value() && batch.target > *options_.to) done_ = true;
+  if (in_flight.events > 0) {
+    spdlog::debug("{}: published blocks {}..{} ({} events)", name_, batch.start, batch.target - 1,
+                  in_flight.events);
+  }
+  return Status::Ok();
+}
+
+Status RelayDuty::ActAlone(PgConn& conn, uint64_t epoch, Prepared& read, bool* idle) {
+  *idle = false;
+  switch (read.kind) {
+    case Prepared::Kind::kRetractions:
+      return PublishRetractions(conn, epoch, read.start, read.retracted, read.retractions, idle);
+    case Prepared::Kind::kHole:
+      return BackfillHole(conn, read.start, read.window_end, read.frontier, idle);
+    case Prepared::Kind::kIdle: {
+      *idle = true;
+      // Idle: also the moment to prune rows that a late rewrite of a published range added (at
+      // most every 5 s: a DELETE per idle tick would be a write for nothing).
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_prune_ < std::chrono::seconds(5) && !done_.load()) return Status::Ok();
+      last_prune_ = now;
+      return PruneOutbox(conn, options_.buses);
+    }
+    case Prepared::Kind::kBatch:
+    case Prepared::Kind::kStale:
+      break;
+  }
+  return Internal("relay: a read with nothing in flight cannot be a batch or stale here");
 }
 
 Status RelayDuty::BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end, uint64_t frontier,

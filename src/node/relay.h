@@ -2,7 +2,7 @@
 //
 // One RelayDuty per bus, each on its own DutyHost thread under the leader's lease (node/duties.h),
 // so a slow or absent broker delays neither the seeder/janitor/frontier duties nor the lease
-// (which the elector renews on a thread of its own), nor the other buses. A step, per batch:
+// (which the elector renews on a thread of its own), nor the other buses. Per batch:
 //
 //   1. read the bus's cursor (or, before its first publish, events_from) and the frontier
 //      persisted in PostgreSQL (the next block not known to be committed);
@@ -13,16 +13,36 @@
 //      without a row (committed before events were enabled, or by a run without --events) ends
 //      the batch, and at the cursor its window's rows are backfilled (BackfillOutbox) — never
 //      stepped over; a block below the frontier without data is DataLoss;
-//   3. build the blocks' events from the committed rows (store/reader.h, events/event.h): the
-//      same ids and bytes whenever they are built;
+//   3. build the blocks' events from the committed rows (store/reader.h kEventReadOptions: only
+//      the columns the events carry; events/event.h): the same ids and bytes whenever they are
+//      built;
 //   4. publish the batch and wait for the broker's confirmation (Publisher::Publish);
-//   5. only then AdvanceCursor, fenced by the leader's epoch, which also prunes the outbox.
+//   5. only then AdvanceCursor from where the batch starts, fenced by the leader's epoch and by
+//      the reorg generation read with the batch, which also prunes the outbox.
 //
 // The order is the safety argument: a crash between 4 and 5 (failpoint relay-crash-after-publish)
 // publishes the batch again after the restart, with the same event ids (at least once, never
-// lost); a cursor never moves past events the broker has not confirmed. Backpressure: one batch
-// in flight per bus; the next is read only after the broker confirmed the last. A publish that
-// fails (broker down, timeout) is retried at the next tick; the backlog stays in the outbox.
+// lost); a cursor never moves past events the broker has not confirmed. A publish that fails
+// (broker down, timeout) is retried at the next tick; the backlog stays in the outbox.
+//
+// Pipelined (issue 19): batch n's step 4 runs on a thread of its own (std::async, one per batch:
+// the publishing thread) while the duty's thread does steps 1-3 of batch n+1, read from where batch
+// n ends. Then the duty's thread waits for batch n's confirmation, does its step 5, and only then
+// hands batch n+1 to the publishing thread. Hence, per bus:
+//   - backpressure: at most one batch being confirmed and one prepared; nothing more is read;
+//   - batches reach the bus one at a time, in chain order (n+1's Publish starts after n's
+//     returned), and the cursor moves in order, each move after its own batch's confirmation;
+//   - batch n+1 is kept only if batch n's advance succeeded and n+1's snapshot found the cursor
+//     and the retraction progress where batch n started, the reorg generation batch n was read
+//     with, no pending retraction, and a batch to publish (not idle, not a hole). Otherwise it is
+//     dropped unpublished (a failed publish or a refused advance ends the step with the prepared
+//     batch unsent) and what to do is read again with nothing in flight, as without pipelining;
+//   - its own step 5 is still a compare-and-set from batch n's end under the generation of its
+//     own snapshot, so a rollback that commits after that snapshot, whether before or after batch
+//     n's advance, refuses it like any batch in flight across a rollback (below);
+//   - a step ends with nothing in flight: it waits for the last batch's confirmation and advance.
+// Only reading overlaps publishing; retractions, backfills and idle prunes run with nothing in
+// flight, so everything the re-org argument below says holds as it did for one batch at a time.
 //
 // A deposed leader's relay may still publish a batch the new leader publishes too (duplicates,
 // same ids); it cannot move the cursor (Aborted, kStaleRelayEpochReason), and stands by.
@@ -33,10 +53,12 @@
 // AdvanceRetractions; only a step that finds none publishes outbox rows. A batch read before a
 // rollback and confirmed after it is refused at AdvanceCursor (the rollback lowered the cursor or
 // changed the reorg generation): the step fails (Aborted, logged), and the next one publishes the
-// retractions, which cover that batch's orphaned blocks too, then the new fork from the lowered
-// cursor.
+// retractions, which cover that batch's orphaned blocks too (a rollback retracts every orphaned
+// block, whatever the cursors say), then the new fork from the lowered cursor.
 //
-// Thread-safety: Step/Standby on the host's thread; the counters are atomics for other threads.
+// Thread-safety: Step on the host's thread (which also uses the PostgreSQL connection); the
+// publisher is used by one thread at a time (the publishing thread while a batch is in flight, else
+// the host's: events/bus.h); the counters are atomics for other threads.
 #pragma once
 
 #include <atomic>
@@ -82,10 +104,47 @@ class RelayDuty : public Duty {
   uint64_t events_published() const { return events_published_.load(); }
   // The next block to publish, 0 before the first step.
   uint64_t cursor() const { return cursor_.load(); }
+  // Batches read and built so far, published or not (one read ahead while another is in flight
+  // counts when its events are built, before its Publish starts, and also when it is dropped).
+  uint64_t batches_read() const { return batches_read_.load(); }
 
  private:
-  // One batch; *idle is set when there was nothing to publish.
-  Status PublishBatch(PgConn& conn, uint64_t epoch, bool* idle);
+  // What one read of the outbox found: steps 1-3, in one snapshot.
+  struct Prepared {
+    enum class Kind {
+      kBatch,        // events to publish
+      kIdle,         // nothing below the frontier
+      kRetractions,  // retractions to publish first
+      kHole,         // a block without an outbox row at `start`: backfill
+      kStale,        // read ahead while a batch was in flight, but the bus moved meanwhile
+    };
+    Kind kind = Kind::kIdle;
+    uint64_t start = 0;       // the bus's next block this read starts at (the cursor it expects)
+    uint64_t target = 0;      // kBatch: past its last block (the cursor after it)
+    uint64_t generation = 0;  // the reorg generation read
+    uint64_t retracted = 0;   // the bus's retraction progress read
+    uint64_t frontier = 0;    // kHole
+    uint64_t window_end = 0;  // kHole
+    // The fixed range is published to its end (as this read knows; applied only when nothing
+    // was in flight).
+    bool done = false;
+    std::vector<Retraction> retractions;  // kRetractions
+    std::vector<OutgoingEvent> events;    // kBatch
+    std::chrono::steady_clock::time_point started;
+  };
+  struct InFlight;
+
+  // Steps 1-3. `in_flight` (nullable): the batch being published, which this read follows (it
+  // starts at in_flight->target, and is kStale unless the bus is still where that batch started).
+  // Reads only; sets no member but events_from_ and batches_read_.
+  Status Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out);
+  // Step 4 of a kBatch on the publishing thread (or at once when it has no events).
+  std::unique_ptr<InFlight> StartPublish(Prepared batch);
+  // Waits for its confirmation, then step 5.
+  Status FinishPublish(PgConn& conn, uint64_t epoch, InFlight& in_flight);
+  // With nothing in flight: acts on a read that found no batch (kIdle, kRetractions, kHole);
+  // *idle is set when there was nothing to publish.
+  Status ActAlone(PgConn& conn, uint64_t epoch, Prepared& read, bool* idle);
   // [next, window_end) below `frontier` starts with a block without an outbox row: backfill the
   // window's missing rows (store/outbox.h BackfillOutbox); DataLoss when none could be added (the
   // block is not committed although the frontier says it is).
@@ -105,6 +164,7 @@ class RelayDuty : public Duty {
   std::atomic<bool> done_{false};
   std::atomic<uint64_t> events_published_{0};
   std::atomic<uint64_t> cursor_{0};
+  std::atomic<uint64_t> batches_read_{0};
   std::chrono::steady_clock::time_point last_prune_{};
   std::optional<uint64_t> events_from_;  // indexer_state events_from, read at the first step
 };

@@ -6,14 +6,20 @@
 // equal to the aggregate of the new fork's transfers, and a retraction delivered again changes
 // nothing. A relay batch in flight when the rollback commits is refused at its cursor advance
 // and read again, whether the rollback lowered its cursor or only orphaned blocks above it.
+// Pipelining (node/relay.h): while a batch waits for its confirmation the next is read, but the
+// cursor moves only after each batch's confirmation, in order; a batch read ahead is dropped when
+// the one before it fails or when a rollback commits before it is sent.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -86,6 +92,97 @@ uint64_t BlockNumberOf(const OutgoingEvent& e) {
   return n;
 }
 
+// Holds every Publish until the test lets it through (to the wrapped publisher) or fails it, so a
+// test sees a batch in flight and what the relay does meanwhile. Open: everything goes through.
+class GatePublisher : public Publisher {
+ public:
+  explicit GatePublisher(Publisher* inner) : inner_(inner) {}
+  std::string name() const override { return inner_->name(); }
+  Status Publish(const std::vector<OutgoingEvent>& events) override {
+    Status verdict = Status::Ok();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (!open_) {
+        ++calls_;
+        held_ = &events;
+        cv_.notify_all();
+        cv_.wait(lock, [&] { return !verdicts_.empty() || open_; });
+        if (!verdicts_.empty()) {
+          verdict = verdicts_.front();
+          verdicts_.pop_front();
+        }
+        held_ = nullptr;
+        cv_.notify_all();
+      }
+    }
+    GAPLESS_RETURN_IF_ERROR(verdict);
+    return inner_->Publish(events);
+  }
+  // Opening also lets a held Publish through.
+  void set_open(bool open) {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = open;
+    cv_.notify_all();
+  }
+  // Waits (up to 20 s) for a Publish to be held; the block number of its first event (nullopt:
+  // none came).
+  std::optional<uint64_t> WaitHeld() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(20), [&] { return held_ != nullptr; })) {
+      return std::nullopt;
+    }
+    return BlockNumberOf(held_->front());
+  }
+  // Lets the held Publish go on with `verdict` (Ok: to the wrapped publisher), and waits until
+  // it has taken it.
+  void Release(Status verdict = Status::Ok()) {
+    std::unique_lock<std::mutex> lock(mu_);
+    verdicts_.push_back(std::move(verdict));
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return verdicts_.empty(); });
+  }
+  int calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  Publisher* inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+  const std::vector<OutgoingEvent>* held_ = nullptr;
+  std::deque<Status> verdicts_;
+  int calls_ = 0;
+};
+
+// Runs a relay step on a thread; on destruction (a failed assertion included) opens the gate and
+// waits for it.
+class StepThread {
+ public:
+  StepThread(RelayDuty& relay, GatePublisher& gate)
+      : gate_(gate),
+        step_(std::async(std::launch::async, [&relay] { return relay.Step(kEpoch); })) {}
+  ~StepThread() {
+    gate_.set_open(true);
+    if (step_.valid()) step_.wait();
+  }
+  // The step's result. A step that has not ended within 20 s (it holds a batch in Publish that
+  // the test did not expect) fails the test, and is let through to end.
+  Status Join() {
+    if (step_.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      ADD_FAILURE() << "the relay step did not end: it is publishing a batch the test did not let "
+                       "through";
+      gate_.set_open(true);
+    }
+    return step_.get();
+  }
+
+ private:
+  GatePublisher& gate_;
+  std::future<Status> step_;
+};
+
 RevertedBlock RevertedOf(const OutgoingEvent& e) {
   Result<Envelope> env = ParseEnvelope(e.body);
   EXPECT_TRUE(env.ok());
@@ -111,12 +208,20 @@ class RetractionTest : public PgTest {
     ASSERT_TRUE(EnableEvents(conn(), 0).ok());
   }
 
-  std::unique_ptr<RelayDuty> Relay(size_t max_blocks) {
+  std::unique_ptr<RelayDuty> Relay(size_t max_blocks, Publisher* publisher = nullptr) {
     RelayOptions o;
     o.chain_id = kChain;
     o.max_blocks = max_blocks;
     o.buses = {publisher_->name()};
-    return std::make_unique<RelayDuty>(pool_.get(), publisher_.get(), o);
+    return std::make_unique<RelayDuty>(pool_.get(),
+                                       publisher != nullptr ? publisher : publisher_.get(), o);
+  }
+  // The bus's cursor (nullopt before its first advance).
+  std::optional<uint64_t> CursorNext() {
+    auto cursor = LoadCursor(conn(), publisher_->name());
+    EXPECT_TRUE(cursor.ok()) << cursor.status().ToString();
+    if (!cursor.ok() || !cursor->has_value()) return std::nullopt;
+    return (*cursor)->next_block;
   }
   void Write(const RangeWrite& w) {
     Status st = WriteRange(conn(), w);
@@ -573,6 +678,137 @@ TEST_P(InFlightTest, ABatchInFlightAcrossARollbackIsRefusedAndRetracted) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CursorLoweredOrNot, InFlightTest, ::testing::Values(12, 16));
+
+// Pipelining: while batch n waits for its confirmation the relay reads batch n+1, but the cursor
+// is still where batch n starts, batch n+1 is not sent before batch n is confirmed, and each
+// batch's advance follows its own confirmation.
+TEST_F(RetractionTest, TheCursorMovesOnlyAfterItsBatchIsConfirmedWhileTheNextIsReadAhead) {
+  Write(SyntheticRange(0, 19, Small(1)));
+  GatePublisher gate(publisher_.get());
+  std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
+  StepThread step(*relay, gate);
+  for (uint64_t batch = 0; batch < 4; ++batch) {
+    std::optional<uint64_t> held = gate.WaitHeld();
+    ASSERT_TRUE(held.has_value()) << "batch " << batch << " was not published";
+    EXPECT_EQ(*held, 5 * batch);
+    if (batch < 3) {
+      EXPECT_TRUE(WaitFor([&] { return relay->batches_read() == batch + 2; }, 20'000))
+          << "batch " << batch + 1 << " was not read while batch " << batch << " was in flight";
+    }
+    std::optional<uint64_t> cursor = CursorNext();
+    if (batch == 0) {
+      EXPECT_TRUE(!cursor.has_value() || *cursor == 0) << *cursor;
+    } else {
+      EXPECT_EQ(cursor, std::optional<uint64_t>(5 * batch))
+          << "the cursor moved past a batch the broker has not confirmed, or lags one that it has";
+    }
+    EXPECT_EQ(gate.calls(), static_cast<int>(batch + 1))
+        << "a batch was sent before the one before it was confirmed";
+    gate.Release();
+  }
+  Status st = step.Join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(20));
+  std::vector<uint64_t> numbers;
+  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
+  std::vector<uint64_t> want;
+  for (uint64_t n = 0; n < 20; ++n) want.push_back(n);
+  EXPECT_EQ(numbers, want) << "every block once, in order";
+  EXPECT_EQ(relay->events_published(), publisher_->sent.size());
+}
+
+// A batch that fails to publish (broker down) ends the step, and the batch read ahead behind it
+// is dropped unsent: the next step sends the failed batch first, the same events again.
+TEST_F(RetractionTest, AFailedPublishDropsTheBatchReadAheadBehindIt) {
+  Write(SyntheticRange(0, 9, Small(1)));
+  GatePublisher gate(publisher_.get());
+  std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
+  auto step = std::make_unique<StepThread>(*relay, gate);
+  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(0));
+  EXPECT_TRUE(WaitFor([&] { return relay->batches_read() == 2; }, 20'000));
+  gate.Release(Unavailable("the broker is down"));
+  Status st = step->Join();
+  step.reset();
+  gate.set_open(false);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.ToString();
+  EXPECT_EQ(gate.calls(), 1) << "the batch read ahead was sent after the one before it failed";
+  EXPECT_TRUE(publisher_->sent.empty());
+  std::optional<uint64_t> cursor = CursorNext();
+  EXPECT_TRUE(!cursor.has_value() || *cursor == 0) << *cursor;
+
+  StepThread again(*relay, gate);
+  EXPECT_EQ(gate.WaitHeld(), std::optional<uint64_t>(0)) << "the failed batch must go first";
+  gate.Release();
+  EXPECT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  gate.Release();
+  st = again.Join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(10));
+  std::vector<uint64_t> numbers;
+  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
+  EXPECT_EQ(numbers, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// Batch 10..14 is in flight and 15..19 read ahead when a rollback commits: the in-flight batch's
+// advance is refused (the reorg generation moved), the batch read ahead is never sent, and the next
+// steps retract every orphaned block before publishing from the cursor again. Fork 16 orphans
+// only blocks of the batch read ahead; fork 12 those of the batch in flight too.
+class ReadAheadTest : public RetractionTest, public ::testing::WithParamInterface<uint64_t> {};
+
+TEST_P(ReadAheadTest, ABatchReadAheadDoesNotOutliveARollback) {
+  const uint64_t fork = GetParam();
+  Write(SyntheticRange(0, 9, Small(1)));
+  GatePublisher gate(publisher_.get());
+  std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
+  gate.set_open(true);
+  PublishUpTo(*relay, 10);
+  if (HasFatalFailure()) return;
+  gate.set_open(false);
+  Write(SyntheticRange(10, 19, Small(1)));
+  const size_t before = publisher_->sent.size();
+  const uint64_t read_before = relay->batches_read();
+
+  auto step = std::make_unique<StepThread>(*relay, gate);
+  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(10));
+  EXPECT_TRUE(WaitFor([&] { return relay->batches_read() == read_before + 2; }, 20'000))
+      << "15..19 was not read ahead";
+  auto other = db().Connect();
+  ASSERT_TRUE(other.ok());
+  auto rb = RollBack(**other, {.fork_point = fork, .new_hashes = {}, .leader_epoch = kEpoch});
+  ASSERT_TRUE(rb.ok()) << rb.status().ToString();
+  gate.Release();
+  Status st = step->Join();
+  step.reset();
+  EXPECT_EQ(st.code(), Code::kAborted) << "the batch in flight moved the cursor: " << st.ToString();
+  EXPECT_EQ(gate.calls(), 1) << "the batch read ahead was sent after the rollback";
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(10));
+  for (size_t i = before; i < publisher_->sent.size(); ++i) {
+    EXPECT_LT(BlockNumberOf(publisher_->sent[i]), 15u) << "an event of the batch read ahead";
+  }
+
+  gate.set_open(true);
+  Write(NewFork(fork + 1, 19));
+  const size_t after = publisher_->sent.size();
+  PublishUpTo(*relay, 20);
+  if (HasFatalFailure()) return;
+  auto reverted = Positions(kBlockReverted, after);
+  ASSERT_EQ(reverted.size(), 19 - fork);
+  for (size_t i = 0; i < reverted.size(); ++i) EXPECT_EQ(reverted[i].second, 19 - i);
+  auto blocks = Positions(kBlockNew, after);
+  ASSERT_EQ(blocks.size(), 10u);
+  EXPECT_GT(blocks.front().first, reverted.back().first)
+      << "a block was published before the retractions";
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const uint64_t n = 10 + i;
+    EXPECT_EQ(blocks[i].second, n);
+    EXPECT_NE(ParseEnvelope(publisher_->sent[blocks[i].first].body)
+                  ->payload_json.find(SyntheticBlockHash(n, n > fork ? 2 : 1)),
+              std::string::npos)
+        << "block " << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ForkInFlightOrReadAhead, ReadAheadTest, ::testing::Values(12, 16));
 
 }  // namespace
 }  // namespace gapless

@@ -1,4 +1,5 @@
-// reader: loads stored blocks back into the data model, every column, the inverse of the writer.
+// reader: loads stored blocks back into the data model, every column, the inverse of the writer
+// (or only the tables and columns a consumer asks for: ReadOptions).
 //
 // For consumers that need whole blocks again (event publishing from committed data, re-export,
 // comparing two databases) and for the round-trip tests. Memory is proportional to the interval:
@@ -32,7 +33,20 @@ struct ReadOptions {
   // With traces: only the internal transfers (core/model.h IsInternalTransfer), what the events
   // need.
   bool internal_transfers_only = false;
+  // Only the columns events carry (events/event.h BlockEvents: the payloads, the ids, and what
+  // IsInternalTransfer reads), for the event relay; the other fields of blocks, transactions and
+  // traces stay as a default-constructed one has them (transactions' input, for one, is most of
+  // their bytes). BlockEvents gives the same events from such a read as from a full one.
+  bool event_columns_only = false;
 };
+// What the event relay (node/relay.h) and `events replay` read: every table and column the events
+// of a block need, nothing else.
+inline constexpr ReadOptions kEventReadOptions = {.logs = false,
+                                                  .withdrawals = false,
+                                                  .traces = true,
+                                                  .tokens = true,
+                                                  .internal_transfers_only = true,
+                                                  .event_columns_only = true};
 Result<std::vector<BlockData>> ReadBlocks(PgConn& conn, uint64_t from, uint64_t to,
                                           const ReadOptions& options = {});
 
