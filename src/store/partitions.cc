@@ -111,13 +111,13 @@ Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
       GAPLESS_ASSIGN_OR_RETURN(auto exists,
                                conn.Query("SELECT to_regclass($1) IS NOT NULL", {name}));
       if (exists.Get(0, 0) == "t") continue;
-      GAPLESS_RETURN_IF_ERROR(conn.Exec("CREATE TABLE " + name + " (LIKE " + parent +
-                                        " INCLUDING DEFAULTS INCLUDING CONSTRAINTS);\n"
-                                        "ALTER TABLE " +
-                                        std::string(parent) + " ATTACH PARTITION " + name +
-                                        " FOR VALUES FROM (" + std::to_string(start) + ") TO (" +
-                                        std::to_string(start + layout.blocks) + ")")
-                                  .WithContext("partition " + name));
+      GAPLESS_RETURN_IF_ERROR(
+          conn.Exec("CREATE TABLE " + name + " (LIKE " + parent +
+                    " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING COMPRESSION);\n"
+                    "ALTER TABLE " +
+                    std::string(parent) + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
+                    std::to_string(start) + ") TO (" + std::to_string(start + layout.blocks) + ")")
+              .WithContext("partition " + name));
     }
   }
   GAPLESS_RETURN_IF_ERROR(txn.Commit());

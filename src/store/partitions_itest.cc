@@ -69,6 +69,17 @@ TEST_F(PartitionsTest, AWriteAcrossBoundariesCreatesEachPartitionInEveryTable) {
                   " AND indexdef LIKE '%(hash)%'"),
             1);
   EXPECT_EQ(Count(conn(), "SELECT count(*) FROM pg_index WHERE NOT indisvalid"), 0);
+  // New partitions compress their wide columns as the parents do (migration 012: lz4 where the
+  // server has it).
+  EXPECT_EQ(Count(conn(),
+                  "SELECT count(*) FROM pg_attribute p, pg_attribute c"
+                  " WHERE p.attrelid = 'transactions'::regclass"
+                  " AND c.attrelid = 'transactions_p20'::regclass"
+                  " AND p.attname = 'input' AND c.attname = 'input'"
+                  " AND p.attcompression = c.attcompression"
+                  " AND (p.attcompression = 'l' OR NOT EXISTS (SELECT 1 FROM pg_settings"
+                  "  WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)))"),
+            1);
   // Writing the range again (both modes) and a rollback-style delete work across partitions.
   ASSERT_TRUE(WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange}).ok());
   ASSERT_TRUE(WriteRange(conn(), w, {.direct_copy_when_empty = false}).ok());
