@@ -12,7 +12,8 @@
 // their ratio; at the end the last step's rates against the first's (the target: >= 80%).
 //
 // Usage: growth_bench [--url URL] [--steps 20] [--step-txs 1000000] [--range 50]
-//                     [--connections 2] [--copy-share 0.1] [--keep]
+//                     [--connections 2] [--copy-share 0.1] [--partition-blocks N] [--keep]
+// --partition-blocks: the database's partition_blocks (store/partitions.h) instead of the default.
 // Without --url it uses the dev server of scripts/pg.sh. It creates (and afterwards drops, unless
 // --keep) the database gapless_growth there. Disk: ~3.6 KB per transaction with its logs and
 // transfers (bench/RESULTS.md), so 20 million take ~73 GB.
@@ -26,6 +27,7 @@
 #include "bench_util.h"
 #include "raw_copy.h"
 #include "store/migrate.h"
+#include "store/partitions.h"
 #include "store/pg.h"
 #include "store/testdata.h"
 #include "store/writer.h"
@@ -45,6 +47,7 @@ struct Args {
   uint64_t range = 50;
   int connections = 2;
   double copy_share = 0.1;
+  uint64_t partition_blocks = 0;  // 0: the database's default (store/partitions.h)
   bool keep = false;
 };
 
@@ -58,6 +61,8 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--range", [&](const std::string& v) { a.range = std::stoull(v); })
       .Value("--connections", [&](const std::string& v) { a.connections = std::stoi(v); })
       .Value("--copy-share", [&](const std::string& v) { a.copy_share = std::stod(v); })
+      .Value("--partition-blocks",
+             [&](const std::string& v) { a.partition_blocks = std::stoull(v); })
       .Parse(argc, argv);
   if (a.steps <= 0 || a.step_txs == 0 || a.range == 0 || a.connections <= 0 || a.copy_share <= 0 ||
       a.copy_share >= 1) {
@@ -131,6 +136,11 @@ int Main(int argc, char** argv) {
     conns.push_back(std::move(conn).value());
   }
   Check(Migrate(*conns[0]), "migrate");
+  if (args.partition_blocks > 0) {
+    Check(SetPartitionBlocks(*conns[0], args.partition_blocks), "partition blocks");
+  }
+  auto layout = LoadPartitionLayout(*conns[0]);
+  Check(layout.status(), "partition layout");
 
   const uint64_t txs_per_block = SyntheticOptions{}.transactions_per_block;
   const uint64_t step_blocks = (args.step_txs + txs_per_block - 1) / txs_per_block;
@@ -139,11 +149,12 @@ int Main(int argc, char** argv) {
   if (copy_blocks >= step_blocks) Die("--copy-share leaves nothing for the writer");
   std::printf(
       "growth_bench: %d steps of %llu blocks (%llu transactions: the first %llu blocks by raw "
-      "COPY, the rest by the range writer), ranges of %llu, %d connections\n",
+      "COPY, the rest by the range writer), ranges of %llu, %d connections, partitions of %llu "
+      "blocks\n",
       args.steps, static_cast<unsigned long long>(step_blocks),
       static_cast<unsigned long long>(step_blocks * txs_per_block),
       static_cast<unsigned long long>(copy_blocks), static_cast<unsigned long long>(args.range),
-      args.connections);
+      args.connections, static_cast<unsigned long long>(layout->blocks));
   std::printf("%5s %12s %12s %12s %7s %10s\n", "step", "txs after", "copy tx/s", "writer tx/s",
               "ratio", "db GB");
   std::fflush(stdout);
