@@ -71,23 +71,6 @@ Args ParseArgs(int argc, char** argv) {
   return a;
 }
 
-// `ranges` over `conns`, each connection taking the next range when done; returns the seconds.
-template <typename Write>
-double OverConnections(const std::vector<std::unique_ptr<PgConn>>& conns,
-                       const std::vector<RangeWrite>& ranges, Write write) {
-  std::atomic<size_t> next{0};
-  auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (const auto& conn : conns) {
-    threads.emplace_back([&, c = conn.get()] {
-      std::string buffer;
-      for (size_t i = next++; i < ranges.size(); i = next++) write(*c, ranges[i], &buffer);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return Seconds(start, Clock::now());
-}
-
 // Ranges of `range` blocks covering [from, from + blocks), generated on two threads.
 std::vector<RangeWrite> Generate(uint64_t from, uint64_t blocks, uint64_t range) {
   std::vector<RangeWrite> out;
@@ -129,12 +112,7 @@ int Main(int argc, char** argv) {
   Check((*admin)->Exec("CREATE DATABASE gapless_growth"), "create database");
   auto url = PgUrlWithDatabase(args.url, "gapless_growth");
   Check(url.status(), "url");
-  std::vector<std::unique_ptr<PgConn>> conns;
-  for (int i = 0; i < args.connections; ++i) {
-    auto conn = PgConn::Connect(*url);
-    Check(conn.status(), "connect the bench database");
-    conns.push_back(std::move(conn).value());
-  }
+  std::vector<std::unique_ptr<PgConn>> conns = bench::Connections(*url, args.connections);
   Check(Migrate(*conns[0]), "migrate");
   if (args.partition_blocks > 0) {
     Check(SetPartitionBlocks(*conns[0], args.partition_blocks), "partition blocks");
@@ -170,14 +148,14 @@ int Main(int argc, char** argv) {
     const uint64_t copy_txs = Transactions(copy_ranges);
     const uint64_t writer_txs = Transactions(writer_ranges);
 
-    double copy_s = OverConnections(conns, copy_ranges,
-                                    [](PgConn& c, const RangeWrite& w, std::string* buffer) {
-                                      bench::RawCopyRange(c, w, buffer);
-                                    });
-    double writer_s =
-        OverConnections(conns, writer_ranges, [](PgConn& c, const RangeWrite& w, std::string*) {
-          Check(WriteRange(c, w), "write range");
-        });
+    double copy_s = bench::OverConnections(conns, copy_ranges,
+                                           [](PgConn& c, const RangeWrite& w, std::string* buffer) {
+                                             bench::RawCopyRange(c, w, buffer);
+                                           });
+    double writer_s = bench::OverConnections(conns, writer_ranges,
+                                             [](PgConn& c, const RangeWrite& w, std::string*) {
+                                               Check(WriteRange(c, w), "write range");
+                                             });
     total += copy_txs + writer_txs;
     double copy_rate = static_cast<double>(copy_txs) / copy_s;
     double writer_rate = static_cast<double>(writer_txs) / writer_s;

@@ -42,29 +42,44 @@ inline double RawCopy(PgConn& conn, const std::vector<RangeWrite>& ranges,
   return Seconds(start, Clock::now());
 }
 
-// The same over `connections` connections to `db_url` at once (PostgreSQL's own parallel limit:
-// issue 19's baseline for N workers), each taking the next range when it is done with one;
-// connecting is before the clock. Returns the seconds it took.
-inline double RawCopyParallel(const std::string& db_url, const std::vector<RangeWrite>& ranges,
-                              int connections, CopyFormat format = CopyFormat::kBinary) {
+// `n` connections to `db_url`; dies when one cannot be made.
+inline std::vector<std::unique_ptr<PgConn>> Connections(const std::string& db_url, int n) {
   std::vector<std::unique_ptr<PgConn>> conns;
-  for (int i = 0; i < connections; ++i) {
+  for (int i = 0; i < n; ++i) {
     auto conn = PgConn::Connect(db_url);
-    Check(conn.status(), "connect for raw COPY");
+    Check(conn.status(), "connect");
     conns.push_back(std::move(conn).value());
   }
+  return conns;
+}
+
+// `write(conn, range, buffer)` for every range over `conns` at once, each connection (a thread of
+// its own, with a buffer of its own) taking the next range when it is done with one. Returns the
+// seconds it took.
+template <typename Write>
+double OverConnections(const std::vector<std::unique_ptr<PgConn>>& conns,
+                       const std::vector<RangeWrite>& ranges, Write write) {
   std::atomic<size_t> next{0};
   auto start = Clock::now();
   std::vector<std::thread> threads;
-  for (auto& conn : conns) {
+  for (const auto& conn : conns) {
     threads.emplace_back([&, c = conn.get()] {
       std::string buffer;
-      for (size_t i = next++; i < ranges.size(); i = next++)
-        RawCopyRange(*c, ranges[i], &buffer, format);
+      for (size_t i = next++; i < ranges.size(); i = next++) write(*c, ranges[i], &buffer);
     });
   }
   for (std::thread& t : threads) t.join();
   return Seconds(start, Clock::now());
+}
+
+// Raw COPY over `connections` connections to `db_url` at once (PostgreSQL's own parallel limit:
+// issue 19's baseline for N workers); connecting is before the clock. Returns the seconds it took.
+inline double RawCopyParallel(const std::string& db_url, const std::vector<RangeWrite>& ranges,
+                              int connections, CopyFormat format = CopyFormat::kBinary) {
+  return OverConnections(Connections(db_url, connections), ranges,
+                         [format](PgConn& c, const RangeWrite& w, std::string* buffer) {
+                           RawCopyRange(c, w, buffer, format);
+                         });
 }
 
 }  // namespace gapless::bench

@@ -119,28 +119,13 @@ double Write(PgConn& conn, const std::vector<RangeWrite>& ranges, WriteMode mode
   return Seconds(start, Clock::now());
 }
 
-// WriteRange (default options) over `connections` connections at once, each taking the next range
-// when done with one, as RawCopyParallel does; connecting is before the clock.
+// WriteRange (default options) over `connections` connections at once, as RawCopyParallel does;
+// connecting is before the clock.
 double WriteParallel(const std::string& url, const std::vector<RangeWrite>& ranges,
                      int connections) {
-  std::vector<std::unique_ptr<PgConn>> conns;
-  for (int i = 0; i < connections; ++i) {
-    auto conn = PgConn::Connect(url);
-    Check(conn.status(), "connect for the writer");
-    conns.push_back(std::move(conn).value());
-  }
-  std::atomic<size_t> next{0};
-  auto start = Clock::now();
-  std::vector<std::thread> threads;
-  for (auto& conn : conns) {
-    threads.emplace_back([&, c = conn.get()] {
-      for (size_t i = next++; i < ranges.size(); i = next++) {
-        Check(WriteRange(*c, ranges[i]), "write range");
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return Seconds(start, Clock::now());
+  return bench::OverConnections(
+      bench::Connections(url, connections), ranges,
+      [](PgConn& c, const RangeWrite& w, std::string*) { Check(WriteRange(c, w), "write range"); });
 }
 
 double Median(std::vector<double> v) {
