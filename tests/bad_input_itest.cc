@@ -10,6 +10,8 @@
 #include <cstdio>
 
 #include "e2e_util.h"
+#include "node/app.h"
+#include "store/partitions.h"
 #include "testing/pg_test_db.h"
 #include "testing/replay_transport.h"
 
@@ -148,6 +150,26 @@ TEST_F(BadInputTest, CliUnreachableDatabaseNamesTheAddress) {
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("127.0.0.1:9"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("secret"), std::string::npos) << "the password must not be printed";
+}
+
+// --partition-blocks: accepted for a database without block partitions (and again when it is the
+// same), refused with the layout the database has once rows made partitions.
+TEST_F(BadInputTest, APartitionSizeThatContradictsTheDatabaseIsRefusedNamingBoth) {
+  auto first = OpenDatabase(db_.url(), 1, 10);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  {
+    auto conn = (*first)->Acquire();
+    ASSERT_TRUE(EnsurePartitions(*conn, 0, 25).ok());
+  }
+  auto other = OpenDatabase(db_.url(), 1, 20);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("--partition-blocks 20"), std::string::npos)
+      << other.status().ToString();
+  EXPECT_NE(other.status().message().find("already partitioned by 10 blocks"), std::string::npos)
+      << other.status().ToString();
+  EXPECT_TRUE(OpenDatabase(db_.url(), 1, 10).ok());
+  EXPECT_TRUE(OpenDatabase(db_.url(), 1).ok());  // no flag: the database's layout
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ struct IndexArgs {  // index, run, worker
   std::string write_mode = "staging";
   std::string copy_format = "binary";
   uint64_t memory_budget_mib = 256;
+  uint64_t partition_blocks = 0;
   std::string progress = "auto";
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
@@ -342,6 +343,12 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "--range-size, --concurrency/--workers and --batch say: a range larger than a "
                   "thread's share is fetched and committed in parts, batches shrink to fit "
                   "(0: no budget)")
+      ->capture_default_str();
+  sub->add_option("--partition-blocks", index.partition_blocks,
+                  "Blocks per partition of the data tables, for a database without partitions "
+                  "yet (refused once it has them): smaller partitions keep a busy chain's writes "
+                  "fast as the index grows, larger ones make lookups that no block number bounds "
+                  "cheaper (docs/schema.md; default: the database's, 1000000)")
       ->capture_default_str();
   sub->add_flag("--verify,!--no-verify", index.verify,
                 "Prove every block against its own header before writing it: transactions, "
@@ -833,6 +840,7 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
       args.write_mode == "replace" ? WriteMode::kReplaceRange : WriteMode::kStagingUpsert;
   out.copy_format = *ParseCopyFormat(args.copy_format);
   out.memory_budget_mib = args.memory_budget_mib;
+  out.partition_blocks = args.partition_blocks;
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
   out.metrics_addr = common.metrics_addr;

@@ -12,6 +12,7 @@
 #include "rpc/curl_transport.h"
 #include "rpc/endpoint_pool.h"
 #include "store/migrate.h"
+#include "store/partitions.h"
 #include "store/state.h"
 #include "store/writer.h"
 
@@ -47,11 +48,17 @@ RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
   };
 }
 
-Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections) {
+Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections,
+                                             uint64_t partition_blocks) {
   GAPLESS_ASSIGN_OR_RETURN(auto pool, PgPool::Open(url, connections));
   {
     auto conn = pool->Acquire();
     GAPLESS_RETURN_IF_ERROR(Migrate(*conn));
+    if (partition_blocks > 0) {
+      GAPLESS_RETURN_IF_ERROR(
+          SetPartitionBlocks(*conn, partition_blocks)
+              .WithContext("--partition-blocks " + std::to_string(partition_blocks)));
+    }
   }
   return pool;
 }
@@ -97,7 +104,8 @@ Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
   Result<std::string> version = rpc.Call("web3_clientVersion", "[]");
   if (version.ok()) out.client_version = *version;
 
-  GAPLESS_ASSIGN_OR_RETURN(out.pool, OpenDatabase(db_url, db_connections));
+  GAPLESS_ASSIGN_OR_RETURN(out.pool,
+                           OpenDatabase(db_url, db_connections, request.partition_blocks));
   auto conn = out.pool->Acquire();
   GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, out.chain_id));
   GAPLESS_RETURN_IF_ERROR(EnsureGenesisHash(*conn, genesis.hash));

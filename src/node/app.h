@@ -52,9 +52,13 @@ struct RpcOptions {
 RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
                                       std::shared_ptr<EndpointPool>* pool = nullptr);
 
-// Opens `connections` (>= 1) connections and applies the schema migrations. Errors: the
-// connection's (Unavailable naming host:port, never the password) or the migration's.
-Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections);
+// Opens `connections` (>= 1) connections and applies the schema migrations; with
+// `partition_blocks` > 0 (--partition-blocks), sets the data tables' partition size, which only a
+// database without block partitions accepts (store/partitions.h: FailedPrecondition naming the
+// layout it has otherwise). Errors: the connection's (Unavailable naming host:port, never the
+// password), the migration's, the layout's.
+Result<std::unique_ptr<PgPool>> OpenDatabase(const std::string& url, size_t connections,
+                                             uint64_t partition_blocks = 0);
 
 // A block bound as given on the command line: a decimal number, or a tag the node resolves
 // (latest, safe, finalized, or a 0x-hex number; JsonRpcClient::ResolveBlockTag).
@@ -71,6 +75,7 @@ struct ChainRequest {
   BlockBound from;
   BlockBound to;
   uint64_t expected_chain_id = 0;  // 0: whatever the node serves
+  uint64_t partition_blocks = 0;   // --partition-blocks; 0: the database's (OpenDatabase)
 };
 
 // A node checked to serve the chain the database holds, and the database, ready to write.

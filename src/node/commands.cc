@@ -40,8 +40,9 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
-      CheckedChain chain, CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db,
-                                     args.db_connections + command.events.buses.size()));
+      CheckedChain chain,
+      CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id, args.partition_blocks},
+                 args.db, args.db_connections + command.events.buses.size()));
 
   IndexerOptions options;
   options.from = chain.from;

@@ -62,6 +62,9 @@ struct IndexingOptions {
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // --memory-budget, MiB for the process; 0: none (node/memory_budget.h).
   uint64_t memory_budget_mib = 256;
+  // --partition-blocks: the data tables' partition size for a database without partitions yet;
+  // 0: the database's (store/partitions.h).
+  uint64_t partition_blocks = 0;
   ProgressDisplay progress = ProgressDisplay::kAuto;
   // --metrics-addr HOST:PORT: /metrics, /healthz, /readyz (node/ops.h); empty: none.
   std::string metrics_addr;

@@ -266,7 +266,7 @@ void WatchFleet(const RoleThreads& roles, const std::vector<std::unique_ptr<Work
 // numbers (a tag such as the default "finalized" means no upper bound: follow the stream).
 Result<CheckedChain> ChainFromDatabase(const IndexingOptions& args, size_t connections) {
   CheckedChain chain;
-  GAPLESS_ASSIGN_OR_RETURN(chain.pool, OpenDatabase(args.db, connections));
+  GAPLESS_ASSIGN_OR_RETURN(chain.pool, OpenDatabase(args.db, connections, args.partition_blocks));
   for (int waited_s = 0;; ++waited_s) {
     auto conn = chain.pool->Acquire();
     Result<uint64_t> id = RecordedChainId(
@@ -384,7 +384,8 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   // numbers.
   auto check_chain = [&]() -> Result<CheckedChain> {
     if (!has_rpc) return ChainFromDatabase(args, connections);
-    return CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id}, args.db, connections);
+    return CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id, args.partition_blocks},
+                      args.db, connections);
   };
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain,
