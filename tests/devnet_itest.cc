@@ -26,6 +26,8 @@
 #include <thread>
 
 #include "devnet_util.h"
+#include "store/partition_indexes.h"
+#include "store/partitions.h"
 #include "store/state.h"
 #include "testing/http_test_server.h"
 
@@ -207,6 +209,50 @@ TEST_F(DevnetTest, IndexWithVerifyProvesEveryBlockAgainstItsHeader) {
                                    "--progress", "off", "--log-level", "warn"});
   ASSERT_EQ(code, 0) << out;
   ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
+}
+
+// `index` over small partitions with --index-near-head 0: partitions are filled with their
+// primary key alone, and the run ends only once every partition it wrote has its secondary
+// indexes (node/index_builder.h); the rows equal a clean run's.
+TEST_F(DevnetTest, IndexEndsWithEveryPartitionItWroteIndexed) {
+  const Devnet& devnet = TheDevnet();
+  const std::string to = std::to_string(devnet.last_block());
+  auto [code, out] = RunForOutput({GaplessBinary(),
+                                   "index",
+                                   "--rpc",
+                                   kAnvilUrl,
+                                   "--db",
+                                   db_.url(),
+                                   "--from",
+                                   "0",
+                                   "--to",
+                                   to,
+                                   "--partition-blocks",
+                                   "4",
+                                   "--index-near-head",
+                                   "0",
+                                   "--range-size",
+                                   "2",
+                                   "--progress",
+                                   "off",
+                                   "--log-level",
+                                   "info"});
+  ASSERT_EQ(code, 0) << out;
+  auto conn = pool_->Acquire();
+  auto starts = PartitionStarts(*conn);
+  ASSERT_TRUE(starts.ok()) << starts.status().ToString();
+  EXPECT_EQ(starts->size(), devnet.last_block() / 4 + 1);
+  auto missing = PartitionsMissingIndexes(*conn);
+  ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+  EXPECT_TRUE(missing->empty()) << missing->size() << " partitions lack indexes\n" << out;
+  ExpectEqualsACleanRun(devnet, pool_.get(), devnet.last_block());
+  // A bad value is refused, naming the flag.
+  auto [bad, bad_out] =
+      RunForOutput({"/bin/sh", "-c",
+                    GaplessBinary() + " index --rpc " + kAnvilUrl + " --db '" + db_.url() +
+                        "' --to " + to + " --index-near-head soon 2>&1"});
+  EXPECT_EQ(bad, 2) << bad_out;
+  EXPECT_NE(bad_out.find("--index-near-head soon"), std::string::npos) << bad_out;
 }
 
 TEST_F(DevnetTest, KilledWithSigkillMidRunThenRerunLeavesNoGapAndNoDuplicate) {

@@ -34,6 +34,7 @@
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/migrate.h"
+#include "store/partition_indexes.h"
 #include "store/partitions.h"
 #include "store/pg.h"
 #include "store/queries.h"
@@ -1020,6 +1021,9 @@ Status Scenario::Setup() {
     p.metrics_port = StablePort();  // bound again at every restart
     p.args.insert(p.args.end(), {"--metrics-addr", fmt::format("127.0.0.1:{}", p.metrics_port)});
     if (leader) {
+      // Partitions more than 20 blocks behind the head are indexed only once finished
+      // (node/index_builder.h): builds run while processes are killed and re-orgs roll back.
+      p.args.insert(p.args.end(), {"--index-near-head", "20"});
       p.args.insert(p.args.end(),
                     {"--follow", "--leader-ttl", "1500", "--max-reorg-depth",
                      std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 64))});
@@ -1615,6 +1619,19 @@ std::string Scenario::FrontierAhead() {
   return "";
 }
 
+// "" when every block partition has all its secondary indexes, valid (store/partition_indexes.h);
+// once the fleet has caught up with a still chain, every partition is due.
+std::string UnindexedPartitions(PgConn& conn) {
+  auto missing = PartitionsMissingIndexes(conn);
+  if (!missing.ok()) return "partition indexes: " + missing.status().ToString();
+  if (missing->empty()) return "";
+  std::string out = "partitions without all their indexes:";
+  for (const PartitionIndexState& p : *missing) {
+    out += fmt::format(" {} ({} missing)", p.start, p.missing);
+  }
+  return out;
+}
+
 bool Scenario::Recovered(uint64_t tip, std::string* why) {
   *why = DifferenceFromChain(tip);
   if (!why->empty()) return false;
@@ -1637,6 +1654,10 @@ bool Scenario::Recovered(uint64_t tip, std::string* why) {
       "retracted_through), 0) FROM event_cursors)");
   if (pending.ok() && pending->GetInt64(0, 0).value() > 0) {
     *why = "retractions not published yet";
+    return false;
+  }
+  if (std::string unindexed = UnindexedPartitions(*conn); !unindexed.empty()) {
+    *why = unindexed;
     return false;
   }
   for (const Bus& bus : buses_) {
@@ -1973,6 +1994,10 @@ void Scenario::Check(SeedReport* report, uint64_t tip) {
   std::string ahead = FrontierAhead();
   add("frontier-not-ahead", frontier_violation_.empty() ? ahead : frontier_violation_);
   add("canonical-chain", DifferenceFromChain(tip));
+  {
+    auto conn = pool_->Acquire();
+    add("partitions-indexed", UnindexedPartitions(*conn));
+  }
   {
     std::string orphans;
     auto conn = pool_->Acquire();

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -54,6 +55,7 @@ struct IndexArgs {  // index, run, worker
   std::string copy_format = "binary";
   uint64_t memory_budget_mib = 256;
   uint64_t partition_blocks = 0;
+  std::string index_near_head = "10000";
   std::string progress = "auto";
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
@@ -349,6 +351,13 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "yet (refused once it has them): smaller partitions keep a busy chain's writes "
                   "fast as the index grows, larger ones make lookups that no block number bounds "
                   "cheaper (docs/schema.md; default: the database's, 1000000)")
+      ->capture_default_str();
+  sub->add_option("--index-near-head", index.index_near_head,
+                  "The leader builds a partition's secondary indexes (lookups by hash, address, "
+                  "token) once its blocks are all committed, or at once while the frontier is "
+                  "within this many blocks of the end of the run (the head when following), so a "
+                  "backfill far behind the head writes partitions with their primary key alone; "
+                  "'always': build them as each partition is created (docs/schema.md)")
       ->capture_default_str();
   sub->add_flag("--verify,!--no-verify", index.verify,
                 "Prove every block against its own header before writing it: transactions, "
@@ -841,6 +850,18 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   out.copy_format = *ParseCopyFormat(args.copy_format);
   out.memory_budget_mib = args.memory_budget_mib;
   out.partition_blocks = args.partition_blocks;
+  if (args.index_near_head == "always") {
+    out.index_near_head = UINT64_MAX;
+  } else {
+    uint64_t blocks = 0;
+    const std::string& v = args.index_near_head;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), blocks);
+    if (ec != std::errc() || end != v.data() + v.size()) {
+      return FailedPrecondition("--index-near-head " + v +
+                                ": expected a number of blocks or 'always'");
+    }
+    out.index_near_head = blocks;
+  }
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
   out.metrics_addr = common.metrics_addr;

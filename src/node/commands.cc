@@ -19,6 +19,7 @@
 #include "events/open_bus.h"
 #include "node/deep_verify.h"
 #include "node/duties.h"
+#include "node/index_builder.h"
 #include "node/indexer.h"
 #include "node/ops.h"
 #include "node/progress.h"
@@ -79,6 +80,19 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
                                              chain.from, chain.to, &lease, make_client));
   std::atomic<bool> relays_stop{false};
   relays->Start(relays_stop);
+  // The partitions' secondary indexes, built as they finish (node/index_builder.h).
+  IndexBuilderOptions builder_options;
+  builder_options.near_head = args.index_near_head;
+  builder_options.to = chain.to;
+  IndexBuilder builder(chain.pool->url(), chain.pool->options(), builder_options, &lease,
+                       [&frontier] { return frontier.frontier(); });
+  std::atomic<bool> builder_stop{false};
+  Status builder_status;
+  std::atomic<bool> builder_over{false};
+  std::thread builder_thread([&] {
+    builder_status = builder.Run(builder_stop);
+    builder_over = true;
+  });
   std::atomic<bool> indexing_over{false};
   Status duties_status;
   std::thread duties_thread([&] { duties_status = duties.Run(indexing_over); });
@@ -99,6 +113,17 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  if (st.ok() && duties_status.ok() && !builder_over.load()) {
+    spdlog::info(
+        "building the secondary indexes of the partitions written (^C stops; the next "
+        "run builds the rest)");
+    SignalStop drain;
+    while (!builder_over.load() && !drain.flag().load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  builder_stop = true;
+  builder_thread.join();
   relays_stop = true;
   Status relays_status = relays->Join();
   progress.Stop();
@@ -110,6 +135,11 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   GAPLESS_RETURN_IF_ERROR(st);
   GAPLESS_RETURN_IF_ERROR(duties_status);
   GAPLESS_RETURN_IF_ERROR(relays_status);
+  GAPLESS_RETURN_IF_ERROR(builder_status);
+  if (!builder.done()) {
+    spdlog::warn("stopped before every partition written was indexed: the next run builds them");
+    return Outcome::kStopped;
+  }
   if (relays->size() > 0 && !relays->done()) {
     spdlog::warn("stopped before every event was published: the relay continues where it left off");
     return Outcome::kStopped;

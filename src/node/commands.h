@@ -65,6 +65,9 @@ struct IndexingOptions {
   // --partition-blocks: the data tables' partition size for a database without partitions yet;
   // 0: the database's (store/partitions.h).
   uint64_t partition_blocks = 0;
+  // --index-near-head: blocks from the run's end within which the leader indexes partitions at
+  // once, not when finished (node/index_builder.h); UINT64_MAX: always.
+  uint64_t index_near_head = 10'000;
   ProgressDisplay progress = ProgressDisplay::kAuto;
   // --metrics-addr HOST:PORT: /metrics, /healthz, /readyz (node/ops.h); empty: none.
   std::string metrics_addr;

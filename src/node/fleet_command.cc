@@ -26,6 +26,7 @@
 #include "coord/elector.h"
 #include "node/commands.h"
 #include "node/head_tracker.h"
+#include "node/index_builder.h"
 #include "node/kafka_worker.h"
 #include "node/leader.h"
 #include "node/ops.h"
@@ -483,6 +484,16 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   if (elector != nullptr) {
     ops.Add("leader", LeaderProbe(elector.get(), command.election, command.redis, coord.keys));
   }
+  // The partitions' secondary indexes, built by the leader as they finish (node/index_builder.h).
+  std::unique_ptr<IndexBuilder> index_builder;
+  if (command.with_leader) {
+    IndexBuilderOptions options;
+    options.near_head = args.index_near_head;
+    if (!command.follow) options.to = chain.to;
+    index_builder =
+        std::make_unique<IndexBuilder>(chain.pool->url(), chain.pool->options(), options,
+                                       lease.get(), [l = leader.get()] { return l->frontier(); });
+  }
   std::unique_ptr<EventRelays> relays;
   if (command.with_leader) {
     GAPLESS_ASSIGN_OR_RETURN(
@@ -540,17 +551,18 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     // The lease: from now until a signal (graceful stepdown: stop producing, release on every
     // lock node at once, not after the workers' last writes) or until the fixed range is done.
     elector->Start();
-    roles.Start(
-        [e = elector.get(), l = leader.get(), r = relays.get()](const std::atomic<bool>& stop) {
-          while (!stop.load() && !(l->done() && r->done())) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          }
-          e->Stop();
-          return Status::Ok();
-        });
+    roles.Start([e = elector.get(), l = leader.get(), r = relays.get(),
+                 b = index_builder.get()](const std::atomic<bool>& stop) {
+      while (!stop.load() && !(l->done() && r->done() && b->done())) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      e->Stop();
+      return Status::Ok();
+    });
     // The duties return when a fixed range is done (the workers see done() and return by
     // themselves too), on a signal, or on an error, which stops every role.
     roles.Start([l = leader.get()](const std::atomic<bool>& stop) { return l->Run(stop); });
+    roles.Start([b = index_builder.get()](const std::atomic<bool>& stop) { return b->Run(stop); });
     if (relays->size() > 0) {
       // The relays: a thread per bus; they return once the fixed range is published.
       // A relay stopped by an error stops the process (every role), rather than leave its bus

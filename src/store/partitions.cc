@@ -63,8 +63,14 @@ Result<std::vector<uint64_t>> PartitionStarts(PgConn& conn) {
 
 Status SetPartitionBlocks(PgConn& conn, uint64_t blocks) {
   if (blocks == 0) return FailedPrecondition("partition_blocks must be above 0");
+  if (conn.in_transaction()) return Internal("SetPartitionBlocks inside a transaction");
+  // Under the creators' lock: a partition created between the check and the update would be
+  // sized by the old layout.
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
   GAPLESS_ASSIGN_OR_RETURN(PartitionLayout layout, LoadPartitionLayout(conn));
-  if (layout.blocks == blocks) return Status::Ok();
+  if (layout.blocks == blocks) return txn.Commit();
   GAPLESS_ASSIGN_OR_RETURN(auto starts, PartitionStarts(conn));
   if (!starts.empty() || layout.floor > 0) {
     return FailedPrecondition("the data tables are already partitioned by " +
@@ -73,11 +79,11 @@ Status SetPartitionBlocks(PgConn& conn, uint64_t blocks) {
                               std::to_string(layout.floor) +
                               "): partition_blocks cannot change to " + std::to_string(blocks));
   }
-  return conn
-      .Query(
-          "UPDATE indexer_state SET value = $1, updated_at = now() WHERE key = 'partition_blocks'",
-          {std::to_string(blocks)})
-      .status();
+  GAPLESS_RETURN_IF_ERROR(conn.Query("UPDATE indexer_state SET value = $1, updated_at = now() "
+                                     "WHERE key = 'partition_blocks'",
+                                     {std::to_string(blocks)})
+                              .status());
+  return txn.Commit();
 }
 
 Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {

@@ -228,6 +228,19 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
   return std::unique_ptr<PgConn>(new PgConn(conn, std::move(address)));
 }
 
+std::unique_ptr<PgCanceller> PgConn::MakeCanceller() {
+  if (PQstatus(conn_) != CONNECTION_OK) return nullptr;
+  PGcancel* cancel = PQgetCancel(conn_);
+  return cancel != nullptr ? std::unique_ptr<PgCanceller>(new PgCanceller(cancel)) : nullptr;
+}
+
+PgCanceller::~PgCanceller() { PQfreeCancel(cancel_); }
+
+bool PgCanceller::Cancel() {
+  char err[256];
+  return PQcancel(cancel_, err, sizeof(err)) == 1;
+}
+
 bool PgConn::broken() const { return PQstatus(conn_) != CONNECTION_OK; }
 
 bool PgConn::in_transaction() const {

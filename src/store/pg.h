@@ -33,6 +33,7 @@
 
 struct pg_conn;
 struct pg_result;
+struct pg_cancel;
 
 namespace gapless {
 
@@ -83,6 +84,23 @@ class PgResult {
 
  private:
   pg_result* res_;
+};
+
+// Cancels the statement a connection is running, from another thread (libpq's PQcancel: the
+// statement fails with SQLSTATE 57014). Made by the connection's own thread between statements
+// (PgConn::MakeCanceller); it addresses that session, so make another after a reconnect.
+class PgCanceller {
+ public:
+  ~PgCanceller();
+  PgCanceller(const PgCanceller&) = delete;
+  PgCanceller& operator=(const PgCanceller&) = delete;
+  // True when the cancel request was sent (the statement may have ended already).
+  bool Cancel();
+
+ private:
+  friend class PgConn;
+  explicit PgCanceller(pg_cancel* cancel) : cancel_(cancel) {}
+  pg_cancel* cancel_;
 };
 
 // A query parameter in text format; nullopt is SQL NULL.
@@ -144,6 +162,9 @@ class PgConn {
   void set_session_flag(std::string_view name);
   // The first flag that starts with `prefix` (a flag that carries a value), or "" when none does.
   std::string_view session_flag_with_prefix(std::string_view prefix) const;
+
+  // For Cancel from another thread (see PgCanceller); nullptr when the connection is down.
+  std::unique_ptr<PgCanceller> MakeCanceller();
 
  private:
   PgConn(pg_conn* conn, std::string address);
