@@ -11,8 +11,15 @@
 // database size. Reported per step: the transactions in the database after it, both rates and
 // their ratio; at the end the last step's rates against the first's (the target: >= 80%).
 //
+// Secondary indexes (store/partition_indexes.h): --indexes deferred (the default, what the leader
+// does far behind the head) writes every partition with its primary key alone and builds the
+// secondary indexes of all partitions after the last step, timed; --indexes eager builds them on
+// each partition before its first row (what `--index-near-head always` does), so every write
+// maintains them. The end line sets writes plus builds against the transactions written.
+//
 // Usage: growth_bench [--url URL] [--steps 20] [--step-txs 1000000] [--range 50]
-//                     [--connections 2] [--copy-share 0.1] [--partition-blocks N] [--keep]
+//                     [--connections 2] [--copy-share 0.1] [--partition-blocks N]
+//                     [--indexes deferred|eager] [--keep]
 // --partition-blocks: the database's partition_blocks (store/partitions.h) instead of the default.
 // Without --url it uses the dev server of scripts/pg.sh. It creates (and afterwards drops, unless
 // --keep) the database gapless_growth there. Disk: ~3.6 KB per transaction with its logs and
@@ -27,6 +34,7 @@
 #include "bench_util.h"
 #include "raw_copy.h"
 #include "store/migrate.h"
+#include "store/partition_indexes.h"
 #include "store/partitions.h"
 #include "store/pg.h"
 #include "store/testdata.h"
@@ -49,12 +57,18 @@ struct Args {
   double copy_share = 0.1;
   uint64_t partition_blocks = 0;  // 0: the database's default (store/partitions.h)
   bool keep = false;
+  bool eager_indexes = false;
 };
 
 Args ParseArgs(int argc, char** argv) {
   Args a;
   bench::Flags()
       .Switch("--keep", [&] { a.keep = true; })
+      .Value("--indexes",
+             [&](const std::string& v) {
+               if (v != "deferred" && v != "eager") Die("--indexes: deferred or eager");
+               a.eager_indexes = v == "eager";
+             })
       .Value("--url", [&](const std::string& v) { a.url = v; })
       .Value("--steps", [&](const std::string& v) { a.steps = std::stoi(v); })
       .Value("--step-txs", [&](const std::string& v) { a.step_txs = std::stoull(v); })
@@ -133,6 +147,9 @@ int Main(int argc, char** argv) {
       static_cast<unsigned long long>(step_blocks * txs_per_block),
       static_cast<unsigned long long>(copy_blocks), static_cast<unsigned long long>(args.range),
       args.connections, static_cast<unsigned long long>(layout->blocks));
+  std::printf("secondary indexes: %s\n", args.eager_indexes
+                                             ? "eager (on each partition before its first row)"
+                                             : "deferred (built after the last step)");
   std::printf("%5s %12s %12s %12s %7s %10s\n", "step", "txs after", "copy tx/s", "writer tx/s",
               "ratio", "db GB");
   std::fflush(stdout);
@@ -140,8 +157,18 @@ int Main(int argc, char** argv) {
   const uint64_t first_block = 1;  // block 0's parent would not chain
   double first_copy = 0, first_writer = 0, last_copy = 0, last_writer = 0;
   uint64_t total = 0;
+  double write_s = 0;  // all steps, raw COPY and writer
   for (int step = 0; step < args.steps; ++step) {
     const uint64_t from = first_block + static_cast<uint64_t>(step) * step_blocks;
+    if (args.eager_indexes) {
+      // Untimed: the partitions are empty, so each build is instant.
+      Check(EnsurePartitions(*conns[0], from, from + step_blocks - 1), "ensure partitions");
+      auto missing = PartitionsMissingIndexes(*conns[0]);
+      Check(missing.status(), "partitions missing indexes");
+      for (const PartitionIndexState& p : *missing) {
+        Check(BuildPartitionIndexes(*conns[0], p.start).status(), "build indexes");
+      }
+    }
     std::vector<RangeWrite> copy_ranges = Generate(from, copy_blocks, args.range);
     std::vector<RangeWrite> writer_ranges =
         Generate(from + copy_blocks, step_blocks - copy_blocks, args.range);
@@ -157,6 +184,7 @@ int Main(int argc, char** argv) {
                                                Check(WriteRange(c, w), "write range");
                                              });
     total += copy_txs + writer_txs;
+    write_s += copy_s + writer_s;
     double copy_rate = static_cast<double>(copy_txs) / copy_s;
     double writer_rate = static_cast<double>(writer_txs) / writer_s;
     if (step == 0) first_copy = copy_rate, first_writer = writer_rate;
@@ -171,6 +199,21 @@ int Main(int argc, char** argv) {
   }
   std::printf("\nlast step / first step: raw COPY %.2f, writer %.2f\n", last_copy / first_copy,
               last_writer / first_writer);
+  // The secondary indexes the steps left unbuilt, one partition after another as the leader does.
+  auto missing = PartitionsMissingIndexes(*conns[0]);
+  Check(missing.status(), "partitions missing indexes");
+  const auto build_start = Clock::now();
+  for (const PartitionIndexState& p : *missing) {
+    Check(BuildPartitionIndexes(*conns[0], p.start).status(), "build indexes");
+  }
+  const double build_s = Seconds(build_start, Clock::now());
+  auto size = conns[0]->Query("SELECT pg_database_size(current_database())");
+  Check(size.status(), "database size");
+  std::printf(
+      "index builds: %.1f s for %zu partitions; writes %.1f s + builds: %.0f tx/s over all %llu "
+      "transactions; db %.2f GB\n",
+      build_s, missing->size(), write_s, static_cast<double>(total) / (write_s + build_s),
+      static_cast<unsigned long long>(total), static_cast<double>(*size->GetInt64(0, 0)) / 1e9);
 
   conns.clear();
   if (!args.keep) {

@@ -23,12 +23,6 @@
 namespace gapless::e2e {
 namespace {
 
-int64_t Count(PgConn& conn, const std::string& sql) {
-  auto r = conn.Query(sql);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? r->GetInt64(0, 0).value() : -1;
-}
-
 // The rows both tracers define alike, one text line per trace, in order.
 std::string ComparableRows(PgConn& conn) {
   auto r = conn.Query(
@@ -91,7 +85,7 @@ void ExpectTheDevnetsContractsAndTokens(PgConn& conn, bool traces) {
                  "creation_type) FROM contracts"),
             expected);
   // Deployed code known for every one (the trace's output, or eth_getCode at its block).
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM contracts WHERE bytecode IS NULL"), 0);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM contracts WHERE bytecode IS NULL"), 0);
   // Tokens, with NULL where a method is missing or reverts; bytes32 names decoded.
   ASSERT_FALSE(m.tokens.empty());
   std::vector<std::string> tokens;
@@ -123,24 +117,24 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
   ASSERT_EQ(code, 0) << out;
   auto conn = PgConn::Connect(db_.url());
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
-  const int64_t transactions = Count(**conn, "SELECT count(*) FROM transactions");
+  const int64_t transactions = QueryCount(**conn, "SELECT count(*) FROM transactions");
   ASSERT_GT(transactions, 0);
   // One top-level trace per transaction, agreeing with it (the rest was checked before the write).
-  EXPECT_EQ(Count(**conn,
-                  "SELECT count(*) FROM traces WHERE trace_address = '{}' AND "
-                  "transaction_hash IS NOT NULL"),
+  EXPECT_EQ(QueryCount(**conn,
+                       "SELECT count(*) FROM traces WHERE trace_address = '{}' AND "
+                       "transaction_hash IS NOT NULL"),
             transactions);
-  EXPECT_EQ(Count(**conn,
-                  "SELECT count(*) FROM transactions x LEFT JOIN traces t ON "
-                  "t.transaction_hash = x.hash AND t.trace_address = '{}' WHERE "
-                  "t.from_address IS DISTINCT FROM x.from_address OR t.value IS DISTINCT "
-                  "FROM x.value OR (t.error IS NULL) IS DISTINCT FROM (x.status = 1)"),
+  EXPECT_EQ(QueryCount(**conn,
+                       "SELECT count(*) FROM transactions x LEFT JOIN traces t ON "
+                       "t.transaction_hash = x.hash AND t.trace_address = '{}' WHERE "
+                       "t.from_address IS DISTINCT FROM x.from_address OR t.value IS DISTINCT "
+                       "FROM x.value OR (t.error IS NULL) IS DISTINCT FROM (x.status = 1)"),
             0);
   // A failed transaction's trace and every trace below it have status 0.
-  EXPECT_EQ(Count(**conn,
-                  "SELECT count(*) FROM traces t JOIN traces p ON p.transaction_hash = "
-                  "t.transaction_hash AND p.trace_address = '{}' WHERE p.status = 0 AND "
-                  "t.status <> 0"),
+  EXPECT_EQ(QueryCount(**conn,
+                       "SELECT count(*) FROM traces t JOIN traces p ON p.transaction_hash = "
+                       "t.transaction_hash AND p.trace_address = '{}' WHERE p.status = 0 AND "
+                       "t.status <> 0"),
             0);
   const std::string from_trace_block = ComparableRows(**conn);
   ExpectTheDevnetsContractsAndTokens(**conn, /*traces=*/true);
@@ -158,7 +152,7 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
   EXPECT_NE(out2.find("does not serve trace_block"), std::string::npos) << out2;
   auto conn2 = PgConn::Connect(second.url());
   ASSERT_TRUE(conn2.ok()) << conn2.status().ToString();
-  EXPECT_EQ(Count(**conn2, "SELECT count(*) FROM traces WHERE trace_type = 'reward'"), 0);
+  EXPECT_EQ(QueryCount(**conn2, "SELECT count(*) FROM traces WHERE trace_type = 'reward'"), 0);
   // The same rows, rewards aside (only trace_block reports them).
   auto no_rewards = (*conn)->Exec("DELETE FROM traces WHERE trace_type = 'reward'");
   ASSERT_TRUE(no_rewards.ok()) << no_rewards.ToString();
@@ -175,7 +169,7 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
             "input,output,trace_type,call_type,reward_type,gas,gas_used,subtraces,trace_address,"
             "error,status,trace_id");
   EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
-            Count(**conn2, "SELECT count(*) FROM traces"));
+            QueryCount(**conn2, "SELECT count(*) FROM traces"));
 }
 
 // Without --traces: the deployment transactions' contracts (code from eth_getCode at their
@@ -191,14 +185,14 @@ TEST_F(TracesTest, WithoutTracesContractsComeFromReceipts) {
   ASSERT_EQ(code, 0) << out;
   auto conn = PgConn::Connect(db_.url());
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
-  EXPECT_EQ(Count(**conn, "SELECT count(*) FROM traces"), 0);
+  EXPECT_EQ(QueryCount(**conn, "SELECT count(*) FROM traces"), 0);
   ExpectTheDevnetsContractsAndTokens(**conn, /*traces=*/false);
   for (const char* table : {"contracts", "tokens"}) {
     auto [exported, csv] = RunForOutput({GaplessBinary(), "export", "--db", db_.url(), "--table",
                                          table, "--from", "0", "--to", to});
     ASSERT_EQ(exported, 0) << csv;
     EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
-              Count(**conn, std::string("SELECT count(*) FROM ") + table))
+              QueryCount(**conn, std::string("SELECT count(*) FROM ") + table))
         << table;
   }
 }
@@ -216,7 +210,7 @@ TEST_F(TracesTest, ANodeWithoutTracingIsRefusedWithAClearError) {
       << out;
   auto conn = PgConn::Connect(db_.url());
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
-  EXPECT_EQ(Count(**conn, "SELECT count(*) FROM blocks"), 0);
+  EXPECT_EQ(QueryCount(**conn, "SELECT count(*) FROM blocks"), 0);
 }
 
 // The Kafka block stream carries no traces: --traces with it is refused at the start.

@@ -18,26 +18,13 @@
 namespace gapless {
 namespace {
 
-SyntheticOptions Small() {
-  return {.transactions_per_block = 4,
-          .logs_per_block = 6,
-          .token_transfers_per_block = 2,
-          .withdrawals_per_block = 2,
-          .traces_per_block = 4};
-}
-
-int64_t Count(PgConn& conn, const std::string& sql) {
-  auto res = conn.Query(sql);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return res.ok() ? *res->GetInt64(0, 0) : -1;
-}
-
 // The non-primary indexes on the partitions of block `start`, valid or not.
 int64_t SecondaryIndexCount(PgConn& conn, uint64_t start, bool valid) {
-  return Count(conn,
-               "SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid"
-               " WHERE NOT x.indisprimary AND c.relname ~ '_p" +
-                   std::to_string(start) + "$' AND x.indisvalid = " + (valid ? "true" : "false"));
+  return QueryCount(conn,
+                    "SELECT count(*) FROM pg_index x JOIN pg_class c ON c.oid = x.indrelid"
+                    " WHERE NOT x.indisprimary AND c.relname ~ '_p" +
+                        std::to_string(start) +
+                        "$' AND x.indisvalid = " + (valid ? "true" : "false"));
 }
 
 std::vector<uint64_t> MissingStarts(PgConn& conn) {
@@ -73,24 +60,26 @@ class PartitionIndexesTest : public PgTest {};
 
 TEST_F(PartitionIndexesTest, APartitionHasItsPrimaryKeyAloneUntilItsIndexesAreBuilt) {
   ASSERT_TRUE(SetPartitionBlocks(conn(), 10).ok());
-  RangeWrite w = SyntheticRange(5, 24, Small());
+  RangeWrite w = SyntheticRange(5, 24, SmallSyntheticOptions());
   ASSERT_TRUE(WriteRange(conn(), w).ok());
   // Three partitions in every table, each with its primary key and nothing else.
   EXPECT_EQ(MissingStarts(conn()), (std::vector<uint64_t>{0, 10, 20}));
   EXPECT_EQ(SecondaryIndexCount(conn(), 10, true), 0);
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"),
-            1);
+  EXPECT_EQ(
+      QueryCount(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"),
+      1);
   // The partitioned tables define no secondary index (migration 013).
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions'"), 1);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions'"),
+            1);
 
   Result<bool> built = BuildPartitionIndexes(conn(), 10);
   ASSERT_TRUE(built.ok()) << built.status().ToString();
   EXPECT_TRUE(*built);
   EXPECT_EQ(MissingStarts(conn()), (std::vector<uint64_t>{0, 20}));
   EXPECT_EQ(SecondaryIndexCount(conn(), 10, true), 7);
-  EXPECT_EQ(Count(conn(),
-                  "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"
-                  " AND indexdef LIKE '%(hash)'"),
+  EXPECT_EQ(QueryCount(conn(),
+                       "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"
+                       " AND indexdef LIKE '%(hash)'"),
             1);
   // Built again: nothing to do.
   built = BuildPartitionIndexes(conn(), 10);
@@ -99,17 +88,18 @@ TEST_F(PartitionIndexesTest, APartitionHasItsPrimaryKeyAloneUntilItsIndexesAreBu
   // A lookup by hash finds the same row in an indexed partition and in one that is not.
   for (uint64_t block : {12u, 22u}) {
     const std::string hash = w.blocks[block - 5].transactions[1].hash;
-    EXPECT_EQ(
-        Count(conn(), "SELECT count(*) FROM transactions WHERE hash = decode('" + hash.substr(2) +
-                          "', 'hex') AND block_number = " + std::to_string(block)),
-        1)
+    EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM transactions WHERE hash = decode('" +
+                                     hash.substr(2) +
+                                     "', 'hex') AND block_number = " + std::to_string(block)),
+              1)
         << block;
   }
   // Writes and rollbacks go on in an indexed partition, and the indexes follow them.
   ASSERT_TRUE(WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange}).ok());
   ASSERT_TRUE(conn().Exec("DELETE FROM transactions WHERE block_number > 15").ok());
   ASSERT_TRUE(conn().Exec("SET enable_seqscan = off").ok());
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM transactions_p10 WHERE hash IS NOT NULL"), 6 * 4);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM transactions_p10 WHERE hash IS NOT NULL"),
+            6 * 4);
   ASSERT_TRUE(conn().Exec("RESET enable_seqscan").ok());
 }
 
@@ -118,7 +108,7 @@ TEST_F(PartitionIndexesTest, APartitionHasItsPrimaryKeyAloneUntilItsIndexesAreBu
 // leftover and builds every index.
 TEST_F(PartitionIndexesTest, ABuildCutShortIsRedoneAndBuildersTakeTurns) {
   ASSERT_TRUE(SetPartitionBlocks(conn(), 10).ok());
-  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(0, 9, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(0, 9, SmallSyntheticOptions())).ok());
   auto writer = db().Connect();
   ASSERT_TRUE(writer.ok());
   ASSERT_TRUE((*writer)->Exec("BEGIN; LOCK TABLE transactions_p0 IN ROW EXCLUSIVE MODE").ok());
@@ -167,10 +157,10 @@ TEST(PartitionIndexesMigration, PartitionsKeepTheIndexesTheyHad) {
   PgConn& conn = **conn_or;
   ASSERT_TRUE(Migrate(conn, 12).ok());
   ASSERT_TRUE(SetPartitionBlocks(conn, 10).ok());
-  ASSERT_TRUE(WriteRange(conn, SyntheticRange(0, 19, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn, SyntheticRange(0, 19, SmallSyntheticOptions())).ok());
   EXPECT_EQ(SecondaryIndexCount(conn, 10, true), 7);  // made by ATTACH from the parents' indexes
   const int64_t oid_before =
-      Count(conn, "SELECT 'transactions_p10_hash_idx'::regclass::oid::bigint");
+      QueryCount(conn, "SELECT 'transactions_p10_hash_idx'::regclass::oid::bigint");
   auto before = TableChecksum(conn, "transactions", 0, 100);
   ASSERT_TRUE(before.ok()) << before.status().ToString();
 
@@ -178,16 +168,18 @@ TEST(PartitionIndexesMigration, PartitionsKeepTheIndexesTheyHad) {
   ASSERT_TRUE(migrated.ok()) << migrated.ToString();
   EXPECT_TRUE(MissingStarts(conn).empty());
   EXPECT_EQ(SecondaryIndexCount(conn, 10, true), 7);
-  EXPECT_EQ(Count(conn, "SELECT 'transactions_p10_hash_idx'::regclass::oid::bigint"), oid_before);
-  EXPECT_EQ(Count(conn,
-                  "SELECT count(*) FROM pg_indexes WHERE tablename IN ('transactions',"
-                  " 'logs', 'token_transfers', 'traces', 'contracts')"),
+  EXPECT_EQ(QueryCount(conn, "SELECT 'transactions_p10_hash_idx'::regclass::oid::bigint"),
+            oid_before);
+  EXPECT_EQ(QueryCount(conn,
+                       "SELECT count(*) FROM pg_indexes WHERE tablename IN ('transactions',"
+                       " 'logs', 'token_transfers', 'traces', 'contracts')"),
             5);  // the primary keys
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'logs'::regclass"), 2);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'logs'::regclass"),
+            2);
   auto after = TableChecksum(conn, "transactions", 0, 100);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(*after, *before);
-  ASSERT_TRUE(WriteRange(conn, SyntheticRange(20, 24, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn, SyntheticRange(20, 24, SmallSyntheticOptions())).ok());
   EXPECT_EQ(MissingStarts(conn), (std::vector<uint64_t>{20}));
 }
 

@@ -18,26 +18,13 @@
 namespace gapless {
 namespace {
 
-SyntheticOptions Small() {
-  return {.transactions_per_block = 4,
-          .logs_per_block = 6,
-          .token_transfers_per_block = 2,
-          .withdrawals_per_block = 2,
-          .traces_per_block = 4};
-}
-
-int64_t Count(PgConn& conn, const std::string& sql) {
-  auto res = conn.Query(sql);
-  EXPECT_TRUE(res.ok()) << res.status().ToString();
-  return res.ok() ? *res->GetInt64(0, 0) : -1;
-}
-
 // Every data table's partitions, "table_pN" names, for every table.
 int64_t PartitionCount(PgConn& conn) {
-  return Count(conn,
-               "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-               " WHERE i.inhparent::regclass::text IN ('blocks', 'withdrawals', 'transactions',"
-               " 'logs', 'token_transfers', 'traces', 'contracts')");
+  return QueryCount(
+      conn,
+      "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+      " WHERE i.inhparent::regclass::text IN ('blocks', 'withdrawals', 'transactions',"
+      " 'logs', 'token_transfers', 'traces', 'contracts')");
 }
 
 class PartitionsTest : public PgTest {};
@@ -45,7 +32,7 @@ class PartitionsTest : public PgTest {};
 TEST_F(PartitionsTest, AWriteAcrossBoundariesCreatesEachPartitionInEveryTable) {
   ASSERT_TRUE(SetPartitionBlocks(conn(), 10).ok());
   EXPECT_EQ(PartitionCount(conn()), 0);  // a fresh database has none until a write
-  RangeWrite w = SyntheticRange(5, 24, Small());
+  RangeWrite w = SyntheticRange(5, 24, SmallSyntheticOptions());
   Status st = WriteRange(conn(), w);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(PartitionCount(conn()), 3 * 7);  // [0,10) [10,20) [20,30) of seven tables
@@ -53,11 +40,12 @@ TEST_F(PartitionsTest, AWriteAcrossBoundariesCreatesEachPartitionInEveryTable) {
   ASSERT_TRUE(starts.ok()) << starts.status().ToString();
   EXPECT_EQ(*starts, (std::vector<uint64_t>{0, 10, 20}));
   // Each row in its block's partition.
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM blocks_p0"), 5);
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM blocks_p10"), 10);
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM transactions_p20"), 5 * 4);
-  EXPECT_EQ(
-      Count(conn(), "SELECT count(*) FROM traces_p10 WHERE block_number NOT BETWEEN 10 AND 19"), 0);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM blocks_p0"), 5);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM blocks_p10"), 10);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM transactions_p20"), 5 * 4);
+  EXPECT_EQ(QueryCount(conn(),
+                       "SELECT count(*) FROM traces_p10 WHERE block_number NOT BETWEEN 10 AND 19"),
+            0);
   auto back = ReadBlocks(conn(), 5, 24);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_EQ(back->size(), w.blocks.size());
@@ -66,33 +54,34 @@ TEST_F(PartitionsTest, AWriteAcrossBoundariesCreatesEachPartitionInEveryTable) {
   }
   // A new partition has its primary key alone: its secondary indexes are built when it is due
   // (store/partition_indexes.h; partition_indexes_itest).
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"),
-            1);
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM pg_index WHERE NOT indisvalid"), 0);
+  EXPECT_EQ(
+      QueryCount(conn(), "SELECT count(*) FROM pg_indexes WHERE tablename = 'transactions_p10'"),
+      1);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM pg_index WHERE NOT indisvalid"), 0);
   // New partitions compress their wide columns as the parents do (migration 012: lz4 where the
   // server has it).
-  EXPECT_EQ(Count(conn(),
-                  "SELECT count(*) FROM pg_attribute p, pg_attribute c"
-                  " WHERE p.attrelid = 'transactions'::regclass"
-                  " AND c.attrelid = 'transactions_p20'::regclass"
-                  " AND p.attname = 'input' AND c.attname = 'input'"
-                  " AND p.attcompression = c.attcompression"
-                  " AND (p.attcompression = 'l' OR NOT EXISTS (SELECT 1 FROM pg_settings"
-                  "  WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)))"),
+  EXPECT_EQ(QueryCount(conn(),
+                       "SELECT count(*) FROM pg_attribute p, pg_attribute c"
+                       " WHERE p.attrelid = 'transactions'::regclass"
+                       " AND c.attrelid = 'transactions_p20'::regclass"
+                       " AND p.attname = 'input' AND c.attname = 'input'"
+                       " AND p.attcompression = c.attcompression"
+                       " AND (p.attcompression = 'l' OR NOT EXISTS (SELECT 1 FROM pg_settings"
+                       "  WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)))"),
             1);
   // Writing the range again (both modes) and a rollback-style delete work across partitions.
   ASSERT_TRUE(WriteRange(conn(), w, {.mode = WriteMode::kReplaceRange}).ok());
   ASSERT_TRUE(WriteRange(conn(), w, {.direct_copy_when_empty = false}).ok());
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM blocks"), 20);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM blocks"), 20);
   ASSERT_TRUE(conn().Exec("DELETE FROM transactions WHERE block_number > 15").ok());
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM transactions_p10"), 6 * 4);
-  EXPECT_EQ(Count(conn(), "SELECT count(*) FROM transactions_p20"), 0);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM transactions_p10"), 6 * 4);
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM transactions_p20"), 0);
 }
 
 TEST_F(PartitionsTest, TheLayoutCannotChangeUnderPartitions) {
   ASSERT_TRUE(SetPartitionBlocks(conn(), 100).ok());
   ASSERT_TRUE(SetPartitionBlocks(conn(), 50).ok());  // nothing written yet
-  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(1, 3, Small())).ok());
+  ASSERT_TRUE(WriteRange(conn(), SyntheticRange(1, 3, SmallSyntheticOptions())).ok());
   Status st = SetPartitionBlocks(conn(), 10);
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
   EXPECT_NE(st.message().find("already partitioned by 50 blocks"), std::string::npos)
@@ -158,7 +147,7 @@ TEST(PartitionsMigration, RowsStoredBeforeTheMigrationStayInALegacyPartition) {
   PgConn& conn = **conn_or;
   ASSERT_TRUE(Migrate(conn, 10).ok());
   // Rows written by the schema before 011 (by raw COPY: the writer of this build partitions).
-  RangeWrite old = SyntheticRange(1000, 1019, Small());
+  RangeWrite old = SyntheticRange(1000, 1019, SmallSyntheticOptions());
   std::string buffer;
   ASSERT_TRUE(conn.Exec("BEGIN").ok());
   for (DataTable t : kDataTables) {
@@ -176,18 +165,18 @@ TEST(PartitionsMigration, RowsStoredBeforeTheMigrationStayInALegacyPartition) {
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
   EXPECT_EQ(layout->blocks, 1'000'000u);
   EXPECT_EQ(layout->floor, 1'000'000u);  // the first multiple above block 1019
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM blocks_legacy"), 20);
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM blocks"), 20);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM blocks_legacy"), 20);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM blocks"), 20);
   auto after = TableChecksum(conn, "transactions", 0, 5000);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(*after, *before);
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM pg_index WHERE NOT indisvalid"), 0);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM pg_index WHERE NOT indisvalid"), 0);
   // Blocks above the floor: a new partition; blocks below it (a gap): the legacy one.
-  ASSERT_TRUE(WriteRange(conn, SyntheticRange(1'000'005, 1'000'009, Small())).ok());
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM blocks_p1000000"), 5);
-  Status below = WriteRange(conn, SyntheticRange(500, 504, Small()));
+  ASSERT_TRUE(WriteRange(conn, SyntheticRange(1'000'005, 1'000'009, SmallSyntheticOptions())).ok());
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM blocks_p1000000"), 5);
+  Status below = WriteRange(conn, SyntheticRange(500, 504, SmallSyntheticOptions()));
   ASSERT_TRUE(below.ok()) << below.ToString();
-  EXPECT_EQ(Count(conn, "SELECT count(*) FROM blocks_legacy"), 25);
+  EXPECT_EQ(QueryCount(conn, "SELECT count(*) FROM blocks_legacy"), 25);
   // The rows written before read back as they were written.
   auto back = ReadBlocks(conn, 1000, 1019);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
@@ -203,7 +192,7 @@ TEST(PartitionsMigration, AnEmptyDatabaseHasNoLegacyPartition) {
   ASSERT_FALSE(db.failed()) << db.error().ToString();
   auto conn = db.ConnectMigrated();
   ASSERT_TRUE(conn.ok());
-  EXPECT_EQ(Count(**conn, "SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_legacy'"), 0);
+  EXPECT_EQ(QueryCount(**conn, "SELECT count(*) FROM pg_class WHERE relname LIKE '%\\_legacy'"), 0);
   auto layout = LoadPartitionLayout(**conn);
   ASSERT_TRUE(layout.ok());
   EXPECT_EQ(layout->floor, 0u);

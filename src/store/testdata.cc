@@ -76,6 +76,14 @@ std::string Word(const U256& v) {
 
 }  // namespace
 
+SyntheticOptions SmallSyntheticOptions() {
+  return {.transactions_per_block = 4,
+          .logs_per_block = 6,
+          .token_transfers_per_block = 2,
+          .withdrawals_per_block = 2,
+          .traces_per_block = 4};
+}
+
 std::string SyntheticBlockHash(uint64_t number, uint64_t seed) {
   Rng r(Mix(seed ^ 0x68617368ULL, number));
   return r.Hex(32);

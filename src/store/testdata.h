@@ -28,6 +28,10 @@ struct SyntheticOptions {
   uint64_t seed = 1;
 };
 
+// Small blocks with every kind of row (4 transactions, 6 logs, 2 transfers, 2 withdrawals, 4
+// traces), for tests that write many ranges.
+SyntheticOptions SmallSyntheticOptions();
+
 std::string SyntheticBlockHash(uint64_t number, uint64_t seed = 1);
 BlockData SyntheticBlock(uint64_t number, const SyntheticOptions& options = {});
 std::vector<BlockData> SyntheticBlocks(uint64_t from, uint64_t count,

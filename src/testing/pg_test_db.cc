@@ -98,4 +98,13 @@ std::map<std::string, std::string> DataChecksums(PgPool* pool, uint64_t from, ui
   return out;
 }
 
+int64_t QueryCount(PgConn& conn, const std::string& sql) {
+  auto res = conn.Query(sql);
+  EXPECT_TRUE(res.ok()) << sql << ": " << res.status().ToString();
+  if (!res.ok()) return -1;
+  auto n = res->GetInt64(0, 0);
+  EXPECT_TRUE(n.ok()) << sql << ": " << n.status().ToString();
+  return n.ok() ? *n : -1;
+}
+
 }  // namespace gapless

@@ -72,6 +72,10 @@ class PgTest : public ::testing::Test {
   std::unique_ptr<PgConn> conn_;
 };
 
+// The first column of the first row of `sql` as a number (a count); -1, with a test failure, when
+// the query fails.
+int64_t QueryCount(PgConn& conn, const std::string& sql);
+
 }  // namespace gapless
 
 // Declares a PgTestDb named `var` and skips (or fails) the current test if it is not usable.
