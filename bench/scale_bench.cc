@@ -113,6 +113,7 @@
 #include <simdjson.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -740,6 +741,11 @@ struct EventsFigures {
   double catch_up = 0;     // seconds from the end of indexing until the cursor passed the end
   uint64_t events = 0;     // the relay's count of events published (confirmed)
   double broker_cpu = -1;  // the broker's CPU seconds during the run; -1: unknown
+  // CPU seconds during the run (indexing and catch-up) of this process (workers, leader, relay,
+  // the fixture node) and of the PostgreSQL server (its processes on this machine); -1: unknown.
+  double bench_cpu = -1, pg_cpu = -1;
+  double wall = 0;  // seconds from the start until the relay caught up (the indexing clock if off)
+  int rep = 0;      // the repetition (pairs an on run with the off run of its repetition)
   uint64_t max_backlog_blocks = 0, max_backlog_events = 0;  // over the indexing clock
   uint64_t end_backlog_blocks = 0, end_backlog_events = 0;  // at the end of indexing
 };
@@ -748,7 +754,18 @@ struct EventsFigures {
 struct EventsRun {
   std::string bus_url;  // the relay's bus (an --events URL); empty: events off
   pid_t broker = -1;    // the broker's process, for its CPU seconds; -1: not measured
+  pid_t postgres = -1;  // the PostgreSQL server's postmaster, for its CPU seconds; -1: not measured
 };
+
+// CPU seconds (user + system) of this process so far.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
 
 // The sampler of an events run: on a thread of its own with its own connection, one query after
 // each NOTIFY of a range commit or a frontier move, and at least every sample_ms. Stop() takes one
@@ -991,6 +1008,8 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
   std::vector<Status> worker_status(fleet.size());
   std::vector<double> worker_seconds(fleet.size());
   const double cpu_before = events != nullptr ? ProcessTreeCpuSeconds(events->broker) : -1;
+  const double pg_before = events != nullptr ? ProcessTreeCpuSeconds(events->postgres) : -1;
+  const double self_before = SelfCpuSeconds();
   Clock::time_point start = Clock::now();
   if (sampler) sampler->Start(start);
   if (relays) relays->Start(stop);
@@ -1041,6 +1060,10 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
     }
     const double cpu_after = ProcessTreeCpuSeconds(events->broker);
     if (cpu_before >= 0 && cpu_after >= 0) figures.broker_cpu = cpu_after - cpu_before;
+    const double pg_after = ProcessTreeCpuSeconds(events->postgres);
+    if (pg_before >= 0 && pg_after >= 0) figures.pg_cpu = pg_after - pg_before;
+    figures.bench_cpu = SelfCpuSeconds() - self_before;
+    figures.wall = Seconds(start, end) + figures.catch_up;
   }
 
   FleetResult r;
@@ -1078,8 +1101,10 @@ struct EventsBus {
   pid_t pid = -1;    // the broker's process (for its CPU seconds)
   std::unique_ptr<KafkaMockCluster> kafka;
   std::unique_ptr<RabbitMqServer> rabbit;
-  std::unique_ptr<Subscriber> queue;  // amqp: the consumer-group queue the events are stored in
 };
+
+// amqp: the durable consumer-group queue bound to the events' topics.
+constexpr char kEventsQueue[] = "scale-bench-events";
 
 // nullptr when the bus cannot be had here (RabbitMQ not installed), after saying why.
 std::unique_ptr<EventsBus> StartEventsBus(const std::string& kind, const Args& args,
@@ -1111,13 +1136,8 @@ std::unique_ptr<EventsBus> StartEventsBus(const std::string& kind, const Args& a
     bus->url = bus->rabbit->url();
     bus->pid = bus->rabbit->pid();
     // RabbitMQ keeps only what a bound queue takes: a durable consumer-group queue, as a
-    // consumer in production would have, drained after each run (DrainEventsBus).
-    SubscribeOptions o;
-    o.group = "scale-bench-events";
-    o.topics = EventTopics();
-    auto queue = OpenSubscriber(bus->url, o);
-    Check(queue.status(), "bind the events queue");
-    bus->queue = std::move(queue).value();
+    // consumer in production would have, declared and bound by the first DrainEventsBus and
+    // drained by each one after a run.
   }
   return bus;
 }
@@ -1131,18 +1151,27 @@ uint64_t DrainEventsBus(EventsBus& bus, RedisConn& admin) {
     std::vector<std::string> argv = {"DEL"};
     for (const std::string& topic : EventTopics()) argv.push_back(topic);
     Check(admin.Command(argv).status(), "delete the event streams");
-  } else if (bus.queue != nullptr) {
-    for (int empty = 0; empty < 2;) {
-      auto polled = bus.queue->Poll(5'000, 200);
+  } else if (bus.kind == "amqp") {
+    // A connection of its own each time: one idle through a run misses its heartbeats.
+    SubscribeOptions o;
+    o.group = kEventsQueue;
+    o.topics = EventTopics();
+    auto queue = OpenSubscriber(bus.url, o);
+    Check(queue.status(), "open the events queue");
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(600);
+    while (Clock::now() < deadline) {
+      auto polled = (*queue)->Poll(5'000, 500);
       Check(polled.status(), "drain the events queue");
-      if (polled->empty()) {
-        ++empty;
+      if (!polled->empty()) {
+        drained += polled->size();
+        Check((*queue)->AckAll(*polled), "ack the drained events");
         continue;
       }
-      empty = 0;
-      drained += polled->size();
-      Check(bus.queue->AckAll(*polled), "ack the drained events");
+      auto lag = (*queue)->Lag();
+      Check(lag.status(), "the events queue's length");
+      if (*lag == 0) return drained;
     }
+    Die("the events queue is not empty after 600 s of draining");
   }
   return drained;
 }
@@ -1568,6 +1597,22 @@ int Main(int argc, char** argv) {
     Check(v.status(), "version");
     pg_version = v->Get(0, 0);
   }
+  // The postmaster (the parent of this connection's backend), when the server runs here: the
+  // events runs' PostgreSQL CPU.
+  pid_t postmaster = -1;
+  if (!args.events.empty()) {
+    auto backend = (*admin_pg)->Query("SELECT pg_backend_pid()");
+    Check(backend.status(), "backend pid");
+    std::ifstream in("/proc/" + std::string(backend->Get(0, 0)) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && text.find("(postgres)") != std::string::npos) {
+      std::stringstream fields(text.substr(paren + 2));
+      std::string state;
+      long ppid = 0;
+      if (fields >> state >> ppid) postmaster = static_cast<pid_t>(ppid);
+    }
+  }
   auto admin_redis = RedisConn::Connect(args.redis);
   Check(admin_redis.status(), ("connect " + args.redis).c_str());
   std::string redis_version = "?";
@@ -1720,6 +1765,7 @@ int Main(int argc, char** argv) {
           const std::string kind = mode.substr(7);
           EventsBus* bus = kind == "off" ? nullptr : buses.at(kind).get();
           EventsRun run;
+          run.postgres = postmaster;
           if (bus != nullptr) {
             run.bus_url = bus->url;
             run.broker = bus->pid;
@@ -1746,7 +1792,7 @@ int Main(int argc, char** argv) {
                   " outbox rows left, cursor " + std::string(left->Get(0, 1)));
             }
             const uint64_t drained = DrainEventsBus(*bus, **admin_redis);
-            if (e.events != all_events || (bus->queue != nullptr && drained != e.events)) {
+            if (e.events != all_events || (bus->kind == "amqp" && drained != e.events)) {
               std::printf("    NOTE: %llu events published (%llu expected), %llu drained\n",
                           static_cast<unsigned long long>(e.events),
                           static_cast<unsigned long long>(all_events),
@@ -1769,15 +1815,17 @@ int Main(int argc, char** argv) {
           }
           std::printf(
               "rep %d workers %d events %-5s %7.2f s %8.0f tx/s  coord %4.1f%% idle %4.1f%% fetch "
-              "%4.1f%% write %4.1f%%%s  broker cpu %.2f s  [load %s]\n",
+              "%4.1f%% write %4.1f%%%s  cpu s (to caught up, %.2f s): bench %.2f postgres %.2f "
+              "broker %.2f  [load %s]\n",
               rep + 1, w, kind.c_str(), r.seconds, static_cast<double>(txs) / r.seconds,
               100 * r.coord / r.worker_seconds, 100 * r.idle / r.worker_seconds,
               100 * r.fetch / r.worker_seconds, 100 * r.write / r.worker_seconds, relay.c_str(),
-              e.broker_cpu, LoadAverage().c_str());
+              e.wall, e.bench_cpu, e.pg_cpu, e.broker_cpu, LoadAverage().c_str());
           if (bus != nullptr) {
             std::printf("    backlog blocks/events every 0.5 s (| = indexing done): %s\n",
                         BacklogSeries(e, r.seconds).c_str());
           }
+          r.events.rep = rep;
           events_runs[{w, kind}].push_back(std::move(r));
         } else if (mode == "rpc") {
           FleetResult r = RunFleet(args, w, verify, *db_url, node.url(), **admin_redis, ++ns);
@@ -2008,16 +2056,18 @@ int Main(int argc, char** argv) {
     // Issue 19: indexing with events on vs off, in the same invocation.
     std::printf(
         "\nindexing with events on (--events), medians of %d: the RPC fleet wired as `gapless "
-        "run`, events off vs the relay on each bus; on/off = indexing tx/s ratio; catch-up = "
+        "run`, events off vs the relay on each bus; on/off = indexing tx/s ratio of the medians; "
+        "paired = the median of each repetition's on/off ratio; catch-up = "
         "relay done after indexing (median run); latencies in ms over every block of every run; "
         "backlog (blocks / events) max during indexing and at its end, in the median run; broker "
         "cpu s in the median run (off: the coordination Redis)\n",
         args.repeat);
-    std::printf("%-7s %-6s %9s %9s %7s %9s %14s %14s %16s %14s %7s   %s\n", "workers", "bus",
-                "off tx/s", "on tx/s", "on/off", "catch-up", "commit->pub", "frontier->pub",
-                "max backlog", "end backlog", "broker", "all runs (on | off tx/s)");
-    std::printf("%-7s %-6s %9s %9s %7s %9s %14s %14s %16s %14s %7s\n", "", "", "", "", "", "s",
-                "p50 / p99", "p50 / p99", "blocks / events", "blocks / ev", "cpu s");
+    std::printf("%-7s %-6s %9s %9s %7s %7s %9s %14s %14s %16s %14s %7s   %s\n", "workers", "bus",
+                "off tx/s", "on tx/s", "on/off", "paired", "catch-up", "commit->pub",
+                "frontier->pub", "max backlog", "end backlog", "broker",
+                "all runs (on | off tx/s)");
+    std::printf("%-7s %-6s %9s %9s %7s %7s %9s %14s %14s %16s %14s %7s\n", "", "", "", "", "", "",
+                "s", "p50 / p99", "p50 / p99", "blocks / events", "blocks / ev", "cpu s");
     auto all = [&](const std::vector<FleetResult>& runs) {
       std::string out;
       for (const FleetResult& r : runs) out += std::to_string(std::lround(tps(r.seconds))) + " ";
@@ -2028,8 +2078,9 @@ int Main(int argc, char** argv) {
       if (off_it == events_runs.end()) continue;
       const FleetResult& off = Median(off_it->second);
       const double off_tps = tps(off.seconds);
-      std::printf("%-7d %-6s %9.0f %9s %7s %9s %14s %14s %16s %14s %7.2f   %s\n", w, "off", off_tps,
-                  "", "", "", "", "", "", "", off.events.broker_cpu, all(off_it->second).c_str());
+      std::printf("%-7d %-6s %9.0f %9s %7s %7s %9s %14s %14s %16s %14s %7.2f   %s\n", w, "off",
+                  off_tps, "", "", "", "", "", "", "", "", off.events.broker_cpu,
+                  all(off_it->second).c_str());
       for (const auto& [kind, bus] : buses) {
         auto on_it = events_runs.find({w, kind});
         if (on_it == events_runs.end()) continue;
@@ -2052,9 +2103,67 @@ int Main(int argc, char** argv) {
                       static_cast<unsigned long long>(e.end_backlog_blocks),
                       static_cast<double>(e.end_backlog_events) / 1000);
         const double on_tps = tps(on.seconds);
-        std::printf("%-7d %-6s %9.0f %9.0f %6.3fx %9.2f %14s %14s %16s %14s %7.2f   %s| %s\n", w,
-                    kind.c_str(), off_tps, on_tps, on_tps / off_tps, e.catch_up, lat1, lat2, max,
-                    end, e.broker_cpu, all(on_it->second).c_str(), all(off_it->second).c_str());
+        // Each on run against the off run of its own repetition (the nearest in time: the
+        // machine's load drifts between repetitions), the median of those ratios.
+        std::vector<double> paired;
+        for (const FleetResult& r : on_it->second) {
+          for (const FleetResult& o : off_it->second) {
+            if (o.events.rep == r.events.rep) paired.push_back(o.seconds / r.seconds);
+          }
+        }
+        std::printf(
+            "%-7d %-6s %9.0f %9.0f %6.3fx %6.3fx %9.2f %14s %14s %16s %14s %7.2f   %s| %s\n", w,
+            kind.c_str(), off_tps, on_tps, on_tps / off_tps, Percentile(paired, 50), e.catch_up,
+            lat1, lat2, max, end, e.broker_cpu, all(on_it->second).c_str(),
+            all(off_it->second).c_str());
+      }
+    }
+  }
+
+  if (!events_runs.empty()) {
+    std::printf(
+        "\nwhere the CPU goes, medians of %d (each column's own median over the runs): CPU seconds "
+        "from the start until the relay caught up (off: the indexing clock) of this process "
+        "(workers, leader, relay, the fixture node), the PostgreSQL server and the broker (off: "
+        "the coordination Redis); per 1000 events: what an on run spends beyond the off runs' "
+        "median; busy = all three over (2 cores x the wall time)\n",
+        args.repeat);
+    std::printf("%-7s %-6s %8s %8s %9s %8s %8s %13s %13s %13s %6s\n", "workers", "bus", "wall s",
+                "bench s", "postgres s", "broker s", "total s", "+bench/kev ms", "+pg/kev ms",
+                "+broker/kev", "busy");
+    auto median_of = [](const std::vector<FleetResult>& runs, double EventsFigures::*field) {
+      std::vector<double> v;
+      for (const FleetResult& r : runs) v.push_back(r.events.*field);
+      return Percentile(v, 50);
+    };
+    const double cores = static_cast<double>(std::thread::hardware_concurrency());
+    for (int w : args.workers) {
+      auto off_it = events_runs.find({w, "off"});
+      if (off_it == events_runs.end()) continue;
+      const double off_bench = median_of(off_it->second, &EventsFigures::bench_cpu);
+      const double off_pg = median_of(off_it->second, &EventsFigures::pg_cpu);
+      const double off_broker = median_of(off_it->second, &EventsFigures::broker_cpu);
+      std::vector<std::string> kinds = {"off"};
+      for (const auto& [kind, bus] : buses) kinds.push_back(kind);
+      for (const std::string& kind : kinds) {
+        auto it = events_runs.find({w, kind});
+        if (it == events_runs.end()) continue;
+        const double wall = median_of(it->second, &EventsFigures::wall);
+        const double bench = median_of(it->second, &EventsFigures::bench_cpu);
+        const double pg = median_of(it->second, &EventsFigures::pg_cpu);
+        const double broker = median_of(it->second, &EventsFigures::broker_cpu);
+        const double kev = static_cast<double>(all_events) / 1000;
+        auto extra = [&](double on, double off) {
+          char buf[32];
+          if (kind == "off") return std::string("");
+          std::snprintf(buf, sizeof buf, "%.2f", 1000 * (on - off) / kev);
+          return std::string(buf);
+        };
+        std::printf("%-7d %-6s %8.2f %8.2f %9.2f %8.2f %8.2f %13s %13s %13s %5.0f%%\n", w,
+                    kind.c_str(), wall, bench, pg, broker, bench + pg + broker,
+                    extra(bench, off_bench).c_str(), extra(pg, off_pg).c_str(),
+                    kind == "redis" ? extra(broker, off_broker).c_str() : extra(broker, 0).c_str(),
+                    100 * (bench + pg + broker) / (cores * wall));
       }
     }
   }
