@@ -74,9 +74,9 @@
 // adds EventRelays::Open (which enables events in the database, so every range write also inserts
 // its outbox rows) with the bus's URL and EventsOptions' defaults, one relay thread under the
 // leader's lease, started with the Leader. The buses: redis = Redis Streams on the --redis server
-// (the coordination Redis; the three stream keys of chain 1 are deleted before and after each
-// run); kafka = a mock cluster of 3 brokers of its own (testing/kafka_mock.h; one partition per
-// topic, replicated 3 times, as events_bench); amqp = a private RabbitMQ node
+// (the coordination Redis; the three stream keys of chain 1 are deleted at the start and after
+// each run); kafka = a mock cluster of 3 brokers of its own (testing/kafka_mock.h; one partition
+// per topic, replicated 3 times, as events_bench); amqp = a private RabbitMQ node
 // (testing/rabbitmq_server.h; skipped with a message when rabbitmq-server is not installed), with
 // a durable consumer-group queue bound to the topics so that the persistent messages are stored as
 // in production, drained (untimed) after each run. The indexing clock is the fleet's (from the
@@ -91,8 +91,12 @@
 // NOTIFY, so within a query's round trip of the commit) to the first that saw the cursor past it
 // (within --sample-ms of the confirmation and cursor commit); frontier -> publish, the relay's own
 // share, from the first sample that saw the frontier past it. Percentiles over every block of every
-// run of the bus and worker count. The broker's CPU seconds during the run (redis-server, the
-// mock's helper process, the RabbitMQ node) show what the bus costs the machine. After each run:
+// run of the bus and worker count. CPU seconds from the start until the relay caught up: of this
+// process (getrusage: workers, leader, relay, the fixture node), of the PostgreSQL server (the
+// postmaster's process tree, when it runs on this machine) and of the broker (redis-server, which
+// also serves coordination; the mock's helper process; the RabbitMQ node), and per 1000 events
+// what an on run spends beyond the off runs: where the time goes. The summary gives the ratio of
+// the medians and the median of each repetition's own on/off ratio ("paired"). After each run:
 // the stored rows as for every run, every block's events published (the relay's count), the
 // outbox pruned empty.
 //
