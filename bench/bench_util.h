@@ -1,8 +1,9 @@
 // bench_util.h: what every benchmark executable needs and nothing more: dying with a message that
-// names the benchmark, a small --flag value parser, the dev PostgreSQL server's URL. Header-only;
-// benchmarks are single-file programs.
+// names the benchmark, a small --flag value parser, a percentile, the dev PostgreSQL server's URL.
+// Header-only; benchmarks are single-file programs.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -34,6 +36,14 @@ using Clock = std::chrono::steady_clock;
 
 inline double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// The p-th percentile (0..100) of `v`, nearest rank (rounded); 0 for an empty `v`.
+inline double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
 }
 
 // Flags: "--name value" options and "--name" switches, each bound to a setter. Parse() dies

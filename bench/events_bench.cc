@@ -84,6 +84,7 @@ namespace {
 using bench::Check;
 using bench::Clock;
 using bench::Die;
+using bench::Percentile;
 using bench::Seconds;
 
 constexpr char kDatabase[] = "gapless_events_bench";
@@ -424,13 +425,6 @@ class StampHandler : public EventHandler {
   std::map<std::string, Clock::time_point> seen_;
   std::atomic<uint64_t> processed_{0};
 };
-
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(i, v.size() - 1)];
-}
 
 struct LatencyFigures {
   std::vector<double> total_ms, pickup_ms, confirm_ms, deliver_ms, frontier_ms;

@@ -67,12 +67,47 @@
 // limit: every fleet and single-process figure is also given as a ratio to the copy of the same
 // N), into the truncated tables; verified like the other runs.
 //
+// Events on (issue 19, --events redis,kafka,amqp): per worker count, the RPC fleet once with events
+// off and once per bus with the event relay on, in the same run (rotated per repetition like the
+// other runs). Both are wired as `gapless run` wires its leader (node/fleet_command.cc), unlike the
+// plain rpc runs: the Leader is woken by a PgWaker on the range-committed channel, and an "on" run
+// adds EventRelays::Open (which enables events in the database, so every range write also inserts
+// its outbox rows) with the bus's URL and EventsOptions' defaults, one relay thread under the
+// leader's lease, started with the Leader. The buses: redis = Redis Streams on the --redis server
+// (the coordination Redis; the three stream keys of chain 1 are deleted at the start and after
+// each run); kafka = a mock cluster of 3 brokers of its own (testing/kafka_mock.h; one partition
+// per topic, replicated 3 times, as events_bench); amqp = a private RabbitMQ node
+// (testing/rabbitmq_server.h; skipped with a message when rabbitmq-server is not installed), with
+// a durable consumer-group queue bound to the topics so that the persistent messages are stored as
+// in production, drained (untimed) after each run. The indexing clock is the fleet's (from the
+// start of the threads until the Leader and every Worker returned); the relay then publishes what
+// is left: catch-up = from the end of indexing until the relay's cursor passed the last block.
+// A sampler thread (its own connection; in the "off" runs too, so both pay for it) reads, after
+// each NOTIFY of a range commit or a frontier move and at least every --sample-ms: the committed
+// ranges (indexed_ranges), the persisted frontier, the bus's cursor (event_cursors.next_block,
+// moved only after the broker confirmed the batch) and the events of the outbox rows between them.
+// The backlog = frontier - cursor, in blocks and in events, is printed every 0.5 s. Per block:
+// commit -> publish = from the first sample that saw its range committed (woken by the commit's
+// NOTIFY, so within a query's round trip of the commit) to the first that saw the cursor past it
+// (within --sample-ms of the confirmation and cursor commit); frontier -> publish, the relay's own
+// share, from the first sample that saw the frontier past it. Percentiles over every block of every
+// run of the bus and worker count. CPU seconds from the start until the relay caught up: of this
+// process (getrusage: workers, leader, relay, the fixture node), of the PostgreSQL server (the
+// postmaster's process tree, when it runs on this machine) and of the broker (redis-server, which
+// also serves coordination; the mock's helper process; the RabbitMQ node), and per 1000 events
+// what an on run spends beyond the off runs: where the time goes. The summary gives the ratio of
+// the medians and the median of each repetition's own on/off ratio ("paired"). After each run:
+// the stored rows as for every run, every block's events published (the relay's count), the
+// outbox pruned empty.
+//
 // Usage: scale_bench [--pg URL] [--redis URL] [--blocks 1000] [--range 20] [--batch 10]
 //                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
 //                    [--idle-poll-ms 200] [--sources rpc,single] [--kafka-timeout-s 600]
-//                    [--verify off|on|off,on]
+//                    [--verify off|on|off,on] [--events redis,kafka,amqp] [--sample-ms 10]
+//                    [--events-timeout-s 600]
 // --sources: which runs, any of rpc (the fleet of RPC workers), single (the Indexer), kafka (the
-// Kafka fleet), copy (raw COPY); the default is the fleet against the single process.
+// Kafka fleet), copy (raw COPY), or none (only the --events runs); the default is the fleet
+// against the single process. --events: also the events-off / events-on runs above, per bus.
 // --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
 // --redis a server the caller owns. bench/scale_bench.sh starts both and runs this.
 // --serve: render --blocks blocks from --first, print "serving URL" and answer RPC requests for
@@ -82,6 +117,7 @@
 #include <simdjson.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +129,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -110,21 +147,26 @@
 #include "core/redact.h"
 #include "decode/decode.h"
 #include "events/bus.h"
+#include "events/event.h"
 #include "events/open_bus.h"
 #include "node/indexer.h"
 #include "node/kafka_worker.h"
 #include "node/leader.h"
+#include "node/relay.h"
 #include "node/worker.h"
 #include "raw_copy.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "source/block_message.h"
 #include "store/migrate.h"
+#include "store/notify.h"
+#include "store/outbox.h"
 #include "store/pg.h"
 #include "store/queries.h"
 #include "store/writer.h"
 #include "testing/http_test_server.h"
 #include "testing/kafka_mock.h"
+#include "testing/rabbitmq_server.h"
 #include "verify/verify.h"
 
 namespace gapless {
@@ -133,6 +175,7 @@ namespace {
 using bench::Check;
 using bench::Clock;
 using bench::Die;
+using bench::Percentile;
 using bench::Seconds;
 
 constexpr uint64_t kFixtureNumber = 17'000'000;
@@ -164,6 +207,10 @@ struct Args {
   bool verbose = false;  // the roles' info lines too (and GAPLESS_KAFKA_DEBUG's)
   // --serve: only the RPC source, for a `gapless` process of its own (bench/memory_bench.sh).
   bool serve = false;
+  // --events: the buses of the events-on runs (redis, kafka, amqp); empty: no events runs.
+  std::vector<std::string> events;
+  int64_t sample_ms = 10;          // the events sampler's longest wait between two readings
+  int64_t events_timeout_s = 600;  // a relay not caught up by then after indexing: void (a hang)
 };
 
 constexpr int kKafkaBrokers = 3;
@@ -220,19 +267,44 @@ Args ParseArgs(int argc, char** argv) {
                a.sources.clear();
                std::stringstream in(v);
                std::string item;
+               bool none = false;
                while (std::getline(in, item, ',')) {
+                 if (item == "none") {
+                   none = true;
+                   continue;
+                 }
                  if (item != "rpc" && item != "single" && item != "kafka" && item != "copy") {
                    throw std::invalid_argument(item);
                  }
                  a.sources.insert(item);
                }
-               if (a.sources.empty()) throw std::invalid_argument(v);
+               if (a.sources.empty() != none) throw std::invalid_argument(v);
              })
+      .Value("--events",
+             [&](const std::string& v) {
+               a.events.clear();
+               std::stringstream in(v);
+               std::string item;
+               while (std::getline(in, item, ',')) {
+                 if (item != "redis" && item != "kafka" && item != "amqp") {
+                   throw std::invalid_argument(item);
+                 }
+                 if (std::find(a.events.begin(), a.events.end(), item) == a.events.end()) {
+                   a.events.push_back(item);
+                 }
+               }
+               if (a.events.empty()) throw std::invalid_argument(v);
+             })
+      .Value("--sample-ms", [&](const std::string& v) { a.sample_ms = std::stoll(v); })
+      .Value("--events-timeout-s",
+             [&](const std::string& v) { a.events_timeout_s = std::stoll(v); })
       .Parse(argc, argv);
+  if (a.sources.empty() && a.events.empty()) Die("--sources none needs --events");
   if (a.blocks == 0 || a.range == 0 || a.batch == 0 || a.repeat <= 0 || a.first == 0 ||
-      a.tick_ms <= 0 || a.idle_poll_ms <= 0 || a.kafka_timeout_s <= 0) {
+      a.tick_ms <= 0 || a.idle_poll_ms <= 0 || a.kafka_timeout_s <= 0 || a.sample_ms <= 0 ||
+      a.events_timeout_s <= 0) {
     Die("--blocks, --range, --batch, --repeat, --first, --tick-ms, --idle-poll-ms, "
-        "--kafka-timeout-s must be > 0");
+        "--kafka-timeout-s, --sample-ms, --events-timeout-s must be > 0");
   }
   return a;
 }
@@ -325,6 +397,11 @@ class FixtureBlock {
   }
 
   size_t transactions() const { return tx_hashes_.size(); }
+  // The events the relay publishes per block (block.new, transaction.confirmed, token.transfer;
+  // no traces here): the outbox row's event_count (store/writer.cc OutboxInsert).
+  size_t events_per_block() const {
+    return 1 + decoded_.transactions.size() + decoded_.token_transfers.size();
+  }
 
   // The parent hash of the first block rendered (its parent is not rendered).
   std::string ParentOfFirst(uint64_t first) const { return StampHash(hash_, first - 1); }
@@ -604,6 +681,240 @@ void CheckStored(PgConn& conn, const Args& args, uint64_t txs,
   if (sums != *reference) Die("a run stored other rows than the first run");
 }
 
+// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; -1 if unknown.
+double ProcessCpuSeconds(pid_t pid) {
+  if (pid <= 0) return -1;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t paren = text.rfind(')');  // the command name may contain spaces
+  if (paren == std::string::npos) return -1;
+  std::stringstream fields(text.substr(paren + 2));
+  std::string f;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {  // field 3 is the state; 14 utime, 15 stime
+    if (i == 14) utime = std::stoull(f);
+    if (i == 15) stime = std::stoull(f);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// CPU seconds of a process and all its descendants (a broker's helper processes), from /proc;
+// -1 if unknown.
+double ProcessTreeCpuSeconds(pid_t root) {
+  const double own = ProcessCpuSeconds(root);
+  if (own < 0) return -1;
+  std::map<pid_t, std::vector<pid_t>> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos || paren + 4 >= text.size()) continue;
+    std::stringstream fields(text.substr(paren + 2));
+    std::string state;
+    long ppid = 0;
+    if (fields >> state >> ppid) children[static_cast<pid_t>(ppid)].push_back(std::stoi(name));
+  }
+  double total = own;
+  std::vector<pid_t> todo = children[root];
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    if (const double cpu = ProcessCpuSeconds(pid); cpu > 0) total += cpu;
+    for (pid_t c : children[pid]) todo.push_back(c);
+  }
+  return total;
+}
+
+// ---- events on (--events) ----------------------------------------------------------------------
+
+// One reading of the EventsSampler.
+struct EventsSample {
+  double t = 0;                 // seconds since the run's start
+  uint64_t frontier = 0;        // the persisted frontier (the first block before there is one)
+  uint64_t cursor = 0;          // the bus's next block (the first block before its first publish)
+  uint64_t backlog_events = 0;  // the events of the outbox rows in [cursor, frontier)
+};
+
+// What an events run measured beside the fleet's figures.
+struct EventsFigures {
+  std::vector<EventsSample> samples;
+  // Per block, milliseconds (see the file comment).
+  std::vector<double> commit_to_publish, frontier_to_publish;
+  double catch_up = 0;     // seconds from the end of indexing until the cursor passed the end
+  uint64_t events = 0;     // the relay's count of events published (confirmed)
+  double broker_cpu = -1;  // the broker's CPU seconds during the run; -1: unknown
+  // CPU seconds during the run (indexing and catch-up) of this process (workers, leader, relay,
+  // the fixture node) and of the PostgreSQL server (its processes on this machine); -1: unknown.
+  double bench_cpu = -1, pg_cpu = -1;
+  double wall = 0;  // seconds from the start until the relay caught up (the indexing clock if off)
+  int rep = 0;      // the repetition (pairs an on run with the off run of its repetition)
+  uint64_t max_backlog_blocks = 0, max_backlog_events = 0;  // over the indexing clock
+  uint64_t end_backlog_blocks = 0, end_backlog_events = 0;  // at the end of indexing
+};
+
+// A fleet run as an events run: wired as `gapless run` wires its leader (the file comment).
+struct EventsRun {
+  std::string bus_url;  // the relay's bus (an --events URL); empty: events off
+  pid_t broker = -1;    // the broker's process, for its CPU seconds; -1: not measured
+  pid_t postgres = -1;  // the PostgreSQL server's postmaster, for its CPU seconds; -1: not measured
+};
+
+// CPU seconds (user + system) of this process so far.
+double SelfCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return secs(u.ru_utime) + secs(u.ru_stime);
+}
+
+// The sampler of an events run: on a thread of its own with its own connection, one query after
+// each NOTIFY of a range commit or a frontier move, and at least every sample_ms. Stop() takes one
+// last reading.
+class EventsSampler {
+ public:
+  EventsSampler(const std::string& db_url, uint64_t first, uint64_t last, int64_t sample_ms)
+      : sample_ms_(sample_ms) {
+    auto conn = PgConn::Connect(db_url);
+    Check(conn.status(), "sampler connection");
+    conn_ = std::move(conn).value();
+    auto waker =
+        PgWaker::Open(db_url, {std::string(kRangeCommittedChannel), std::string(kFrontierChannel)});
+    Check(waker.status(), "sampler LISTEN connection");
+    waker_ = std::move(waker).value();
+    const std::string f = std::to_string(first);
+    const std::string frontier =
+        "coalesce((SELECT value::bigint FROM indexer_state WHERE key = 'frontier'), " + f + ")";
+    const std::string cursor = "coalesce((SELECT min(next_block) FROM event_cursors), " + f + ")";
+    sql_ = "SELECT " + frontier + ", " + cursor +
+           ", (SELECT coalesce(sum(event_count), 0) FROM event_outbox WHERE block_number >= " +
+           cursor + " AND block_number < " + frontier +
+           "), (SELECT string_agg(from_block || '-' || to_block, ',') FROM indexed_ranges WHERE "
+           "from_block BETWEEN " +
+           f + " AND " + std::to_string(last) + ")";
+  }
+  void Start(Clock::time_point start) {
+    start_ = start;
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        Sample();
+        waker_->Wait(sample_ms_);
+      }
+      Sample();
+    });
+  }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  const std::vector<EventsSample>& samples() const { return samples_; }
+  // By each committed range's first block: its last block, and the seconds since the start when
+  // it was first seen committed.
+  const std::map<uint64_t, std::pair<uint64_t, double>>& committed() const { return committed_; }
+
+ private:
+  void Sample() {
+    auto r = conn_->Query(sql_);
+    Check(r.status(), "sampler query");
+    const double t = Seconds(start_, Clock::now());
+    EventsSample s;
+    s.t = t;
+    s.frontier = std::stoull(std::string(r->Get(0, 0)));
+    s.cursor = std::stoull(std::string(r->Get(0, 1)));
+    s.backlog_events = std::stoull(std::string(r->Get(0, 2)));
+    samples_.push_back(s);
+    if (!r->IsNull(0, 3)) {
+      std::stringstream in{std::string(r->Get(0, 3))};
+      std::string item;
+      while (std::getline(in, item, ',')) {
+        const size_t dash = item.find('-');
+        committed_.emplace(std::stoull(item.substr(0, dash)),
+                           std::make_pair(std::stoull(item.substr(dash + 1)), t));
+      }
+    }
+  }
+
+  int64_t sample_ms_;
+  std::unique_ptr<PgConn> conn_;
+  std::unique_ptr<PgWaker> waker_;
+  std::string sql_;
+  Clock::time_point start_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::vector<EventsSample> samples_;
+  std::map<uint64_t, std::pair<uint64_t, double>> committed_;
+};
+
+// The backlog of a sample (frontier - cursor; 0 when the cursor is at or past the frontier).
+uint64_t BacklogBlocks(const EventsSample& s) {
+  return s.frontier > s.cursor ? s.frontier - s.cursor : 0;
+}
+
+// The per-block latencies and backlog figures of an events-on run from its sampler's readings;
+// `indexing_end`: seconds from the start to the end of the indexing clock.
+void EventsLatencies(const Args& args, const EventsSampler& sampler, double indexing_end,
+                     EventsFigures* out) {
+  const uint64_t last = args.first + args.blocks - 1;
+  std::vector<double> commit(args.blocks, -1);
+  for (const auto& [from, range] : sampler.committed()) {
+    const auto& [to, t] = range;
+    for (uint64_t n = from; n <= std::min(to, last); ++n) {
+      double& c = commit[n - args.first];
+      if (c < 0 || t < c) c = t;
+    }
+  }
+  out->samples = sampler.samples();
+  uint64_t next_frontier = args.first, next_cursor = args.first;  // blocks not yet seen passed
+  std::vector<double> frontier(args.blocks, -1), published(args.blocks, -1);
+  for (const EventsSample& s : out->samples) {
+    for (; next_frontier < s.frontier && next_frontier <= last; ++next_frontier) {
+      frontier[next_frontier - args.first] = s.t;
+    }
+    for (; next_cursor < s.cursor && next_cursor <= last; ++next_cursor) {
+      published[next_cursor - args.first] = s.t;
+    }
+    if (s.t <= indexing_end) {
+      out->max_backlog_blocks = std::max(out->max_backlog_blocks, BacklogBlocks(s));
+      out->max_backlog_events = std::max(out->max_backlog_events, s.backlog_events);
+      out->end_backlog_blocks = BacklogBlocks(s);
+      out->end_backlog_events = s.backlog_events;
+    }
+  }
+  for (uint64_t i = 0; i < args.blocks; ++i) {
+    if (commit[i] < 0 || frontier[i] < 0 || published[i] < 0) {
+      Die("events sampler: block " + std::to_string(args.first + i) +
+          " was not seen committed, below the frontier and published");
+    }
+    out->commit_to_publish.push_back(1000 * (published[i] - commit[i]));
+    out->frontier_to_publish.push_back(1000 * (published[i] - frontier[i]));
+  }
+}
+
+// The backlog every 0.5 s of the run as "blocks/events" (the last reading at or before each
+// point), with "|" at the end of indexing.
+std::string BacklogSeries(const EventsFigures& e, double indexing_end) {
+  std::string out;
+  size_t i = 0;
+  bool marked = false;
+  const double end = e.samples.empty() ? 0 : e.samples.back().t;
+  for (double t = 0.5; t < end + 0.5; t += 0.5) {
+    while (i + 1 < e.samples.size() && e.samples[i + 1].t <= t) ++i;
+    if (!marked && t > indexing_end) {
+      out += "| ";
+      marked = true;
+    }
+    const EventsSample& s = e.samples[i];
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%llu/%.1fk ", static_cast<unsigned long long>(BacklogBlocks(s)),
+                  static_cast<double>(s.backlog_events) / 1000);
+    out += buf;
+  }
+  return out;
+}
+
 struct FleetResult {
   double seconds = 0;
   uint64_t transactions = 0;
@@ -611,6 +922,7 @@ struct FleetResult {
   double worker_seconds = 0;  // summed wall time of the workers' Run calls
   double coord = 0, idle = 0, fetch = 0, write = 0, backoff = 0;  // seconds, summed
   uint64_t retries = 0, failed = 0, leases_lost = 0;
+  EventsFigures events;  // an events run's (RunFleet's `events`)
 };
 
 void DeleteNamespace(RedisConn& redis, const Keys& keys) {
@@ -636,11 +948,16 @@ void CheckNamespaceEmpty(RedisConn& admin, const Keys& keys) {
   }
 }
 
+// `events`: nullptr for a plain fleet run; else an events run (off or on), its figures in the
+// result's `events`.
 FleetResult RunFleet(const Args& args, int workers, bool verify, const std::string& db_url,
-                     const std::string& rpc_url, RedisConn& admin, int64_t ns) {
+                     const std::string& rpc_url, RedisConn& admin, int64_t ns,
+                     const EventsRun* events = nullptr) {
   const Keys keys(ns);
   CheckNamespaceEmpty(admin, keys);
-  auto pool = PgPool::Open(db_url, static_cast<size_t>(workers) + 2);
+  const bool relay_on = events != nullptr && !events->bus_url.empty();
+  // + 1 for the relay's step (its LISTEN connection is its own).
+  auto pool = PgPool::Open(db_url, static_cast<size_t>(workers) + 2 + (relay_on ? 1 : 0));
   Check(pool.status(), "pool");
 
   LeaderOptions lo;
@@ -651,6 +968,28 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
   lo.holder_id = "scale-bench";
   LocalLease lease;
   Leader leader(lo, args.redis, keys, pool->get(), &lease);
+  std::unique_ptr<PgWaker> leader_waker;
+  std::unique_ptr<EventRelays> relays;
+  std::unique_ptr<EventsSampler> sampler;
+  if (events != nullptr) {
+    // As `gapless run` wires its leader (node/fleet_command.cc): woken when a range commits.
+    auto waker = PgWaker::Open(db_url, {std::string(kRangeCommittedChannel)}, (*pool)->options());
+    Check(waker.status(), "the leader's LISTEN connection");
+    leader_waker = std::move(waker).value();
+    leader.set_waker(leader_waker.get());
+    if (relay_on) {
+      // As `gapless run --events URL` opens them (EventsOptions' defaults): enables events in the
+      // database from the first block on, so every range write from now on adds outbox rows.
+      EventsOptions eo;
+      eo.buses = {events->bus_url};
+      auto opened = EventRelays::Open(eo, pool->get(), kChainId, lo.from, lo.to, &lease,
+                                      Clients(rpc_url, args.rpc_timeout_ms));
+      Check(opened.status(), "open the event relay");
+      relays = std::move(opened).value();
+    }
+    sampler = std::make_unique<EventsSampler>(db_url, args.first, args.first + args.blocks - 1,
+                                              args.sample_ms);
+  }
 
   std::atomic<bool> stop{false};
   std::atomic<bool> leader_done{false};
@@ -672,7 +1011,12 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
   Status leader_status;
   std::vector<Status> worker_status(fleet.size());
   std::vector<double> worker_seconds(fleet.size());
+  const double cpu_before = events != nullptr ? ProcessTreeCpuSeconds(events->broker) : -1;
+  const double pg_before = events != nullptr ? ProcessTreeCpuSeconds(events->postgres) : -1;
+  const double self_before = SelfCpuSeconds();
   Clock::time_point start = Clock::now();
+  if (sampler) sampler->Start(start);
+  if (relays) relays->Start(stop);
   std::thread leader_thread([&] {
     leader_status = leader.Run(stop);
     leader_done.store(true);
@@ -694,9 +1038,41 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
   Check(leader_status, "leader");
   for (const Status& st : worker_status) Check(st, "worker");
   if (!leader.done()) Die("the leader stopped before the range was done");
+  EventsFigures figures;
+  if (relays) {
+    // Indexing is done; the relay publishes what is left (the catch-up).
+    const Clock::time_point deadline = end + std::chrono::seconds(args.events_timeout_s);
+    while (!relays->done() && relays->FirstError().ok() && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const Clock::time_point caught_up = Clock::now();
+    if (!relays->done()) stop.store(true);
+    Check(relays->Join(), "the event relay");
+    if (!relays->done()) {
+      Die("the relay has not published the range " + std::to_string(args.events_timeout_s) +
+          " s after indexing ended");
+    }
+    figures.catch_up = Seconds(end, caught_up);
+    figures.events = relays->events_published();
+  }
+  if (sampler) {
+    sampler->Stop();
+    if (relay_on) {
+      EventsLatencies(args, *sampler, Seconds(start, end), &figures);
+    } else {
+      figures.samples = sampler->samples();
+    }
+    const double cpu_after = ProcessTreeCpuSeconds(events->broker);
+    if (cpu_before >= 0 && cpu_after >= 0) figures.broker_cpu = cpu_after - cpu_before;
+    const double pg_after = ProcessTreeCpuSeconds(events->postgres);
+    if (pg_before >= 0 && pg_after >= 0) figures.pg_cpu = pg_after - pg_before;
+    figures.bench_cpu = SelfCpuSeconds() - self_before;
+    figures.wall = Seconds(start, end) + figures.catch_up;
+  }
 
   FleetResult r;
   r.seconds = Seconds(start, end);
+  r.events = std::move(figures);
   auto secs = [](const std::atomic<uint64_t>& micros) { return static_cast<double>(micros) / 1e6; };
   for (size_t i = 0; i < fleet.size(); ++i) {
     const WorkerCounters& c = fleet[i]->counters();
@@ -714,6 +1090,102 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
   }
   DeleteNamespace(admin, keys);
   return r;
+}
+
+// The topics of chain 1's block events (what BlockEvents gives for the fixture's blocks).
+std::vector<std::string> EventTopics() {
+  return {EventTopic(kBlockNew, kChainId), EventTopic(kTransactionConfirmed, kChainId),
+          EventTopic(kTokenTransfer, kChainId)};
+}
+
+// A bus of the events-on runs, started before any clock starts.
+struct EventsBus {
+  std::string kind;  // redis, kafka, amqp
+  std::string url;   // as --events takes it
+  pid_t pid = -1;    // the broker's process (for its CPU seconds)
+  std::unique_ptr<KafkaMockCluster> kafka;
+  std::unique_ptr<RabbitMqServer> rabbit;
+};
+
+// amqp: the durable consumer-group queue bound to the events' topics.
+constexpr char kEventsQueue[] = "scale-bench-events";
+
+// nullptr when the bus cannot be had here (RabbitMQ not installed), after saying why.
+std::unique_ptr<EventsBus> StartEventsBus(const std::string& kind, const Args& args,
+                                          pid_t redis_pid) {
+  auto bus = std::make_unique<EventsBus>();
+  bus->kind = kind;
+  if (kind == "redis") {
+    bus->url = args.redis;
+    bus->pid = redis_pid;
+  } else if (kind == "kafka") {
+    auto started = KafkaMockCluster::Start(kKafkaBrokers);
+    Check(started.status(), "start the Kafka mock cluster for events");
+    bus->kafka = std::move(started).value();
+    // One partition per topic (the key, the chain id, picks one anyway), replicated on every
+    // broker, as events_bench.
+    for (const std::string& topic : EventTopics()) {
+      Check(bus->kafka->CreateTopic(topic, 1, kKafkaBrokers), "create an events topic");
+      Check(bus->kafka->SetLeader(topic, 0, 1), "set the topic's leader");
+    }
+    bus->url = bus->kafka->url();
+    bus->pid = bus->kafka->pid();
+  } else {
+    auto started = RabbitMqServer::Start();
+    if (!started.ok()) {
+      std::printf("events amqp: skipped (no RabbitMQ: %s)\n", started.status().ToString().c_str());
+      return nullptr;
+    }
+    bus->rabbit = std::move(started).value();
+    bus->url = bus->rabbit->url();
+    bus->pid = bus->rabbit->pid();
+    // RabbitMQ keeps only what a bound queue takes: a durable consumer-group queue, as a
+    // consumer in production would have, declared and bound by the first DrainEventsBus and
+    // drained by each one after a run.
+  }
+  return bus;
+}
+
+// Untimed, before and after each events run: the bus holds none of the run's events any more
+// (Redis: the streams deleted; RabbitMQ: the queue drained; the Kafka mock keeps only the last 5
+// MB of a partition anyway). Returns the events drained from the RabbitMQ queue.
+uint64_t DrainEventsBus(EventsBus& bus, RedisConn& admin) {
+  uint64_t drained = 0;
+  if (bus.kind == "redis") {
+    std::vector<std::string> argv = {"DEL"};
+    for (const std::string& topic : EventTopics()) argv.push_back(topic);
+    Check(admin.Command(argv).status(), "delete the event streams");
+  } else if (bus.kind == "amqp") {
+    // A connection of its own each time: one idle through a run misses its heartbeats.
+    SubscribeOptions o;
+    o.group = kEventsQueue;
+    o.topics = EventTopics();
+    auto queue = OpenSubscriber(bus.url, o);
+    Check(queue.status(), "open the events queue");
+    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(600);
+    while (Clock::now() < deadline) {
+      auto polled = (*queue)->Poll(5'000, 500);
+      Check(polled.status(), "drain the events queue");
+      if (!polled->empty()) {
+        drained += polled->size();
+        Check((*queue)->AckAll(*polled), "ack the drained events");
+        continue;
+      }
+      auto lag = (*queue)->Lag();
+      Check(lag.status(), "the events queue's length");
+      if (*lag == 0) return drained;
+    }
+    Die("the events queue is not empty after 600 s of draining");
+  }
+  return drained;
+}
+
+// Events off again in the database: no events_from (so range writes add no outbox rows), no
+// outbox rows, no cursors.
+void ResetEvents(PgConn& conn) {
+  Check(conn.Exec("TRUNCATE event_outbox, event_cursors"), "truncate the outbox");
+  Check(conn.Exec("DELETE FROM indexer_state WHERE key = '" + std::string(kEventsFromKey) + "'"),
+        "disable events");
 }
 
 // ---- the Kafka block source -------------------------------------------------------------------
@@ -778,22 +1250,6 @@ class TimedSubscriber : public Subscriber {
   std::shared_ptr<SubscriberStats> stats_;
   bool joined_ = false;
 };
-
-// CPU seconds (user + system) a process has used so far, from /proc/<pid>/stat; -1 if unknown.
-double ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t paren = text.rfind(')');  // the command name may contain spaces
-  if (paren == std::string::npos) return -1;
-  std::stringstream fields(text.substr(paren + 2));
-  std::string f;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && fields >> f; ++i) {  // field 3 is the state; 14 utime, 15 stime
-    if (i == 14) utime = std::stoull(f);
-    if (i == 15) stime = std::stoull(f);
-  }
-  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
 
 // The topic: every block of the range once, block n in partition (n / range) mod partitions, as
 // `gapless produce --window range` sends it (node/events_command.cc RunProduce). Untimed.
@@ -1145,13 +1601,35 @@ int Main(int argc, char** argv) {
     Check(v.status(), "version");
     pg_version = v->Get(0, 0);
   }
+  // The postmaster (the parent of this connection's backend), when the server runs here: the
+  // events runs' PostgreSQL CPU.
+  pid_t postmaster = -1;
+  if (!args.events.empty()) {
+    auto backend = (*admin_pg)->Query("SELECT pg_backend_pid()");
+    Check(backend.status(), "backend pid");
+    std::ifstream in("/proc/" + std::string(backend->Get(0, 0)) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && text.find("(postgres)") != std::string::npos) {
+      std::stringstream fields(text.substr(paren + 2));
+      std::string state;
+      long ppid = 0;
+      if (fields >> state >> ppid) postmaster = static_cast<pid_t>(ppid);
+    }
+  }
   auto admin_redis = RedisConn::Connect(args.redis);
   Check(admin_redis.status(), ("connect " + args.redis).c_str());
   std::string redis_version = "?";
+  pid_t redis_pid = -1;  // for the events runs' broker CPU (the server may be on another machine)
   if (auto info = (*admin_redis)->Command({"INFO", "server"}); info.ok()) {
     size_t at = info->str.find("redis_version:");
     if (at != std::string::npos) {
       redis_version = info->str.substr(at + 14, info->str.find('\r', at) - at - 14);
+    }
+    at = info->str.find("process_id:");
+    if (at != std::string::npos) {
+      const pid_t pid = static_cast<pid_t>(std::stol(info->str.substr(at + 11)));
+      if (ProcessCpuSeconds(pid) >= 0) redis_pid = pid;
     }
   }
 
@@ -1214,6 +1692,25 @@ int Main(int argc, char** argv) {
   }
   std::vector<RangeWrite> copy_ranges;
   if (args.sources.count("copy") != 0) copy_ranges = DecodedRanges(args, node);
+  // The buses of the events runs.
+  std::map<std::string, std::unique_ptr<EventsBus>> buses;
+  for (const std::string& kind : args.events) {
+    std::unique_ptr<EventsBus> bus = StartEventsBus(kind, args, redis_pid);
+    if (bus == nullptr) continue;
+    DrainEventsBus(*bus, **admin_redis);
+    std::printf("events %s: %s (broker pid %d)\n", kind.c_str(), BusName(bus->url).c_str(),
+                static_cast<int>(bus->pid));
+    buses[kind] = std::move(bus);
+  }
+  if (!args.events.empty()) {
+    std::printf(
+        "events: %zu a block (%llu in all), relay as `gapless run --events` (batches of 200 "
+        "blocks / 5000 events, tick 200 ms, woken by the frontier's NOTIFY); sampler every %lld "
+        "ms at most\n",
+        fixture.events_per_block(),
+        static_cast<unsigned long long>(fixture.events_per_block() * args.blocks),
+        static_cast<long long>(args.sample_ms));
+  }
   std::fflush(stdout);
 
   auto conn = PgConn::Connect(*db_url);
@@ -1237,6 +1734,13 @@ int Main(int argc, char** argv) {
     if (args.sources.count(s) == 0) continue;
     for (bool v : args.verify) order.emplace_back(s, v);
   }
+  // The events runs: off, then on per bus (with the first --verify value).
+  std::map<std::pair<int, std::string>, std::vector<FleetResult>> events_runs;  // (workers, bus)
+  if (!args.events.empty()) {
+    order.emplace_back("events:off", args.verify.front());
+    for (const auto& [kind, bus] : buses) order.emplace_back("events:" + kind, args.verify.front());
+  }
+  const uint64_t all_events = fixture.events_per_block() * args.blocks;
   auto run_copy = [&](int rep) {
     for (int w : args.workers) {
       Reset(**conn);
@@ -1260,7 +1764,74 @@ int Main(int argc, char** argv) {
         const bool first_verify = verify == args.verify.front();
         const char* vlabel = !verify_shown ? "" : verify ? " verify on " : " verify off";
         Reset(**conn);
-        if (mode == "rpc") {
+        if (!args.events.empty()) ResetEvents(**conn);
+        if (mode.starts_with("events:")) {
+          const std::string kind = mode.substr(7);
+          EventsBus* bus = kind == "off" ? nullptr : buses.at(kind).get();
+          EventsRun run;
+          run.postgres = postmaster;
+          if (bus != nullptr) {
+            run.bus_url = bus->url;
+            run.broker = bus->pid;
+          } else {
+            run.broker = redis_pid;  // the coordination's own Redis CPU, for comparison
+          }
+          FleetResult r = RunFleet(args, w, verify, *db_url, node.url(), **admin_redis, ++ns, &run);
+          if (r.transactions != txs || r.tasks != ranges) {
+            Die("events fleet: " + std::to_string(r.transactions) + " transactions in " +
+                std::to_string(r.tasks) + " tasks");
+          }
+          CheckStored(**conn, args, txs, &reference);
+          const EventsFigures& e = r.events;
+          std::string relay;
+          if (bus != nullptr) {
+            // Every block's events published, the outbox pruned empty behind the cursor.
+            auto left = (*conn)->Query(
+                "SELECT (SELECT count(*) FROM event_outbox), (SELECT min(next_block) FROM "
+                "event_cursors)");
+            Check(left.status(), "outbox after the run");
+            if (left->Get(0, 0) != "0" ||
+                left->Get(0, 1) != std::to_string(args.first + args.blocks)) {
+              Die("after the relay: " + std::string(left->Get(0, 0)) +
+                  " outbox rows left, cursor " + std::string(left->Get(0, 1)));
+            }
+            const uint64_t drained = DrainEventsBus(*bus, **admin_redis);
+            if (e.events != all_events || (bus->kind == "amqp" && drained != e.events)) {
+              std::printf("    NOTE: %llu events published (%llu expected), %llu drained\n",
+                          static_cast<unsigned long long>(e.events),
+                          static_cast<unsigned long long>(all_events),
+                          static_cast<unsigned long long>(drained));
+            }
+            char buf[400];
+            std::snprintf(
+                buf, sizeof buf,
+                "  catch-up %.2f s  commit->publish p50 %.0f p99 %.0f ms  frontier->publish p50 "
+                "%.0f p99 %.0f ms  backlog max %llu blocks / %.1fk events, at indexing end %llu "
+                "/ %.1fk",
+                e.catch_up, Percentile(e.commit_to_publish, 50),
+                Percentile(e.commit_to_publish, 99), Percentile(e.frontier_to_publish, 50),
+                Percentile(e.frontier_to_publish, 99),
+                static_cast<unsigned long long>(e.max_backlog_blocks),
+                static_cast<double>(e.max_backlog_events) / 1000,
+                static_cast<unsigned long long>(e.end_backlog_blocks),
+                static_cast<double>(e.end_backlog_events) / 1000);
+            relay = buf;
+          }
+          std::printf(
+              "rep %d workers %d events %-5s %7.2f s %8.0f tx/s  coord %4.1f%% idle %4.1f%% fetch "
+              "%4.1f%% write %4.1f%%%s  cpu s (to caught up, %.2f s): bench %.2f postgres %.2f "
+              "broker %.2f  [load %s]\n",
+              rep + 1, w, kind.c_str(), r.seconds, static_cast<double>(txs) / r.seconds,
+              100 * r.coord / r.worker_seconds, 100 * r.idle / r.worker_seconds,
+              100 * r.fetch / r.worker_seconds, 100 * r.write / r.worker_seconds, relay.c_str(),
+              e.wall, e.bench_cpu, e.pg_cpu, e.broker_cpu, LoadAverage().c_str());
+          if (bus != nullptr) {
+            std::printf("    backlog blocks/events every 0.5 s (| = indexing done): %s\n",
+                        BacklogSeries(e, r.seconds).c_str());
+          }
+          r.events.rep = rep;
+          events_runs[{w, kind}].push_back(std::move(r));
+        } else if (mode == "rpc") {
           FleetResult r = RunFleet(args, w, verify, *db_url, node.url(), **admin_redis, ++ns);
           if (r.transactions != txs || r.tasks != ranges) {
             Die("fleet: " + std::to_string(r.transactions) + " transactions in " +
@@ -1482,6 +2053,122 @@ int Main(int argc, char** argv) {
           "the workers' summed time, %.1f%% -> %.1f%%\n",
           w, f_off.fetch, f_on.fetch, 100 * f_off.fetch / f_off.worker_seconds,
           100 * f_on.fetch / f_on.worker_seconds);
+    }
+  }
+
+  if (!events_runs.empty()) {
+    // Issue 19: indexing with events on vs off, in the same invocation.
+    std::printf(
+        "\nindexing with events on (--events), medians of %d: the RPC fleet wired as `gapless "
+        "run`, events off vs the relay on each bus; on/off = indexing tx/s ratio of the medians; "
+        "paired = the median of each repetition's on/off ratio; catch-up = "
+        "relay done after indexing (median run); latencies in ms over every block of every run; "
+        "backlog (blocks / events) max during indexing and at its end, in the median run; broker "
+        "cpu s in the median run (off: the coordination Redis)\n",
+        args.repeat);
+    std::printf("%-7s %-6s %9s %9s %7s %7s %9s %14s %14s %16s %14s %7s   %s\n", "workers", "bus",
+                "off tx/s", "on tx/s", "on/off", "paired", "catch-up", "commit->pub",
+                "frontier->pub", "max backlog", "end backlog", "broker",
+                "all runs (on | off tx/s)");
+    std::printf("%-7s %-6s %9s %9s %7s %7s %9s %14s %14s %16s %14s %7s\n", "", "", "", "", "", "",
+                "s", "p50 / p99", "p50 / p99", "blocks / events", "blocks / ev", "cpu s");
+    auto all = [&](const std::vector<FleetResult>& runs) {
+      std::string out;
+      for (const FleetResult& r : runs) out += std::to_string(std::lround(tps(r.seconds))) + " ";
+      return out;
+    };
+    for (int w : args.workers) {
+      auto off_it = events_runs.find({w, "off"});
+      if (off_it == events_runs.end()) continue;
+      const FleetResult& off = Median(off_it->second);
+      const double off_tps = tps(off.seconds);
+      std::printf("%-7d %-6s %9.0f %9s %7s %7s %9s %14s %14s %16s %14s %7.2f   %s\n", w, "off",
+                  off_tps, "", "", "", "", "", "", "", "", off.events.broker_cpu,
+                  all(off_it->second).c_str());
+      for (const auto& [kind, bus] : buses) {
+        auto on_it = events_runs.find({w, kind});
+        if (on_it == events_runs.end()) continue;
+        std::vector<double> c2p, f2p;
+        for (const FleetResult& r : on_it->second) {
+          c2p.insert(c2p.end(), r.events.commit_to_publish.begin(),
+                     r.events.commit_to_publish.end());
+          f2p.insert(f2p.end(), r.events.frontier_to_publish.begin(),
+                     r.events.frontier_to_publish.end());
+        }
+        const FleetResult& on = Median(on_it->second);
+        const EventsFigures& e = on.events;
+        char lat1[40], lat2[40], max[40], end[40];
+        std::snprintf(lat1, sizeof lat1, "%.0f / %.0f", Percentile(c2p, 50), Percentile(c2p, 99));
+        std::snprintf(lat2, sizeof lat2, "%.0f / %.0f", Percentile(f2p, 50), Percentile(f2p, 99));
+        std::snprintf(max, sizeof max, "%llu / %.1fk",
+                      static_cast<unsigned long long>(e.max_backlog_blocks),
+                      static_cast<double>(e.max_backlog_events) / 1000);
+        std::snprintf(end, sizeof end, "%llu / %.1fk",
+                      static_cast<unsigned long long>(e.end_backlog_blocks),
+                      static_cast<double>(e.end_backlog_events) / 1000);
+        const double on_tps = tps(on.seconds);
+        // Each on run against the off run of its own repetition (the nearest in time: the
+        // machine's load drifts between repetitions), the median of those ratios.
+        std::vector<double> paired;
+        for (const FleetResult& r : on_it->second) {
+          for (const FleetResult& o : off_it->second) {
+            if (o.events.rep == r.events.rep) paired.push_back(o.seconds / r.seconds);
+          }
+        }
+        std::printf(
+            "%-7d %-6s %9.0f %9.0f %6.3fx %6.3fx %9.2f %14s %14s %16s %14s %7.2f   %s| %s\n", w,
+            kind.c_str(), off_tps, on_tps, on_tps / off_tps, Percentile(paired, 50), e.catch_up,
+            lat1, lat2, max, end, e.broker_cpu, all(on_it->second).c_str(),
+            all(off_it->second).c_str());
+      }
+    }
+  }
+
+  if (!events_runs.empty()) {
+    std::printf(
+        "\nwhere the CPU goes, medians of %d (each column's own median over the runs): CPU seconds "
+        "from the start until the relay caught up (off: the indexing clock) of this process "
+        "(workers, leader, relay, the fixture node), the PostgreSQL server and the broker (off: "
+        "the coordination Redis); per 1000 events: what an on run spends beyond the off runs' "
+        "median; busy = all three over (2 cores x the wall time)\n",
+        args.repeat);
+    std::printf("%-7s %-6s %8s %8s %9s %8s %8s %13s %13s %13s %6s\n", "workers", "bus", "wall s",
+                "bench s", "postgres s", "broker s", "total s", "+bench/kev ms", "+pg/kev ms",
+                "+broker/kev", "busy");
+    auto median_of = [](const std::vector<FleetResult>& runs, double EventsFigures::*field) {
+      std::vector<double> v;
+      for (const FleetResult& r : runs) v.push_back(r.events.*field);
+      return Percentile(v, 50);
+    };
+    const double cores = static_cast<double>(std::thread::hardware_concurrency());
+    for (int w : args.workers) {
+      auto off_it = events_runs.find({w, "off"});
+      if (off_it == events_runs.end()) continue;
+      const double off_bench = median_of(off_it->second, &EventsFigures::bench_cpu);
+      const double off_pg = median_of(off_it->second, &EventsFigures::pg_cpu);
+      const double off_broker = median_of(off_it->second, &EventsFigures::broker_cpu);
+      std::vector<std::string> kinds = {"off"};
+      for (const auto& [kind, bus] : buses) kinds.push_back(kind);
+      for (const std::string& kind : kinds) {
+        auto it = events_runs.find({w, kind});
+        if (it == events_runs.end()) continue;
+        const double wall = median_of(it->second, &EventsFigures::wall);
+        const double bench = median_of(it->second, &EventsFigures::bench_cpu);
+        const double pg = median_of(it->second, &EventsFigures::pg_cpu);
+        const double broker = median_of(it->second, &EventsFigures::broker_cpu);
+        const double kev = static_cast<double>(all_events) / 1000;
+        auto extra = [&](double on, double off) {
+          char buf[32];
+          if (kind == "off") return std::string("");
+          std::snprintf(buf, sizeof buf, "%.2f", 1000 * (on - off) / kev);
+          return std::string(buf);
+        };
+        std::printf("%-7d %-6s %8.2f %8.2f %9.2f %8.2f %8.2f %13s %13s %13s %5.0f%%\n", w,
+                    kind.c_str(), wall, bench, pg, broker, bench + pg + broker,
+                    extra(bench, off_bench).c_str(), extra(pg, off_pg).c_str(),
+                    kind == "redis" ? extra(broker, off_broker).c_str() : extra(broker, 0).c_str(),
+                    100 * (bench + pg + broker) / (cores * wall));
+      }
     }
   }
 

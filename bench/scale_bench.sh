@@ -10,6 +10,8 @@
 #   GAPLESS_RUN_DIR=/tmp/gapless-scale-run  GAPLESS_PG_PORT=55633  GAPLESS_REDIS_PORT=56679
 # e.g. bench/scale_bench.sh build-scale --blocks 400 --range 20 --repeat 3
 #      bench/scale_bench.sh build-scale --blocks 400 --sources rpc,kafka,copy --repeat 5
+#      bench/scale_bench.sh build-scale --blocks 1000 --workers 1,2 --sources none \
+#        --events redis,kafka,amqp --repeat 5     (indexing with the event relay on vs off)
 # Refuses to run if a Redis already answers on its port (it would not be ours to load and stop).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
