@@ -495,7 +495,8 @@ std::optional<int64_t> EndpointPool::HedgeDelayMicros(size_t i) {
 
 bool EndpointPool::TakeHedge() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<double>(hedges_) >=
+  // With this hedge counted: at most budget x requests + burst, never one over.
+  if (static_cast<double>(hedges_ + 1) >
       options_.hedge_budget * static_cast<double>(posts_) + options_.hedge_burst) {
     return false;
   }
