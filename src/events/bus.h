@@ -80,6 +80,11 @@ struct SubscribeOptions {
   // RabbitMQ: an exclusive auto-delete queue; Redis: the groups are destroyed on close; Kafka:
   // offsets are never committed.
   bool transient = false;
+  // Kafka: the consumer's queue of fetched messages is bounded to about this many bytes
+  // (queued.max.messages.kbytes, at least 1 MiB; librdkafka then caps a fetch response, the
+  // unset fetch.max.bytes, at the same), unless the URL sets it. 0: librdkafka's defaults (64 MiB
+  // and 50 MiB). The other buses prefetch what their own settings say.
+  uint64_t max_queue_bytes = 0;
 };
 
 // One message as the bus delivered it.

@@ -470,6 +470,11 @@ class KafkaSubscriber final : public Subscriber {
                          {"auto.offset.reset", options_.from_beginning ? "earliest" : "latest"},
                          {"socket.keepalive.enable", "true"},
                      });
+    if (st.ok() && options_.max_queue_bytes > 0) {
+      const uint64_t bytes = std::max<uint64_t>(options_.max_queue_bytes, 1 << 20);
+      // fetch.max.bytes, left unset, follows it (librdkafka caps it at the queue's size).
+      st = SetAll(conf, {{"queued.max.messages.kbytes", std::to_string(bytes / 1024)}});
+    }
     if (st.ok()) st = SetAll(conf, url_.properties);
     if (!st.ok()) {
       rd_kafka_conf_destroy(conf);

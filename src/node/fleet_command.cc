@@ -169,7 +169,8 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(
 // With --rpc they fetch blocks the stream lacks or that the decoder refused from the node.
 std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
     const FleetCommand& command, const CheckedChain& chain, const Keys& keys,
-    const std::string& process_id, const RpcClientFactory* make_client, const Election* head_log) {
+    const std::string& process_id, const RpcClientFactory* make_client, const Election* head_log,
+    MemoryBudget* budget) {
   const IndexingOptions& args = command.indexing;
   std::vector<std::unique_ptr<KafkaWorker>> workers;
   for (uint32_t i = 0; i < command.workers; ++i) {
@@ -190,6 +191,7 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
     options.token_metadata = args.token_metadata;
     options.write_mode = args.write_mode;
     options.copy_format = args.copy_format;
+    options.memory_budget = budget;
     if (make_client != nullptr) options.fallback = RpcBlockSources(*make_client);
     // As RPC workers do: only blocks the head log has committed, with its hashes.
     options.head_log = [head_log](uint64_t from,
@@ -503,15 +505,15 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   }
   // Kafka: the consumers, plus one queue worker fetching the gaps the leader queues from the node
   // (when there is one). RPC: the queue workers.
+  const uint32_t queue_workers = kafka ? (has_rpc ? 1 : 0) : command.workers;
+  // One budget for the process's fetching threads (node/memory_budget.h), Kafka workers included.
+  MemoryBudget budget(args.memory_budget_mib * MemoryBudget::kMiB,
+                      queue_workers + (kafka ? command.workers : 0));
   std::vector<std::unique_ptr<KafkaWorker>> kafka_workers;
   if (kafka) {
     kafka_workers = MakeKafkaWorkers(command, chain, coord.keys, process_id,
-                                     has_rpc ? &make_client : nullptr, head_log.get());
+                                     has_rpc ? &make_client : nullptr, head_log.get(), &budget);
   }
-  const uint32_t queue_workers = kafka ? (has_rpc ? 1 : 0) : command.workers;
-  // One budget for the process's fetching threads (node/memory_budget.h).
-  MemoryBudget budget(args.memory_budget_mib * MemoryBudget::kMiB,
-                      queue_workers + (kafka ? command.workers : 0));
   std::vector<std::unique_ptr<Worker>> workers =
       MakeWorkers(command, chain, coord.keys, process_id, make_client, limiter.limiter.get(),
                   leader.get(), head_log.get(), queue_workers, &budget,

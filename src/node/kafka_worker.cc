@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -113,10 +114,15 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
     subscribe.topics = {options_.topic};
     subscribe.from_beginning = true;
     subscribe.consumer_name = options_.worker_id;
+    if (options_.memory_budget != nullptr) {
+      subscribe.max_queue_bytes = options_.memory_budget->StreamQueueBytes();
+    }
     Result<std::unique_ptr<Subscriber>> opened = OpenSubscriber(options_.bus_url, subscribe);
     if (!opened.ok()) return opened.status().WithContext("--brokers");
     subscriber_ = std::move(opened).value();
   }
+  held_limit_ = options_.memory_budget != nullptr ? options_.memory_budget->StreamHeldBytes()
+                                                  : std::numeric_limits<uint64_t>::max();
   if (options_.fallback) fallback_ = options_.fallback();
   held_ = std::make_unique<HeldBlockSource>("kafka topic " + options_.topic, fallback_.get());
 
@@ -128,7 +134,19 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
   Frontier frontier(redis_.get(), keys_.completed(), keys_.frontier(), options_.from,
                     keys_.leader_epoch());
   while (!stop.load()) {
-    Result<std::vector<Delivery>> polled = subscriber_->Poll(kPollMax, kPollTimeoutMs);
+    // No more messages than fit in the room left under the budget's share for held text, each
+    // counted as the largest block seen, the average, or a heavy mainnet block, whichever is
+    // largest: blocks grow without warning (a devnet's genesis, then a deployment).
+    size_t poll_max = kPollMax;
+    if (options_.memory_budget != nullptr) {
+      const uint64_t held = held_->bytes();
+      const uint64_t room = held < held_limit_ ? held_limit_ - held : 0;
+      const uint64_t per_block =
+          std::max<uint64_t>({options_.memory_budget->json_bytes_per_block(), largest_block_bytes_,
+                              MemoryBudget::kInitialJsonBytesPerBlock});
+      poll_max = static_cast<size_t>(std::clamp<uint64_t>(room / per_block, 1, kPollMax));
+    }
+    Result<std::vector<Delivery>> polled = subscriber_->Poll(poll_max, kPollTimeoutMs);
     if (!polled.ok()) {
       spdlog::warn("kafka worker {}: {}", options_.worker_id, polled.status().ToString());
       options_.env->SleepMicros(
@@ -138,9 +156,19 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
     }
     poll_failures = 0;
     const bool idle = polled->empty();
-    for (Delivery& d : *polled) Take(std::move(d));
+    uint64_t taken_blocks = 0, taken_bytes = 0;
+    for (Delivery& d : *polled) {
+      const uint64_t bytes = Take(std::move(d));
+      taken_blocks += bytes > 0 ? 1 : 0;
+      taken_bytes += bytes;
+      largest_block_bytes_ = std::max(largest_block_bytes_, bytes);
+    }
+    if (options_.memory_budget != nullptr) {
+      options_.memory_budget->Observe(taken_blocks, taken_bytes);
+    }
+    if (held_->bytes() > held_peak_bytes_.load()) held_peak_bytes_.store(held_->bytes());
     DropRevoked();
-    for (uint64_t start : ReadyWindows(/*all=*/false)) {
+    for (uint64_t start : ReadyWindows()) {
       if (stop.load()) break;
       Status st = ProcessWindow(start);
       if (!st.ok()) {
@@ -148,7 +176,17 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
         break;
       }
     }
+    if (result.ok()) result = FlushOverBudget(stop);
     if (!result.ok()) break;
+    // Above the share after the flush: nothing held can be written now. Consumption stops until
+    // the worker holds less than half of it (a pause and a resume each discard librdkafka's
+    // prefetch, so not at every message).
+    if (OverBudget()) {
+      SetPaused(true);
+    } else if (pausing_ && held_->bytes() <= held_limit_ / 2 &&
+               held_->size() <= options_.max_held_blocks / 2) {
+      SetPaused(false);
+    }
     if (idle && windows_.empty() && options_.to.has_value() && options_.stop_when_done) {
       Result<uint64_t> at = frontier.Get();
       if (at.ok() && *at > *options_.to) {
@@ -166,7 +204,7 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
   return result;
 }
 
-void KafkaWorker::Take(Delivery delivery) {
+uint64_t KafkaWorker::Take(Delivery delivery) {
   const std::string where = Where(delivery);
   Result<RawBlock> raw = ParseBlockMessage(delivery.body, "", where);
   if (!raw.ok()) {
@@ -178,17 +216,17 @@ void KafkaWorker::Take(Delivery delivery) {
       // Not acknowledged either: the message comes again after a restart or rebalance.
       spdlog::error("kafka worker {}: dead letter of {} failed: {}", options_.worker_id, where,
                     dlq.ToString());
-      return;
+      return 0;
     }
     counters_.dead_lettered += 1;
     CountRangeEvent(RangeEvent::kDeadLettered);
     (void)subscriber_->Ack(delivery);
-    return;
+    return 0;
   }
   const uint64_t n = raw->number;
   if (n < options_.from || (options_.to.has_value() && n > *options_.to)) {
     (void)subscriber_->Ack(delivery);
-    return;
+    return 0;
   }
   const uint64_t size = options_.range_size;
   const uint64_t start = std::max(options_.from, n / size * size);
@@ -200,10 +238,12 @@ void KafkaWorker::Take(Delivery delivery) {
   // A second message for a height: the later one is held (a re-org's new fork comes after the
   // old one; a redelivery of the same block changes nothing). Step 1 sorts out which is canonical.
   w.blocks[n] = raw->hash;
+  const uint64_t bytes = RawBlockBytes(*raw);
   held_->Put(std::move(raw).value());
   delivery.body.clear();  // the block holds the text; DeadLetter restores it
   w.deliveries.emplace_back(n, std::move(delivery));
   w.last_added_micros = options_.env->NowMicros();
+  return bytes;
 }
 
 void KafkaWorker::DropRevoked() {
@@ -228,17 +268,87 @@ void KafkaWorker::DropRevoked() {
   }
 }
 
-std::vector<uint64_t> KafkaWorker::ReadyWindows(bool all) {
+std::vector<uint64_t> KafkaWorker::ReadyWindows() {
   const int64_t now = options_.env->NowMicros();
-  const bool over = held_->size() > options_.max_held_blocks;
   std::vector<uint64_t> ready;
   for (const auto& [start, w] : windows_) {
     if (now < w.not_before_micros) continue;
-    const bool whole = w.blocks.size() == w.end - w.start + 1;
+    const bool whole = w.blocks.size() + w.written >= w.end - w.start + 1;
     const bool quiet = now - w.last_added_micros >= options_.flush_after_ms * 1000;
-    if (whole || quiet || all || over) ready.push_back(start);
+    if (whole || quiet) ready.push_back(start);
   }
   return ready;
+}
+
+bool KafkaWorker::OverBudget() const {
+  return held_->bytes() > held_limit_ || held_->size() > options_.max_held_blocks;
+}
+
+Status KafkaWorker::FlushOverBudget(const std::atomic<bool>& stop) {
+  if (!OverBudget()) return Status::Ok();
+  const int64_t now = options_.env->NowMicros();
+  std::vector<uint64_t> starts;
+  for (const auto& [start, w] : windows_) {
+    if (now >= w.not_before_micros) starts.push_back(start);
+  }
+  for (uint64_t start : starts) {
+    if (stop.load() || !OverBudget()) break;
+    GAPLESS_RETURN_IF_ERROR(ProcessWindow(start));
+  }
+  return Status::Ok();
+}
+
+void KafkaWorker::SetPaused(bool paused) {
+  if (!paused) {
+    for (auto it = paused_.begin(); it != paused_.end();) {
+      const size_t bracket = it->rfind('[');
+      Status st = subscriber_->Resume(it->substr(0, bracket),
+                                      std::stoi(it->substr(bracket + 1)));  // "topic[p]"
+      if (!st.ok()) {
+        spdlog::warn("kafka worker {}: resuming {}: {}", options_.worker_id, *it, st.ToString());
+        ++it;  // again at the next pass
+        continue;
+      }
+      it = paused_.erase(it);
+    }
+    pausing_ = !paused_.empty();
+    if (!pausing_) {
+      spdlog::debug("kafka worker {}: resumed ({} KiB held)", options_.worker_id,
+                    held_->bytes() / 1024);
+    }
+    return;
+  }
+  // Every assigned partition, again at each pass while paused: one assigned since is paused too.
+  for (const std::string& partition : subscriber_->Assignment()) {
+    if (paused_.count(partition) != 0) continue;
+    const size_t bracket = partition.rfind('[');
+    if (bracket == std::string::npos) continue;
+    Status st =
+        subscriber_->Pause(partition.substr(0, bracket), std::stoi(partition.substr(bracket + 1)));
+    if (!st.ok()) {
+      spdlog::warn("kafka worker {}: pausing {}: {}", options_.worker_id, partition, st.ToString());
+      continue;
+    }
+    paused_.insert(partition);
+  }
+  if (pausing_) return;
+  pausing_ = true;
+  pauses_ += 1;
+  // Said once at info (a budget below the worker's needs pauses it often), then at debug.
+  static std::atomic<bool> said{false};
+  const std::string limit =
+      held_->bytes() > held_limit_
+          ? fmt::format("its share of --memory-budget, {} KiB", held_limit_ / 1024)
+          : fmt::format("{} blocks", options_.max_held_blocks);
+  const std::string what = fmt::format(
+      "kafka worker {}: {} blocks ({} KiB) held, above {}, and none can be written now: "
+      "consumption paused until it holds less than half",
+      options_.worker_id, held_->size(), held_->bytes() / 1024, limit);
+  if (!said.exchange(true)) {
+    spdlog::info("{}", what);
+  } else {
+    spdlog::debug("{}", what);
+  }
 }
 
 Status KafkaWorker::ProcessWindow(uint64_t start) {
@@ -333,6 +443,7 @@ Status KafkaWorker::Classify(Window& w, uint64_t generation, std::vector<BlockRa
                                 keys_.leader_epoch())
                            .RecordFenced(run.from, run.to, keys_.reorg_generation(), generation));
     (void)recorded;  // refused: a re-org was followed since; the leader's catch-up decides
+    Release(w, run.from, run.to);
   }
   *todo = Runs(open);
   return Status::Ok();
@@ -401,97 +512,107 @@ KafkaWorker::Outcome KafkaWorker::WriteWindow(Window& w, Status* error) {
     return Outcome::kDone;
   }
 
-  // 3. Decode and write each run, fenced by the token.
+  // 3. Decode and write each run, fenced by the token, in parts of what the budget lets this
+  // worker hold decoded; each part released once written (the window keeps what is left).
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
   write_options.copy_format = options_.copy_format;
+  MemoryBudget unlimited(0, 1);
+  MemoryBudget& budget = options_.memory_budget != nullptr ? *options_.memory_budget : unlimited;
+  const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   for (const BlockRange& run : todo) {
-    RangeWrite write;
-    write.from_block = run.from;
-    write.to_block = run.to;
-    write.fence_token = **token;
-    write.fence_owner = options_.worker_id;
-    int64_t fetch_start = options_.env->NowMicros();
-    const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
-    Status st = FetchAndDecodeRange(*held_, run.from, run.to, 100,
-                                    BlockChecks{options_.chain_id, options_.verify}, nullptr,
-                                    nullptr, &write.blocks, &enrich);
-    if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
-      spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
-                   options_.worker_id, st.ToString(), run.from, run.to, fallback_->Describe());
-      write.blocks.clear();
-      st = FetchAndDecodeRange(*fallback_, run.from, run.to, 10,
-                               BlockChecks{options_.chain_id, options_.verify}, nullptr, nullptr,
-                               &write.blocks, &enrich);
-    }
-    counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
-    if (!st.ok()) {
-      release();
-      *error = st;
-      if (st.code() == Code::kInvalidData) {
-        return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
+    for (uint64_t part_from = run.from; part_from <= run.to;) {
+      const uint32_t batch = budget.StreamBatchBlocks(100);
+      const uint64_t part_to = part_from + budget.StreamPartBlocks(run.to - part_from + 1) - 1;
+      RangeWrite write;
+      write.from_block = part_from;
+      write.to_block = part_to;
+      write.fence_token = **token;
+      write.fence_owner = options_.worker_id;
+      int64_t fetch_start = options_.env->NowMicros();
+      Status st = FetchAndDecodeRange(*held_, part_from, part_to, batch,
+                                      BlockChecks{options_.chain_id, options_.verify}, nullptr,
+                                      nullptr, &write.blocks, &enrich, options_.memory_budget);
+      if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
+        spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
+                     options_.worker_id, st.ToString(), part_from, part_to, fallback_->Describe());
+        write.blocks.clear();
+        st = FetchAndDecodeRange(*fallback_, part_from, part_to, std::min<uint32_t>(batch, 10),
+                                 BlockChecks{options_.chain_id, options_.verify}, nullptr, nullptr,
+                                 &write.blocks, &enrich, options_.memory_budget);
       }
-      return Outcome::kRetry;
-    }
-    // A full TTL ahead of the write; lost (expired while paused, taken over): start again.
-    Result<bool> extended = locks.Extend(window, options_.worker_id, options_.lock_ttl_ms);
-    if (!extended.ok() || !*extended || lock_lost_.load()) {
-      if (extended.ok()) {  // refused (not a Redis failure): the lock is someone else's
-        counters_.leases_lost += 1;
-        CountRangeEvent(RangeEvent::kLeaseLost);
-      }
-      release();
-      return fail(extended.ok() ? Aborted("the range lock was lost before the write")
-                                : extended.status());
-    }
-    if (FailpointFiresOnce("kafka-worker-stop-before-write")) raise(SIGSTOP);
-    int64_t write_start = options_.env->NowMicros();
-    {
-      auto conn = pool_->Acquire();
-      st = WriteRange(*conn, write, write_options);
-    }
-    counters_.write_micros += static_cast<uint64_t>(options_.env->NowMicros() - write_start);
-    if (!st.ok()) {
-      release();
-      if (IsFenceRejection(st)) {
-        counters_.leases_lost += 1;
-        CountRangeEvent(RangeEvent::kLeaseLost);
-      }
-      if (IsFenceRejection(st) || st.reason() == kReorgFencedReason) {
-        // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next token.
-        Queue queue(redis_.get(), keys_);
-        auto conn = pool_->Acquire();
-        Status raised =
-            RaiseFenceAfterRefusal(queue, *conn, **token, "kafka worker " + options_.worker_id);
-        if (!raised.ok()) {
-          spdlog::warn("kafka worker {}: could not raise the fence counter: {}", options_.worker_id,
-                       raised.ToString());
+      counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
+      if (!st.ok()) {
+        release();
+        *error = st;
+        if (st.code() == Code::kInvalidData) {
+          return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
         }
+        return Outcome::kRetry;
       }
-      *error = st;
-      if (st.code() == Code::kInvalidData) {
-        return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
+      // A full TTL ahead of the write; lost (expired while paused, taken over): start again.
+      Result<bool> extended = locks.Extend(window, options_.worker_id, options_.lock_ttl_ms);
+      if (!extended.ok() || !*extended || lock_lost_.load()) {
+        if (extended.ok()) {  // refused (not a Redis failure): the lock is someone else's
+          counters_.leases_lost += 1;
+          CountRangeEvent(RangeEvent::kLeaseLost);
+        }
+        release();
+        return fail(extended.ok() ? Aborted("the range lock was lost before the write")
+                                  : extended.status());
       }
-      return Outcome::kRetry;
-    }
-    // 4. Recorded for the frontier, fenced by the generation read in step 0 (a failure here is
-    // repaired by step 1 on redelivery, and by the leader's PostgreSQL catch-up).
-    Result<bool> recorded =
-        frontier.RecordFenced(run.from, run.to, keys_.reorg_generation(), generation);
-    if (!recorded.ok()) {
-      spdlog::warn("kafka worker {}: blocks {}..{} committed, not recorded in Redis: {}",
-                   options_.worker_id, run.from, run.to, recorded.status().ToString());
-    } else if (!*recorded) {
-      spdlog::info(
-          "kafka worker {}: blocks {}..{} committed, but a re-org was followed meanwhile: not "
-          "recorded for the frontier (the leader checks PostgreSQL)",
-          options_.worker_id, run.from, run.to);
-    }
-    counters_.blocks += write.blocks.size();
-    for (const BlockData& b : write.blocks) {
-      counters_.transactions += b.transactions.size();
-      counters_.logs += b.logs.size();
-      counters_.token_transfers += b.token_transfers.size();
+      if (FailpointFiresOnce("kafka-worker-stop-before-write")) raise(SIGSTOP);
+      int64_t write_start = options_.env->NowMicros();
+      {
+        auto conn = pool_->Acquire();
+        st = WriteRange(*conn, write, write_options);
+      }
+      counters_.write_micros += static_cast<uint64_t>(options_.env->NowMicros() - write_start);
+      if (!st.ok()) {
+        release();
+        if (IsFenceRejection(st)) {
+          counters_.leases_lost += 1;
+          CountRangeEvent(RangeEvent::kLeaseLost);
+        }
+        if (IsFenceRejection(st) || st.reason() == kReorgFencedReason) {
+          // The counter may be behind PostgreSQL (node/reconcile.h): raised before the next token.
+          Queue queue(redis_.get(), keys_);
+          auto conn = pool_->Acquire();
+          Status raised =
+              RaiseFenceAfterRefusal(queue, *conn, **token, "kafka worker " + options_.worker_id);
+          if (!raised.ok()) {
+            spdlog::warn("kafka worker {}: could not raise the fence counter: {}",
+                         options_.worker_id, raised.ToString());
+          }
+        }
+        *error = st;
+        if (st.code() == Code::kInvalidData) {
+          return ++w.attempts >= options_.max_attempts ? Outcome::kDeadLetter : Outcome::kRetry;
+        }
+        return Outcome::kRetry;
+      }
+      // 4. Recorded for the frontier, fenced by the generation read in step 0 (a failure here is
+      // repaired by step 1 on redelivery, and by the leader's PostgreSQL catch-up).
+      Result<bool> recorded =
+          frontier.RecordFenced(part_from, part_to, keys_.reorg_generation(), generation);
+      if (!recorded.ok()) {
+        spdlog::warn("kafka worker {}: blocks {}..{} committed, not recorded in Redis: {}",
+                     options_.worker_id, part_from, part_to, recorded.status().ToString());
+      } else if (!*recorded) {
+        spdlog::info(
+            "kafka worker {}: blocks {}..{} committed, but a re-org was followed meanwhile: not "
+            "recorded for the frontier (the leader checks PostgreSQL)",
+            options_.worker_id, part_from, part_to);
+      }
+      counters_.blocks += write.blocks.size();
+      for (const BlockData& b : write.blocks) {
+        counters_.transactions += b.transactions.size();
+        counters_.logs += b.logs.size();
+        counters_.token_transfers += b.token_transfers.size();
+      }
+      // 5. for this part: its messages acknowledged, its text dropped.
+      Release(w, part_from, part_to);
+      part_from = part_to + 1;
     }
   }
   release();
@@ -516,6 +637,28 @@ void KafkaWorker::Acknowledge(Window& w) {
                  w.start, w.end, st.ToString());
   }
   for (const auto& [n, unused] : w.blocks) held_->Drop(n);
+}
+
+void KafkaWorker::Release(Window& w, uint64_t from, uint64_t to) {
+  auto first = std::stable_partition(
+      w.deliveries.begin(), w.deliveries.end(),
+      [&](const auto& entry) { return entry.first < from || entry.first > to; });
+  std::vector<Delivery> done;
+  for (auto it = first; it != w.deliveries.end(); ++it) done.push_back(std::move(it->second));
+  w.deliveries.erase(first, w.deliveries.end());
+  if (!done.empty()) {
+    // As for a whole window (Acknowledge): a failed commit loses nothing.
+    Status st = subscriber_->AckAll(done);
+    if (!st.ok()) {
+      spdlog::warn("kafka worker {}: acknowledging blocks {}..{} failed: {}", options_.worker_id,
+                   from, to, st.ToString());
+    }
+  }
+  for (auto it = w.blocks.lower_bound(from); it != w.blocks.end() && it->first <= to;) {
+    held_->Drop(it->first);
+    it = w.blocks.erase(it);
+    w.written += 1;
+  }
 }
 
 void KafkaWorker::DeadLetter(Window& w, const Status& error) {

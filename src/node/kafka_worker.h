@@ -34,17 +34,32 @@
 //     write of the old fork is deleted by the rollback or refused by the writer's re-org fence.
 //     A keeper thread extends the lock every third of its TTL; once more right before the write.
 //  3. Decode (source/block_source.h, the same checks as for RPC blocks) and WriteRange with the
-//     token, one transaction per run. A holder paused past its TTL whose lock was taken over is
-//     refused by the fence when it resumes; it then starts the window again from step 0.
-//  4. The run is recorded for the frontier (fenced, step 0); the lock is released.
-//  5. Only now are the window's messages acknowledged (Subscriber::Ack: the partition's offset is
-//     committed up to the lowest message not yet done). A crash anywhere before leaves the
-//     messages uncommitted: the group delivers them again, and step 1 skips them.
+//     token, one transaction per run (per part of a run, under a memory budget: see Memory). A
+//     holder paused past its TTL whose lock was taken over is refused by the fence when it
+//     resumes; it then starts the window again from step 0.
+//  4. The run (part) is recorded for the frontier (fenced, step 0).
+//  5. Only now are its messages acknowledged (Subscriber::AckAll: the partition's offset is
+//     committed up to the lowest message not yet done) and their text dropped; blocks step 1
+//     found committed are released the same way. The lock is released after the last run. A
+//     crash anywhere before leaves the messages uncommitted: the group delivers them again, and
+//     step 1 skips them.
 // Two messages for one height with different hashes (a re-org, the producer publishing the new
-// fork): the later one is held; both are acknowledged with the window.
+// fork): the later one is held; both are acknowledged when it is written (one of another fork,
+// dropped in step 1, with the window).
 // Rebalances: messages of a partition this consumer lost are dropped from its windows (their new
 // owner reads them again from the committed offset); duplicates of a block (a producer that
 // re-published, a redelivery) join the same window and are acknowledged together.
+//
+// Memory (issue 19, node/memory_budget.h): with a budget, the worker's share bounds what it
+// holds. librdkafka's queue of fetched messages is bounded (SubscribeOptions::max_queue_bytes);
+// a poll takes no more messages than the room left under the share for held messages; when the
+// held text passes that share, the oldest windows' contiguous runs are written at once (as when
+// quiet), and if it is still above (the windows cannot be written now: their locks are held
+// elsewhere, the head log has not reached them, PostgreSQL is away) the assigned partitions are
+// paused (consumption stops, the group membership stays) until the worker holds less than half
+// of it. A run is decoded and written in parts of what the share lets it hold decoded, each part
+// its own fenced write with the window's token, and each written part is released at once: its
+// messages acknowledged, their text dropped. A window partly written keeps only what is left.
 //
 // Bad input: a message that is not a block (docs/kafka-blocks.md) is sent to the topic's dead-
 // letter topic "{topic}.dlq" with the error and acknowledged, logged with its partition and
@@ -66,6 +81,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -75,6 +91,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "events/bus.h"
+#include "node/memory_budget.h"
 #include "node/ranges.h"
 #include "node/worker.h"
 #include "source/block_source.h"
@@ -122,6 +139,10 @@ struct KafkaWorkerOptions {
   std::function<Result<HeadLogView>(uint64_t from, uint64_t to)> head_log;
   // Test hook: the subscriber to use instead of opening bus_url (the worker owns it).
   std::function<Result<std::unique_ptr<Subscriber>>()> open_subscriber;
+  // The process's memory budget (node/memory_budget.h), borrowed, nullable (no budget: windows
+  // are written whole and at most max_held_blocks blocks are held), shared with its other
+  // fetching threads.
+  MemoryBudget* memory_budget = nullptr;
   Env* env = Env::Default();
 };
 
@@ -146,6 +167,10 @@ class KafkaWorker {
   uint64_t skipped() const { return skipped_.load(); }
   // True once Run returned because the fleet's frontier passed `to`.
   bool done() const { return done_.load(); }
+  // The most message text held at once (bytes), and how many times the partitions were paused
+  // because the held text passed the budget's share (see the file comment).
+  uint64_t held_peak_bytes() const { return held_peak_bytes_.load(); }
+  uint64_t pauses() const { return pauses_.load(); }
 
  private:
   struct Window {
@@ -153,6 +178,7 @@ class KafkaWorker {
     std::map<uint64_t, std::string> blocks;  // held block number -> its hash
     // Every message of those blocks (block number, delivery), to acknowledge or dead-letter.
     std::vector<std::pair<uint64_t, Delivery>> deliveries;
+    uint64_t written = 0;  // blocks of it written and released (a window partly written)
     int64_t last_added_micros = 0;
     int64_t not_before_micros = 0;  // retry backoff
     int attempts = 0;
@@ -160,10 +186,11 @@ class KafkaWorker {
   enum class Outcome { kDone, kRetry, kDeadLetter };
 
   Status Validate() const;
-  void Take(Delivery delivery);
+  // Holds the message's block in its window; returns the text held (0: not held).
+  uint64_t Take(Delivery delivery);
   void DropRevoked();
-  // Windows ready now, oldest first.
-  std::vector<uint64_t> ReadyWindows(bool all);
+  // Windows ready now (held whole, or quiet for flush_after_ms), oldest first.
+  std::vector<uint64_t> ReadyWindows();
   // Steps 1-5 for one window; the window is erased unless it is to be retried.
   Status ProcessWindow(uint64_t start);
   Outcome WriteWindow(Window& w, Status* error);
@@ -172,6 +199,15 @@ class KafkaWorker {
   // block cannot be written yet (the log has not reached it, or a rollback is pending).
   Status Classify(Window& w, uint64_t generation, std::vector<BlockRange>* todo, bool* waiting);
   void Acknowledge(Window& w);
+  // Acknowledges the messages of the window's blocks from..to (written, or found committed) and
+  // drops their text: the window keeps only what is left to do.
+  void Release(Window& w, uint64_t from, uint64_t to);
+  // While the held text is above the budget's share: the oldest windows not waiting for a retry
+  // are written (each at most once per call).
+  Status FlushOverBudget(const std::atomic<bool>& stop);
+  bool OverBudget() const;
+  // Pauses every assigned partition (paused: true) or resumes those this worker paused.
+  void SetPaused(bool paused);
   void DeadLetter(Window& w, const Status& error);
   void KeeperLoop();
 
@@ -189,6 +225,12 @@ class KafkaWorker {
   std::unique_ptr<BlockSource> fallback_;
   std::unique_ptr<HeldBlockSource> held_;
   std::map<uint64_t, Window> windows_;  // by start
+  uint64_t held_limit_ = 0;             // the budget's StreamHeldBytes; UINT64_MAX: none
+  std::set<std::string> paused_;        // partitions this worker paused ("topic[p]")
+  bool pausing_ = false;
+  uint64_t largest_block_bytes_ = 0;  // the largest block text taken so far
+  std::atomic<uint64_t> held_peak_bytes_{0};
+  std::atomic<uint64_t> pauses_{0};
 
   // Shared with the keeper thread: the lock being held, extended every lock_ttl_ms / 3.
   std::mutex mu_;

@@ -14,7 +14,11 @@
 //    range was covered once"), and a completion of the old fork cannot be recorded after the
 //    rollback was followed;
 //  - with a head log: a block whose hash differs from the log's is never written, and one above
-//    the log's committed height waits until the log has it.
+//    the log's committed height waits until the log has it;
+//  - under a memory budget (issue 19): a window larger than the worker's share is written in
+//    parts as it arrives, never held whole; while nothing can be written (another holder's
+//    locks) the worker pauses its partitions with at most its share held, and writes everything
+//    once the locks are gone.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -23,6 +27,7 @@
 #include <thread>
 
 #include "coord/frontier.h"
+#include "coord/range_lock.h"
 #include "events/consumer_test_util.h"
 #include "node/kafka_worker.h"
 #include "node/reconcile.h"
@@ -103,7 +108,7 @@ class KafkaWorkerTest : public ::testing::Test {
   std::unique_ptr<Running> Start(
       const std::string& id, FakeSubscriber* subscriber, int64_t flush_after_ms = 60'000,
       std::function<Result<KafkaWorkerOptions::HeadLogView>(uint64_t, uint64_t)> head_log = nullptr,
-      const std::string& redis_url = "") {
+      const std::string& redis_url = "", MemoryBudget* budget = nullptr) {
     KafkaWorkerOptions options;
     options.worker_id = id;
     options.topic = kTopic;
@@ -115,6 +120,7 @@ class KafkaWorkerTest : public ::testing::Test {
     options.chain_id = DevnetChainId();
     options.stop_when_done = false;
     options.head_log = std::move(head_log);
+    options.memory_budget = budget;
     options.open_subscriber = [subscriber]() -> Result<std::unique_ptr<Subscriber>> {
       return std::unique_ptr<Subscriber>(std::make_unique<Forward>(subscriber));
     };
@@ -408,6 +414,98 @@ TEST_F(KafkaWorkerTest, WithAHeadLogAnotherForksBlockIsNeverWrittenAndOneAboveTh
   EXPECT_TRUE(w->result.ok()) << w->result.ToString();
   EXPECT_EQ(BlockRows(0, 49), 50);
   EXPECT_EQ(StoredHash(45), HashOf(blocks[45]));
+}
+
+// The text a worker holds for these messages (source/block_source.h RawBlockBytes), in all and
+// the largest.
+std::pair<uint64_t, uint64_t> HeldBytes(const std::vector<std::string>& messages) {
+  uint64_t total = 0, largest = 0;
+  for (const std::string& m : messages) {
+    auto raw = ParseBlockMessage(m, "", "test");
+    EXPECT_TRUE(raw.ok());
+    if (!raw.ok()) continue;
+    total += RawBlockBytes(*raw);
+    largest = std::max(largest, RawBlockBytes(*raw));
+  }
+  return {total, largest};
+}
+
+// A budget for one fetching thread whose share for held messages is `held` bytes.
+std::unique_ptr<MemoryBudget> BudgetHolding(uint64_t held) {
+  return std::make_unique<MemoryBudget>(
+      MemoryBudget::kBaseBytes + MemoryBudget::kThreadBytes + held * 8 / 3, 1);
+}
+
+TEST_F(KafkaWorkerTest, UnderAMemoryBudgetAWindowLargerThanTheShareIsWrittenInPartsAsItComes) {
+  std::vector<std::string> blocks = Messages(0, 49);
+  ASSERT_EQ(blocks.size(), 50u);
+  const auto [total, largest] = HeldBytes(blocks);
+  // The worker may hold a few of the window's largest blocks: held whole, the window would be
+  // several times its share.
+  std::unique_ptr<MemoryBudget> budget = BudgetHolding(3 * largest);
+  const uint64_t share = budget->StreamHeldBytes();
+  ASSERT_GE(total, 3 * share) << "the devnet's blocks are too uneven for this case";
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) subscriber.Add(b, kTopic, 0);
+  // No flush by time: only the budget makes it write before the window is whole.
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/60'000, nullptr, "", budget.get());
+  ASSERT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 50; }, 30'000))
+      << subscriber.acked_count() << " of 50 acknowledged";
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 49), 50);
+  EXPECT_EQ(w->worker->counters().blocks.load(), 50u) << "a block was written twice";
+  EXPECT_GT(Ranges().size(), 1u) << "the window was written whole";
+  // At most the share, and one poll's overshoot of a block larger than any before it.
+  EXPECT_LE(w->worker->held_peak_bytes(), share + largest)
+      << "share " << share << ", window " << total << ", largest block " << largest;
+  EXPECT_GT(w->worker->held_peak_bytes(), 0u);
+}
+
+TEST_F(KafkaWorkerTest, UnderAMemoryBudgetAWorkerThatCannotWritePausesAtItsShareThenCatchesUp) {
+  std::vector<std::string> blocks = Messages(0, 99);
+  ASSERT_EQ(blocks.size(), 100u);
+  const auto [total, largest] = HeldBytes(blocks);
+  std::unique_ptr<MemoryBudget> budget = BudgetHolding(3 * largest);
+  const uint64_t share = budget->StreamHeldBytes();
+  ASSERT_GE(total, 3 * share) << "the devnet's blocks are too uneven for this case";
+  // Another holder has both windows' locks (a member of the group that has not let go).
+  {
+    auto conn = pool_->Acquire();
+    ASSERT_TRUE(EnsureFenceFloor(*redis_.conn(), redis_.keys(), *conn, "test").ok());
+  }
+  RangeLocks locks(redis_.conn(), redis_.keys());
+  for (const TaskRange& window : {TaskRange{0, 49}, TaskRange{50, 99}}) {
+    auto token = locks.Acquire(window, "host:9:k0", 60'000);
+    ASSERT_TRUE(token.ok() && token->has_value()) << token.status().ToString();
+  }
+  FakeSubscriber subscriber(Env::Default());
+  for (const std::string& b : blocks) {
+    subscriber.Add(b, kTopic, 0);
+    subscriber.Add(b, kTopic, 1);  // re-published elsewhere: twice as much to hold
+  }
+  auto w = Start("host:1:k0", &subscriber, /*flush_after_ms=*/100, nullptr, "", budget.get());
+  ASSERT_TRUE(WaitUntil([&] { return w->worker->pauses() > 0; }, 10'000));
+  const size_t delivered = subscriber.delivered_count();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1'000));  // polls while paused
+  EXPECT_EQ(subscriber.delivered_count(), delivered) << "it kept taking messages it cannot write";
+  EXPECT_LT(delivered, 200u);
+  EXPECT_EQ(subscriber.acked_count(), 0u);
+  EXPECT_EQ(BlockRows(0, 99), 0);
+  EXPECT_LE(w->worker->held_peak_bytes(), share + largest);
+  EXPECT_FALSE(subscriber.ops("pause").empty());
+
+  for (const TaskRange& window : {TaskRange{0, 49}, TaskRange{50, 99}}) {
+    ASSERT_TRUE(locks.Release(window, "host:9:k0").ok());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return subscriber.acked_count() == 200; }, 60'000))
+      << subscriber.acked_count() << " of 200 acknowledged";
+  w->Stop();
+  EXPECT_TRUE(w->result.ok()) << w->result.ToString();
+  EXPECT_EQ(BlockRows(0, 99), 100);
+  EXPECT_EQ(w->worker->counters().blocks.load(), 100u) << "a block was written twice";
+  EXPECT_FALSE(subscriber.ops("resume").empty());
+  EXPECT_LE(w->worker->held_peak_bytes(), share + largest);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <limits>
 
 namespace gapless {
 
@@ -32,6 +33,32 @@ uint64_t MemoryBudget::PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) 
   double json = static_cast<double>(json_per_block_.load());
   double left = static_cast<double>(share_) - kInFlightPerJsonByte * json * batch_blocks;
   double fits = left / (kDecodedPerJsonByte * json);
+  return static_cast<uint64_t>(std::clamp<double>(fits, 1, static_cast<double>(range_blocks)));
+}
+
+uint64_t MemoryBudget::StreamQueueBytes() const {
+  if (!limited()) return 0;
+  return std::max<uint64_t>(share_ / 8, kMiB);
+}
+
+uint64_t MemoryBudget::StreamHeldBytes() const {
+  if (!limited()) return std::numeric_limits<uint64_t>::max();
+  return share_ / 8 * 3;
+}
+
+uint32_t MemoryBudget::StreamBatchBlocks(uint32_t requested) const {
+  requested = std::max<uint32_t>(1, requested);
+  if (!limited()) return requested;
+  double per_block = kInFlightPerJsonByte * static_cast<double>(json_per_block_.load());
+  double fits = static_cast<double>(share_) / 8 / per_block;
+  return static_cast<uint32_t>(std::clamp<double>(fits, 1, requested));
+}
+
+uint64_t MemoryBudget::StreamPartBlocks(uint64_t range_blocks) const {
+  range_blocks = std::max<uint64_t>(1, range_blocks);
+  if (!limited()) return range_blocks;
+  double per_block = kDecodedPerJsonByte * static_cast<double>(json_per_block_.load());
+  double fits = static_cast<double>(share_) / 4 / per_block;
   return static_cast<uint64_t>(std::clamp<double>(fits, 1, static_cast<double>(range_blocks)));
 }
 

@@ -22,6 +22,13 @@
 // one block and a batch at least one: a block larger than the whole share is still fetched (the
 // budget is then exceeded by that block, which is logged once).
 //
+// A stream consumer (node/kafka_worker.h) is a fetching thread too, whose blocks arrive before it
+// decides to write them. Its share is cut in eighths: one for librdkafka's prefetch queue and one
+// for a fetch response in flight (StreamQueueBytes, each), three for the messages it holds
+// (StreamHeldBytes: above it the worker writes what it holds and pauses its partitions until it
+// is under half of it), one for the batch being decoded (StreamBatchBlocks) and two for the
+// decoded part being written (StreamPartBlocks).
+//
 // Thread-safety: all methods may be called from any thread.
 #pragma once
 
@@ -54,6 +61,14 @@ class MemoryBudget {
   // The most blocks of a range of `range_blocks` to fetch and write at once (>= 1), given batches
   // of `batch_blocks` (BatchBlocks' answer).
   uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const;
+
+  // A stream consumer's shares (see the file comment). StreamQueueBytes: 0 without a budget (the
+  // library's defaults), at least 1 MiB with one. StreamHeldBytes: UINT64_MAX without a budget;
+  // 0 when the share is 0 (every message is written as it comes).
+  uint64_t StreamQueueBytes() const;
+  uint64_t StreamHeldBytes() const;
+  uint32_t StreamBatchBlocks(uint32_t requested) const;
+  uint64_t StreamPartBlocks(uint64_t range_blocks) const;
 
   // `blocks` blocks arrived as `json_bytes` of JSON (blocks, receipts, traces).
   void Observe(uint64_t blocks, uint64_t json_bytes);

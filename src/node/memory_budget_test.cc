@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace gapless {
 namespace {
 
@@ -67,6 +69,38 @@ TEST(MemoryBudget, ABudgetBelowTheFixedNeedsFetchesOneBlockAtATime) {
   EXPECT_EQ(tiny.thread_share_bytes(), 0u);
   EXPECT_EQ(tiny.BatchBlocks(10), 1u);
   EXPECT_EQ(tiny.PartBlocks(50, 1), 1u);
+}
+
+TEST(MemoryBudget, AStreamConsumersSharesAddUpToItsShare) {
+  MemoryBudget budget(256 * kMiB, 5);
+  budget.Observe(20, 20 * 420 * 1024);
+  const double json = static_cast<double>(budget.json_bytes_per_block());
+  const uint32_t batch = budget.StreamBatchBlocks(100);
+  const uint64_t part = budget.StreamPartBlocks(500);
+  EXPECT_GE(batch, 1u);
+  EXPECT_LT(batch, 100u);
+  EXPECT_GE(part, 1u);
+  EXPECT_LT(part, 500u);
+  const double held = 2.0 * static_cast<double>(budget.StreamQueueBytes()) +
+                      static_cast<double>(budget.StreamHeldBytes()) +
+                      MemoryBudget::kInFlightPerJsonByte * json * batch +
+                      MemoryBudget::kDecodedPerJsonByte * json * static_cast<double>(part);
+  EXPECT_LE(held, static_cast<double>(budget.thread_share_bytes()));
+  EXPECT_GT(held, 0.9 * static_cast<double>(budget.thread_share_bytes()));
+  EXPECT_EQ(budget.StreamPartBlocks(3), std::min<uint64_t>(3, part));
+}
+
+TEST(MemoryBudget, AStreamConsumerWithoutABudgetOrBelowItsNeeds) {
+  MemoryBudget none(0, 4);
+  EXPECT_EQ(none.StreamQueueBytes(), 0u) << "librdkafka's own defaults";
+  EXPECT_EQ(none.StreamHeldBytes(), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(none.StreamBatchBlocks(100), 100u);
+  EXPECT_EQ(none.StreamPartBlocks(500), 500u);
+  MemoryBudget tiny(MemoryBudget::kBaseBytes, 4);
+  EXPECT_EQ(tiny.StreamQueueBytes(), kMiB) << "the floor librdkafka accepts";
+  EXPECT_EQ(tiny.StreamHeldBytes(), 0u) << "every message written as it comes";
+  EXPECT_EQ(tiny.StreamBatchBlocks(100), 1u);
+  EXPECT_EQ(tiny.StreamPartBlocks(500), 1u);
 }
 
 }  // namespace

@@ -11,6 +11,25 @@
 
 namespace gapless {
 
+uint64_t RawBlockBytes(const RawBlock& block) {
+  return block.block_json.size() + block.receipts_json.size() + block.traces_json.size() +
+         block.hash.size();
+}
+
+void HeldBlockSource::Put(RawBlock block) {
+  bytes_ += RawBlockBytes(block);
+  auto [it, added] = blocks_.try_emplace(block.number);
+  if (!added) bytes_ -= RawBlockBytes(it->second);
+  it->second = std::move(block);
+}
+
+void HeldBlockSource::Drop(uint64_t number) {
+  auto it = blocks_.find(number);
+  if (it == blocks_.end()) return;
+  bytes_ -= RawBlockBytes(it->second);
+  blocks_.erase(it);
+}
+
 Result<std::vector<RawBlock>> HeldBlockSource::Fetch(uint64_t first, uint64_t count) {
   std::vector<RawBlock> out;
   out.reserve(count);

@@ -77,10 +77,13 @@ class HeldBlockSource : public BlockSource {
  public:
   explicit HeldBlockSource(std::string description, BlockSource* fallback = nullptr)
       : description_(std::move(description)), fallback_(fallback) {}
-  void Put(RawBlock block) { blocks_[block.number] = std::move(block); }
+  // A block of a number already held replaces it.
+  void Put(RawBlock block);
   bool Holds(uint64_t number) const { return blocks_.count(number) != 0; }
-  void Drop(uint64_t number) { blocks_.erase(number); }
+  void Drop(uint64_t number);
   size_t size() const { return blocks_.size(); }
+  // The text held (RawBlockBytes of every block).
+  uint64_t bytes() const { return bytes_; }
   Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override;
   std::string Describe() const override { return description_; }
   bool rate_limited() const override { return false; }
@@ -90,7 +93,11 @@ class HeldBlockSource : public BlockSource {
   std::string description_;
   BlockSource* fallback_;
   std::map<uint64_t, RawBlock> blocks_;
+  uint64_t bytes_ = 0;
 };
+
+// The JSON text a raw block carries (block, receipts, traces): what holding it costs.
+uint64_t RawBlockBytes(const RawBlock& block);
 
 // What every decoded block is checked against besides its own consistency.
 struct BlockChecks {

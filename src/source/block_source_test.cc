@@ -236,5 +236,23 @@ TEST(HeldBlockSourceTest, MissingRunsComeFromTheFallbackOrAreNotFound) {
   EXPECT_TRUE(Contains(missing.status(), "block 11")) << missing.status().message();
 }
 
+// What the Kafka worker's memory budget counts: the text of every block held, a replaced block
+// counted once, a dropped one not at all.
+TEST(HeldBlockSourceTest, BytesCountTheTextHeld) {
+  HeldBlockSource held("kafka");
+  EXPECT_EQ(held.bytes(), 0u);
+  held.Put(Raw(10, "0123456789", "[]"));
+  held.Put(Raw(11, "01234", "[1,2]"));
+  EXPECT_EQ(held.bytes(), 12u + 10u);
+  held.Put(Raw(10, "0123", "[]"));  // a second message for block 10 replaces the first
+  EXPECT_EQ(held.bytes(), 6u + 10u);
+  held.Drop(11);
+  held.Drop(12);  // not held: nothing changes
+  EXPECT_EQ(held.bytes(), 6u);
+  held.Drop(10);
+  EXPECT_EQ(held.bytes(), 0u);
+  EXPECT_EQ(held.size(), 0u);
+}
+
 }  // namespace
 }  // namespace gapless
