@@ -12,9 +12,11 @@
 #   GAPLESS_RUN_DIR=/tmp/gapless-memory-run  GAPLESS_PG_PORT=55634  GAPLESS_REDIS_PORT=56634
 # --source rpc (default): `gapless index --rpc`. Without --config: the defaults, and
 #   --range-size 500 --concurrency 16 --batch 50 (the largest flags of the issue).
-# --source kafka: the blocks are first produced (`gapless produce --window 50`) into a 4-partition
+# --source kafka: the blocks are first produced (`gapless produce --window 5`) into a 256-partition
 #   topic on librdkafka's mock cluster (gapless-kafka-mock, a process of its own, so the stored
-#   topic is not counted), then `gapless run --source kafka` (a leader and Kafka workers in one
+#   topic is not counted; the mock keeps only the last ~5 MB of each partition, so a partition
+#   holds one window of 5 mainnet-sized blocks, and a worker's range of 50 comes from 10 of them:
+#   the scattered case, where windows are held longest), then `gapless run --source kafka` (a leader and Kafka workers in one
 #   process, a redis-server of its own) indexes them, each configuration in a consumer group of
 #   its own. Without --config: the defaults (4 workers, windows of 50), and --range-size 500
 #   --workers 16.
@@ -98,14 +100,14 @@ if [ "$source" = kafka ]; then
     sleep 0.1
   done
   brokers=$(head -1 "$GAPLESS_RUN_DIR/mock.out")
-  echo "create blocks 4 1" >&7
+  echo "create blocks 256 1" >&7
   "$gapless" produce --rpc "$rpc" --brokers "$brokers" --topic blocks --from "$first" \
-    --to "$last" --window 50 --log-level warn >"$GAPLESS_RUN_DIR/produce.log" 2>&1 || {
+    --to "$last" --window 5 --log-level warn >"$GAPLESS_RUN_DIR/produce.log" 2>&1 || {
     echo "memory_bench.sh: gapless produce failed:" >&2
     tail -20 "$GAPLESS_RUN_DIR/produce.log" >&2
     exit 1
   }
-  echo "memory_bench: produced to topic blocks (4 partitions, windows of 50) on $brokers"
+  echo "memory_bench: produced to topic blocks (256 partitions, windows of 5) on $brokers"
 fi
 printf '%-60s %12s %9s %10s\n' "flags" "peak MiB" "seconds" "tx/s"
 for config in "${configs[@]}"; do

@@ -1016,8 +1016,8 @@ Status Scenario::Setup() {
     // worker-3 under a memory budget below its fixed needs: every range of 5 is fetched and
     // committed block by block (node/memory_budget.h), so kills, re-orgs and failovers meet
     // ranges half written in parts.
-    // kworker-2 the same: every message is written as it comes, and its partitions are paused
-    // whenever a block it holds cannot be written yet (node/kafka_worker.h, Memory).
+    // kworker-2 the same: every message is written as it comes, and what it polls is handed
+    // back whenever a block it holds cannot be written yet (node/kafka_worker.h, Memory).
     if (name == "worker-3" || name == "kworker-2") {
       p.args.insert(p.args.end(), {"--memory-budget", "50"});
     }

@@ -344,7 +344,7 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "MiB the process may use for the blocks it fetches and holds, whatever "
                   "--range-size, --concurrency/--workers and --batch say: a range larger than a "
                   "thread's share is fetched and committed in parts, batches shrink to fit; a "
-                  "Kafka worker writes what it holds past its share and pauses its partitions "
+                  "Kafka worker writes what it holds past its share and hands back what it polls "
                   "while it cannot (0: no budget)")
       ->capture_default_str();
   sub->add_option("--partition-blocks", index.partition_blocks,

@@ -121,6 +121,15 @@ class Subscriber {
   // Sends the delivery's body, with `error`, to the dead-letter destination (see the file
   // comment). The caller acks the delivery afterwards.
   virtual Status DeadLetter(const Delivery& delivery, std::string_view error) = 0;
+  // Gives an unprocessed delivery back: it is delivered again later, and so is everything after
+  // it in its partition (Kafka: the partition's position goes back to its offset, and the
+  // offset commit stays below it; a partition revoked meanwhile needs nothing: its new owner reads
+  // from the committed offset). A bounded consumer's back-pressure that does not rely on the
+  // client library's pause state (node/kafka_worker.h). FailedPrecondition on the other buses.
+  virtual Status HandBack(const Delivery& delivery) {
+    (void)delivery;
+    return FailedPrecondition(name() + " cannot hand a delivery back");
+  }
   // Stops fetching from one partition (Kafka) or from the whole subscription (the other buses)
   // until Resume; deliveries already polled are unaffected.
   virtual Status Pause(const std::string& topic, int32_t partition) = 0;

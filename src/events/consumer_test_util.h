@@ -87,9 +87,16 @@ class FakeSubscriber : public Subscriber {
       }
       std::vector<Delivery> out;
       int64_t now = env_->NowMicros();
+      // A partition with a delivery handed back and not due yet delivers nothing after it.
+      std::set<std::pair<std::string, int32_t>> held_up;
       for (auto it = ready_.begin(); it != ready_.end() && out.size() < max;) {
-        bool paused = paused_.count({it->second.topic, it->second.partition}) > 0;
+        const std::pair<std::string, int32_t> tp{it->second.topic, it->second.partition};
+        bool paused = paused_.count(tp) > 0 || held_up.count(tp) > 0;
+        if (!paused && it->first > now && handed_back_.count(it->second.handle) > 0) {
+          held_up.insert(tp);
+        }
         if (!paused && it->first <= now) {
+          handed_back_.erase(it->second.handle);
           delivered_at_[it->second.handle] = now;
           out.push_back(std::move(it->second));
           it = ready_.erase(it);
@@ -118,6 +125,22 @@ class FakeSubscriber : public Subscriber {
     ops_.push_back({"dlq", d.handle, d.topic, d.partition, env_->NowMicros(), std::string(error)});
     return Status::Ok();
   }
+  // Delivered again from `hand_back_delay_micros` on (a Kafka client refetching after a seek),
+  // and nothing of its partition after it before it (a seek moves the partition's position).
+  Status HandBack(const Delivery& d) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ops_.push_back({"hand_back", d.handle, d.topic, d.partition, env_->NowMicros(), ""});
+    Delivery again = d;
+    again.redelivered = true;
+    handed_back_.insert(d.handle);
+    ready_.insert(ready_.begin(), {env_->NowMicros() + hand_back_delay_micros_, std::move(again)});
+    return Status::Ok();
+  }
+  void set_hand_back_delay_micros(int64_t micros) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hand_back_delay_micros_ = micros;
+  }
+
   Status Pause(const std::string& topic, int32_t partition) override {
     std::lock_guard<std::mutex> lock(mu_);
     paused_.insert({topic, partition});
@@ -196,6 +219,8 @@ class FakeSubscriber : public Subscriber {
   uint64_t next_handle_ = 0;
   std::vector<std::pair<int64_t, Delivery>> ready_;
   std::set<std::pair<std::string, int32_t>> paused_;
+  int64_t hand_back_delay_micros_ = 50'000;
+  std::set<uint64_t> handed_back_;  // handles handed back, not delivered again yet
   std::set<uint64_t> acked_;
   std::map<uint64_t, int64_t> delivered_at_;
   std::vector<Op> ops_;

@@ -625,6 +625,23 @@ class KafkaSubscriber final : public Subscriber {
     return st.WithContext("dead letter");
   }
 
+  Status HandBack(const Delivery& delivery) override {
+    auto it = pending_.find(delivery.handle);
+    if (it == pending_.end()) return Status::Ok();  // its partition was revoked meanwhile
+    // Forgotten, but its offset stays outstanding: commits stay below it until it comes again.
+    const TopicPartition tp = it->second.tp;
+    const int64_t offset = it->second.offset;
+    pending_.erase(it);
+    rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = offset;
+    // Asynchronous (timeout 0): the fetcher restarts at the offset, the messages after it already
+    // fetched are discarded and come again.
+    rd_kafka_error_t* error = rd_kafka_seek_partitions(rk_, list, 0);
+    rd_kafka_topic_partition_list_destroy(list);
+    return TakeError(error, "kafka seek " + tp.first + "[" + std::to_string(tp.second) + "] to " +
+                                std::to_string(offset));
+  }
+
   Status Pause(const std::string& topic, int32_t partition) override {
     paused_.insert({topic, partition});
     return SetPaused({topic, partition}, true);

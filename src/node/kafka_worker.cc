@@ -147,6 +147,22 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
       poll_max = static_cast<size_t>(std::clamp<uint64_t>(room / per_block, 1, kPollMax));
     }
     Result<std::vector<Delivery>> polled = subscriber_->Poll(poll_max, kPollTimeoutMs);
+    if (polled.ok() && stuck_) {
+      // Above the share and nothing held could be written at the last pass: what comes is handed
+      // back (it comes again, in order), not held. Polling goes on: the group membership stays.
+      std::vector<Delivery> kept;
+      for (Delivery& d : *polled) {
+        Status st = subscriber_->HandBack(d);
+        if (!st.ok()) {
+          // Not handed back: held after all (the share is exceeded by it, never a message lost).
+          spdlog::warn("kafka worker {}: {}", options_.worker_id, st.ToString());
+          kept.push_back(std::move(d));
+          continue;
+        }
+        handed_back_ += 1;
+      }
+      *polled = std::move(kept);
+    }
     if (!polled.ok()) {
       spdlog::warn("kafka worker {}: {}", options_.worker_id, polled.status().ToString());
       options_.env->SleepMicros(
@@ -178,15 +194,11 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
     }
     if (result.ok()) result = FlushOverBudget(stop);
     if (!result.ok()) break;
-    // Above the share after the flush: nothing held can be written now. Consumption stops until
-    // the worker holds less than half of it (a pause and a resume each discard librdkafka's
-    // prefetch, so not at every message).
-    if (OverBudget()) {
-      SetPaused(true);
-    } else if (pausing_ && held_->bytes() <= held_limit_ / 2 &&
-               held_->size() <= options_.max_held_blocks / 2) {
-      SetPaused(false);
-    }
+    // Above the share after the flush: nothing held can be written now. Until a later pass
+    // writes some, what comes is handed back.
+    const bool was_stuck = stuck_;
+    stuck_ = OverBudget();
+    if (stuck_ && !was_stuck) SayStuck();
     if (idle && windows_.empty() && options_.to.has_value() && options_.stop_when_done) {
       Result<uint64_t> at = frontier.Get();
       if (at.ok() && *at > *options_.to) {
@@ -298,51 +310,17 @@ Status KafkaWorker::FlushOverBudget(const std::atomic<bool>& stop) {
   return Status::Ok();
 }
 
-void KafkaWorker::SetPaused(bool paused) {
-  if (!paused) {
-    for (auto it = paused_.begin(); it != paused_.end();) {
-      const size_t bracket = it->rfind('[');
-      Status st = subscriber_->Resume(it->substr(0, bracket),
-                                      std::stoi(it->substr(bracket + 1)));  // "topic[p]"
-      if (!st.ok()) {
-        spdlog::warn("kafka worker {}: resuming {}: {}", options_.worker_id, *it, st.ToString());
-        ++it;  // again at the next pass
-        continue;
-      }
-      it = paused_.erase(it);
-    }
-    pausing_ = !paused_.empty();
-    if (!pausing_) {
-      spdlog::debug("kafka worker {}: resumed ({} KiB held)", options_.worker_id,
-                    held_->bytes() / 1024);
-    }
-    return;
-  }
-  // Every assigned partition, again at each pass while paused: one assigned since is paused too.
-  for (const std::string& partition : subscriber_->Assignment()) {
-    if (paused_.count(partition) != 0) continue;
-    const size_t bracket = partition.rfind('[');
-    if (bracket == std::string::npos) continue;
-    Status st =
-        subscriber_->Pause(partition.substr(0, bracket), std::stoi(partition.substr(bracket + 1)));
-    if (!st.ok()) {
-      spdlog::warn("kafka worker {}: pausing {}: {}", options_.worker_id, partition, st.ToString());
-      continue;
-    }
-    paused_.insert(partition);
-  }
-  if (pausing_) return;
-  pausing_ = true;
-  pauses_ += 1;
-  // Said once at info (a budget below the worker's needs pauses it often), then at debug.
+void KafkaWorker::SayStuck() {
+  stuck_passes_ += 1;
+  // Said once at info (a budget below the worker's needs makes it common), then at debug.
   static std::atomic<bool> said{false};
   const std::string limit =
       held_->bytes() > held_limit_
           ? fmt::format("its share of --memory-budget, {} KiB", held_limit_ / 1024)
           : fmt::format("{} blocks", options_.max_held_blocks);
   const std::string what = fmt::format(
-      "kafka worker {}: {} blocks ({} KiB) held, above {}, and none can be written now: "
-      "consumption paused until it holds less than half",
+      "kafka worker {}: {} blocks ({} KiB) held, above {}, and none can be written now: new "
+      "messages are handed back to the stream until some are",
       options_.worker_id, held_->size(), held_->bytes() / 1024, limit);
   if (!said.exchange(true)) {
     spdlog::info("{}", what);

@@ -55,11 +55,15 @@
 // a poll takes no more messages than the room left under the share for held messages; when the
 // held text passes that share, the oldest windows' contiguous runs are written at once (as when
 // quiet), and if it is still above (the windows cannot be written now: their locks are held
-// elsewhere, the head log has not reached them, PostgreSQL is away) the assigned partitions are
-// paused (consumption stops, the group membership stays) until the worker holds less than half
-// of it. A run is decoded and written in parts of what the share lets it hold decoded, each part
-// its own fenced write with the window's token, and each written part is released at once: its
-// messages acknowledged, their text dropped. A window partly written keeps only what is left.
+// elsewhere, the head log has not reached them, PostgreSQL is away) what the next polls bring is
+// handed back (Subscriber::HandBack: the partition's position goes back to the message, which
+// comes again with everything after it; the offset commit stays below it) until a pass writes
+// some. Polling goes on, so the group membership stays. (Not librdkafka's pause: it resumes at
+// a position of its own, which its issue tracker reports stale after a pause carried over a
+// rebalance; a seek to the message handed back is exact. docs/decisions.md.) A run is decoded and
+// written in parts of what the share lets it hold decoded, each part its own fenced write with the
+// window's token, and each written part is released at once: its messages acknowledged, their text
+// dropped. A window partly written keeps only what is left.
 //
 // Bad input: a message that is not a block (docs/kafka-blocks.md) is sent to the topic's dead-
 // letter topic "{topic}.dlq" with the error and acknowledged, logged with its partition and
@@ -167,10 +171,12 @@ class KafkaWorker {
   uint64_t skipped() const { return skipped_.load(); }
   // True once Run returned because the fleet's frontier passed `to`.
   bool done() const { return done_.load(); }
-  // The most message text held at once (bytes), and how many times the partitions were paused
-  // because the held text passed the budget's share (see the file comment).
+  // The most message text held at once (bytes); how many times the worker found itself above
+  // the budget's share with nothing it could write, and the messages it handed back meanwhile
+  // (see the file comment).
   uint64_t held_peak_bytes() const { return held_peak_bytes_.load(); }
-  uint64_t pauses() const { return pauses_.load(); }
+  uint64_t stuck_passes() const { return stuck_passes_.load(); }
+  uint64_t handed_back() const { return handed_back_.load(); }
 
  private:
   struct Window {
@@ -206,8 +212,8 @@ class KafkaWorker {
   // are written (each at most once per call).
   Status FlushOverBudget(const std::atomic<bool>& stop);
   bool OverBudget() const;
-  // Pauses every assigned partition (paused: true) or resumes those this worker paused.
-  void SetPaused(bool paused);
+  // Logs that the worker is above its share with nothing writable (once at info).
+  void SayStuck();
   void DeadLetter(Window& w, const Status& error);
   void KeeperLoop();
 
@@ -226,11 +232,12 @@ class KafkaWorker {
   std::unique_ptr<HeldBlockSource> held_;
   std::map<uint64_t, Window> windows_;  // by start
   uint64_t held_limit_ = 0;             // the budget's StreamHeldBytes; UINT64_MAX: none
-  std::set<std::string> paused_;        // partitions this worker paused ("topic[p]")
-  bool pausing_ = false;
+  // Above the share after a flush: polled messages are handed back, not held.
+  bool stuck_ = false;
   uint64_t largest_block_bytes_ = 0;  // the largest block text taken so far
   std::atomic<uint64_t> held_peak_bytes_{0};
-  std::atomic<uint64_t> pauses_{0};
+  std::atomic<uint64_t> stuck_passes_{0};
+  std::atomic<uint64_t> handed_back_{0};
 
   // Shared with the keeper thread: the lock being held, extended every lock_ttl_ms / 3.
   std::mutex mu_;

@@ -43,7 +43,7 @@ uint64_t MemoryBudget::StreamQueueBytes() const {
 
 uint64_t MemoryBudget::StreamHeldBytes() const {
   if (!limited()) return std::numeric_limits<uint64_t>::max();
-  return share_ / 8 * 3;
+  return share_ / 8 * 2;
 }
 
 uint32_t MemoryBudget::StreamBatchBlocks(uint32_t requested) const {

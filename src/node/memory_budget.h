@@ -24,10 +24,12 @@
 //
 // A stream consumer (node/kafka_worker.h) is a fetching thread too, whose blocks arrive before it
 // decides to write them. Its share is cut in eighths: one for librdkafka's prefetch queue and one
-// for a fetch response in flight (StreamQueueBytes, each), three for the messages it holds
-// (StreamHeldBytes: above it the worker writes what it holds and pauses its partitions until it
-// is under half of it), one for the batch being decoded (StreamBatchBlocks) and two for the
-// decoded part being written (StreamPartBlocks).
+// for a fetch response in flight (StreamQueueBytes, each), two for the messages it holds
+// (StreamHeldBytes: above it the worker writes what it holds, and hands back what it polls while
+// it cannot), one for the batch being decoded (StreamBatchBlocks), two for the decoded part being
+// written (StreamPartBlocks), and one left for the consumer's own state (per broker and
+// partition: bench/memory_bench.sh --source kafka measured the defaults 1.4% over the budget
+// with three eighths held and none left).
 //
 // Thread-safety: all methods may be called from any thread.
 #pragma once
