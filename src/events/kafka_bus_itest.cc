@@ -37,6 +37,18 @@ std::vector<OutgoingEvent> Events(const std::string& topic, int from, int to) {
   return out;
 }
 
+std::vector<std::string> Bodies(const std::vector<Delivery>& ds) {
+  std::vector<std::string> out;
+  for (const auto& d : ds) out.push_back(d.body);
+  return out;
+}
+
+std::vector<std::string> Bodies(const std::vector<OutgoingEvent>& es) {
+  std::vector<std::string> out;
+  for (const auto& e : es) out.push_back(e.body);
+  return out;
+}
+
 class KafkaBusTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -214,22 +226,13 @@ TEST_F(KafkaBusTest, OutOfOrderAcksCommitOnlyUpToTheLowestUnacked) {
   auto pub = OpenPublisher();
   ASSERT_TRUE(pub->Publish(Events(topic, 1, 6)).ok());  // events 1..5 at offsets 0..4
 
-  auto bodies = [](const std::vector<Delivery>& ds) {
-    std::vector<std::string> out;
-    for (const auto& d : ds) out.push_back(d.body);
-    return out;
-  };
-  auto want = [&](int from, int to) {
-    std::vector<std::string> out;
-    for (int i = from; i < to; ++i) out.push_back(Event(topic, i).body);
-    return out;
-  };
+  auto want = [&](int from, int to) { return Bodies(Events(topic, from, to)); };
 
   {
     // Acks 2 and 3, not 1: nothing may be committed.
     auto a = OpenSubscriber("acks", {topic});
     auto got = PollN(*a, 5, 20'000);
-    ASSERT_EQ(bodies(got), want(1, 6));
+    ASSERT_EQ(Bodies(got), want(1, 6));
     ASSERT_TRUE(a->Ack(got[1]).ok());
     ASSERT_TRUE(a->Ack(got[2]).ok());
   }
@@ -237,7 +240,7 @@ TEST_F(KafkaBusTest, OutOfOrderAcksCommitOnlyUpToTheLowestUnacked) {
     // Starts again from 1. Acks 5, 3, 1, 2 but not 4: the group resumes at 4.
     auto b = OpenSubscriber("acks", {topic});
     auto got = PollN(*b, 5, 20'000);
-    ASSERT_EQ(bodies(got), want(1, 6));
+    ASSERT_EQ(Bodies(got), want(1, 6));
     for (int i : {4, 2, 0, 1}) ASSERT_TRUE(b->Ack(got[i]).ok());
     // Acking twice is harmless.
     ASSERT_TRUE(b->Ack(got[0]).ok());
@@ -245,7 +248,7 @@ TEST_F(KafkaBusTest, OutOfOrderAcksCommitOnlyUpToTheLowestUnacked) {
   {
     auto c = OpenSubscriber("acks", {topic});
     auto got = PollN(*c, 2, 20'000);
-    ASSERT_EQ(bodies(got), want(4, 6));
+    ASSERT_EQ(Bodies(got), want(4, 6));
     for (const auto& d : got) ASSERT_TRUE(c->Ack(d).ok());
   }
   {
@@ -317,31 +320,22 @@ TEST_F(KafkaBusTest, AHandedBackDeliveryComesAgainWithWhatFollowsItInOrder) {
   ASSERT_TRUE(cluster_->CreateTopic(topic, 1).ok());
   auto pub = OpenPublisher();
   ASSERT_TRUE(pub->Publish(Events(topic, 0, 10)).ok());  // offsets 0..9
-  auto bodies = [](const std::vector<Delivery>& ds) {
-    std::vector<std::string> out;
-    for (const auto& d : ds) out.push_back(d.body);
-    return out;
-  };
-  auto want = [&](int from, int to) {
-    std::vector<std::string> out;
-    for (int i = from; i < to; ++i) out.push_back(Event(topic, i).body);
-    return out;
-  };
+  auto want = [&](int from, int to) { return Bodies(Events(topic, from, to)); };
   {
     auto sub = OpenSubscriber("hand-back", {topic});
     auto got = PollN(*sub, 6, 20'000);
-    ASSERT_EQ(bodies(got), want(0, 6));
+    ASSERT_EQ(Bodies(got), want(0, 6));
     for (int i : {0, 1, 2}) ASSERT_TRUE(sub->Ack(got[i]).ok());
     ASSERT_TRUE(sub->HandBack(got[3]).ok());  // 3 comes again, and 4 and 5 after it
     auto again = PollN(*sub, 7, 20'000);
-    ASSERT_EQ(bodies(again), want(3, 10));
+    ASSERT_EQ(Bodies(again), want(3, 10));
     // 4..9 acknowledged, 3 not: the group must resume at 3.
     for (size_t i = 1; i < again.size(); ++i) ASSERT_TRUE(sub->Ack(again[i]).ok());
   }
   {
     auto sub = OpenSubscriber("hand-back", {topic});
     auto got = PollN(*sub, 7, 20'000);
-    ASSERT_EQ(bodies(got), want(3, 10)) << "the commit passed a delivery handed back";
+    ASSERT_EQ(Bodies(got), want(3, 10)) << "the commit passed a delivery handed back";
   }
 }
 
