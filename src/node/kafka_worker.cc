@@ -160,6 +160,7 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
           continue;
         }
         handed_back_ += 1;
+        CountKafkaHandedBack(options_.worker_id, 1);
       }
       *polled = std::move(kept);
     }
@@ -198,6 +199,7 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
     // writes some, what comes is handed back.
     const bool was_stuck = stuck_;
     stuck_ = OverBudget();
+    SetKafkaHeldBytes(options_.worker_id, held_->bytes());
     if (stuck_ && !was_stuck) SayStuck();
     if (idle && windows_.empty() && options_.to.has_value() && options_.stop_when_done) {
       Result<uint64_t> at = frontier.Get();

@@ -28,6 +28,7 @@
 
 #include "coord/frontier.h"
 #include "coord/range_lock.h"
+#include "core/metrics.h"
 #include "events/consumer_test_util.h"
 #include "node/kafka_worker.h"
 #include "node/reconcile.h"
@@ -495,6 +496,12 @@ TEST_F(KafkaWorkerTest, UnderAMemoryBudgetAWorkerThatCannotWriteHandsBackAtItsSh
   EXPECT_EQ(BlockRows(0, 99), 0);
   EXPECT_LE(w->worker->held_peak_bytes(), share + largest);
   EXPECT_GE(w->worker->handed_back(), 2u) << "one message handed back, then no more polls";
+  // What an operator sees (docs/operations.md): the hand-backs, and what is held, per worker.
+  const std::string metrics = MetricsRegistry::Default().Render();
+  EXPECT_NE(metrics.find("gapless_kafka_handed_back_total{worker=\"host:1:k0\"}"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("gapless_kafka_held_bytes{worker=\"host:1:k0\"}"), std::string::npos);
 
   for (const TaskRange& window : {TaskRange{0, 49}, TaskRange{50, 99}}) {
     ASSERT_TRUE(locks.Release(window, "host:9:k0").ok());

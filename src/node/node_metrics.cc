@@ -131,4 +131,21 @@ void SetOutboxBacklog(const std::string& bus, uint64_t blocks) {
   backlog.With({bus}).Set(static_cast<double>(blocks));
 }
 
+void SetKafkaHeldBytes(const std::string& worker, uint64_t bytes) {
+  static Family<Gauge>& family = MetricsRegistry::Default().GaugeFamily(
+      "gapless_kafka_held_bytes",
+      "Block text a Kafka worker holds (messages taken, not yet written and acknowledged)",
+      {"worker"});
+  family.With({worker}).Set(static_cast<double>(bytes));
+}
+
+void CountKafkaHandedBack(const std::string& worker, uint64_t messages) {
+  static Family<Counter>& family = MetricsRegistry::Default().CounterFamily(
+      "gapless_kafka_handed_back_total",
+      "Messages a Kafka worker handed back to the stream (they come again) because it held its "
+      "share of --memory-budget and could write none of it",
+      {"worker"});
+  family.With({worker}).Inc(static_cast<double>(messages));
+}
+
 }  // namespace gapless

@@ -29,4 +29,10 @@ void CountEventsPublished(const std::string& bus, uint64_t events, double batch_
 void CountPublishFailure(const std::string& bus);
 void SetOutboxBacklog(const std::string& bus, uint64_t blocks);
 
+// A Kafka worker (label: its worker id): the block text it holds now, and messages it handed back
+// to the stream because it was above its share of --memory-budget with nothing it could write
+// (node/kafka_worker.h, Memory).
+void SetKafkaHeldBytes(const std::string& worker, uint64_t bytes);
+void CountKafkaHandedBack(const std::string& worker, uint64_t messages);
+
 }  // namespace gapless
