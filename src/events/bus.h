@@ -123,8 +123,9 @@ class Subscriber {
   virtual Status DeadLetter(const Delivery& delivery, std::string_view error) = 0;
   // Gives an unprocessed delivery back: it is delivered again later, and so is everything after
   // it in its partition (Kafka: the partition's position goes back to its offset, and the
-  // offset commit stays below it; a partition revoked meanwhile needs nothing: its new owner reads
-  // from the committed offset). A bounded consumer's back-pressure that does not rely on the
+  // offset commit stays below it; deliveries may be handed back in any order: the partition goes
+  // back to the lowest; a partition revoked meanwhile needs nothing: its new owner reads from the
+  // committed offset). A bounded consumer's back-pressure that does not rely on the
   // client library's pause state (node/kafka_worker.h). FailedPrecondition on the other buses.
   virtual Status HandBack(const Delivery& delivery) {
     (void)delivery;

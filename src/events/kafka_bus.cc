@@ -632,6 +632,12 @@ class KafkaSubscriber final : public Subscriber {
     const TopicPartition tp = it->second.tp;
     const int64_t offset = it->second.offset;
     pending_.erase(it);
+    // A lower offset of the partition handed back and not delivered again yet: the seek to it
+    // brings this one too (a seek to this one would skip the lower).
+    if (auto back = handed_back_.find(tp); back != handed_back_.end() && back->second <= offset) {
+      return Status::Ok();
+    }
+    handed_back_[tp] = offset;
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = offset;
     // Asynchronous (timeout 0): the fetcher restarts at the offset, the messages after it already
@@ -739,6 +745,10 @@ class KafkaSubscriber final : public Subscriber {
       p.event_id = Header(hdrs, "event_id");
       p.event_type = Header(hdrs, "event_type");
     }
+    if (auto back = handed_back_.find(p.tp);
+        back != handed_back_.end() && msg->offset <= back->second) {
+      handed_back_.erase(back);  // the partition is back where it was handed back
+    }
     PartitionTrack& track = tracks_[p.tp];
     // The first delivery of an assignment starts at the group's committed offset (or the reset
     // point), so committing it again would be a no-op.
@@ -812,7 +822,10 @@ class KafkaSubscriber final : public Subscriber {
       Status st = CommitAll(/*sync=*/true, &revoked);
       if (!st.ok()) spdlog::warn("kafka subscriber {}: {}", options_.group, st.ToString());
     }
-    for (const auto& tp : revoked) tracks_.erase(tp);
+    for (const auto& tp : revoked) {
+      tracks_.erase(tp);
+      handed_back_.erase(tp);
+    }
     for (auto it = pending_.begin(); it != pending_.end();) {
       it = revoked.count(it->second.tp) ? pending_.erase(it) : std::next(it);
     }
@@ -890,6 +903,8 @@ class KafkaSubscriber final : public Subscriber {
   std::set<TopicPartition> paused_;
   // Those paused in librdkafka (it keeps a pause across revoke and re-assignment).
   std::set<TopicPartition> lib_paused_;
+  // Per partition, the lowest offset handed back (HandBack) and not delivered again yet.
+  std::map<TopicPartition, int64_t> handed_back_;
   bool commit_again_ = false;  // an asynchronous commit failed: send the commit points again
 };
 

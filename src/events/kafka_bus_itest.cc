@@ -326,7 +326,9 @@ TEST_F(KafkaBusTest, AHandedBackDeliveryComesAgainWithWhatFollowsItInOrder) {
     auto got = PollN(*sub, 6, 20'000);
     ASSERT_EQ(Bodies(got), want(0, 6));
     for (int i : {0, 1, 2}) ASSERT_TRUE(sub->Ack(got[i]).ok());
-    ASSERT_TRUE(sub->HandBack(got[3]).ok());  // 3 comes again, and 4 and 5 after it
+    // Handed back out of order: 4, then 3 (the seek goes to 3), then 5 (covered: no seek). 3
+    // comes again, and 4 and 5 after it.
+    for (int i : {4, 3, 5}) ASSERT_TRUE(sub->HandBack(got[i]).ok());
     auto again = PollN(*sub, 7, 20'000);
     ASSERT_EQ(Bodies(again), want(3, 10));
     // 4..9 acknowledged, 3 not: the group must resume at 3.

@@ -146,6 +146,7 @@ Status KafkaWorker::Run(const std::atomic<bool>& stop) {
                               MemoryBudget::kInitialJsonBytesPerBlock});
       poll_max = static_cast<size_t>(std::clamp<uint64_t>(room / per_block, 1, kPollMax));
     }
+    if (stuck_) poll_max = 1;  // each message handed back is its partition's lowest not taken
     Result<std::vector<Delivery>> polled = subscriber_->Poll(poll_max, kPollTimeoutMs);
     if (polled.ok() && stuck_) {
       // Above the share and nothing held could be written at the last pass: what comes is handed
