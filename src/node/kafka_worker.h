@@ -57,13 +57,14 @@
 // quiet), and if it is still above (the windows cannot be written now: their locks are held
 // elsewhere, the head log has not reached them, PostgreSQL is away) what the next polls bring is
 // handed back (Subscriber::HandBack: the partition's position goes back to the message, which
-// comes again with everything after it; the offset commit stays below it) until a pass writes
-// some. Polling goes on, so the group membership stays. (Not librdkafka's pause: it resumes at
-// a position of its own, which its issue tracker reports stale after a pause carried over a
-// rebalance; a seek to the message handed back is exact. docs/decisions.md.) A run is decoded and
-// written in parts of what the share lets it hold decoded, each part its own fenced write with the
-// window's token, and each written part is released at once: its messages acknowledged, their text
-// dropped. A window partly written keeps only what is left.
+// comes again with everything after it; the offset commit stays below it), one message a poll,
+// until a pass leaves it within its share again. Polling goes on, so the group membership stays.
+// (Not librdkafka's pause: it resumes at a position of its own, which its issue tracker reports
+// stale after a pause carried over a rebalance; a seek to the message handed back is exact.
+// docs/decisions.md.) A run is decoded and written in parts of what the share lets it hold decoded,
+// each part its own fenced write with the window's token, and each written part is released at
+// once: its messages acknowledged, their text dropped. A window partly written keeps only what is
+// left.
 //
 // Bad input: a message that is not a block (docs/kafka-blocks.md) is sent to the topic's dead-
 // letter topic "{topic}.dlq" with the error and acknowledged, logged with its partition and
