@@ -314,7 +314,6 @@ Status KafkaWorker::FlushOverBudget(const std::atomic<bool>& stop) {
 }
 
 void KafkaWorker::SayStuck() {
-  stuck_passes_ += 1;
   // Said once at info (a budget below the worker's needs makes it common), then at debug.
   static std::atomic<bool> said{false};
   const std::string limit =

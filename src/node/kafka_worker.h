@@ -172,11 +172,9 @@ class KafkaWorker {
   uint64_t skipped() const { return skipped_.load(); }
   // True once Run returned because the fleet's frontier passed `to`.
   bool done() const { return done_.load(); }
-  // The most message text held at once (bytes); how many times the worker found itself above
-  // the budget's share with nothing it could write, and the messages it handed back meanwhile
-  // (see the file comment).
+  // The most message text held at once (bytes), and the messages handed back because the worker
+  // was above the budget's share with nothing it could write (see the file comment).
   uint64_t held_peak_bytes() const { return held_peak_bytes_.load(); }
-  uint64_t stuck_passes() const { return stuck_passes_.load(); }
   uint64_t handed_back() const { return handed_back_.load(); }
 
  private:
@@ -237,7 +235,6 @@ class KafkaWorker {
   bool stuck_ = false;
   uint64_t largest_block_bytes_ = 0;  // the largest block text taken so far
   std::atomic<uint64_t> held_peak_bytes_{0};
-  std::atomic<uint64_t> stuck_passes_{0};
   std::atomic<uint64_t> handed_back_{0};
 
   // Shared with the keeper thread: the lock being held, extended every lock_ttl_ms / 3.

@@ -19,12 +19,16 @@ MemoryBudget::MemoryBudget(uint64_t budget_bytes, uint32_t threads) : budget_byt
   }
 }
 
+uint64_t MemoryBudget::BlocksFitting(double bytes, double per_json_byte, uint64_t most) const {
+  most = std::max<uint64_t>(1, most);
+  if (!limited()) return most;
+  double fits = bytes / (per_json_byte * static_cast<double>(json_per_block_.load()));
+  return static_cast<uint64_t>(std::clamp<double>(fits, 1, static_cast<double>(most)));
+}
+
 uint32_t MemoryBudget::BatchBlocks(uint32_t requested) const {
-  requested = std::max<uint32_t>(1, requested);
-  if (!limited()) return requested;
-  double per_block = kInFlightPerJsonByte * static_cast<double>(json_per_block_.load());
-  double fits = static_cast<double>(share_) / 4 / per_block;
-  return static_cast<uint32_t>(std::clamp<double>(fits, 1, requested));
+  return static_cast<uint32_t>(
+      BlocksFitting(static_cast<double>(share_) / 4, kInFlightPerJsonByte, requested));
 }
 
 uint64_t MemoryBudget::PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const {
@@ -47,19 +51,12 @@ uint64_t MemoryBudget::StreamHeldBytes() const {
 }
 
 uint32_t MemoryBudget::StreamBatchBlocks(uint32_t requested) const {
-  requested = std::max<uint32_t>(1, requested);
-  if (!limited()) return requested;
-  double per_block = kInFlightPerJsonByte * static_cast<double>(json_per_block_.load());
-  double fits = static_cast<double>(share_) / 8 / per_block;
-  return static_cast<uint32_t>(std::clamp<double>(fits, 1, requested));
+  return static_cast<uint32_t>(
+      BlocksFitting(static_cast<double>(share_) / 8, kInFlightPerJsonByte, requested));
 }
 
 uint64_t MemoryBudget::StreamPartBlocks(uint64_t range_blocks) const {
-  range_blocks = std::max<uint64_t>(1, range_blocks);
-  if (!limited()) return range_blocks;
-  double per_block = kDecodedPerJsonByte * static_cast<double>(json_per_block_.load());
-  double fits = static_cast<double>(share_) / 4 / per_block;
-  return static_cast<uint64_t>(std::clamp<double>(fits, 1, static_cast<double>(range_blocks)));
+  return BlocksFitting(static_cast<double>(share_) / 4, kDecodedPerJsonByte, range_blocks);
 }
 
 void MemoryBudget::Observe(uint64_t blocks, uint64_t json_bytes) {

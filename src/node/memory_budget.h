@@ -77,6 +77,10 @@ class MemoryBudget {
   uint64_t json_bytes_per_block() const { return json_per_block_.load(); }
 
  private:
+  // How many blocks of the learned JSON size, at `per_json_byte` bytes held per byte of JSON, fit
+  // in `bytes`: 1 to `most` (`most` itself without a budget).
+  uint64_t BlocksFitting(double bytes, double per_json_byte, uint64_t most) const;
+
   uint64_t budget_bytes_;
   uint64_t share_;
   std::atomic<uint64_t> json_per_block_{kInitialJsonBytesPerBlock};
