@@ -3,9 +3,15 @@
 // sslmode=verify-full with another CA is refused by gapless (libpq), and with the right CA a
 // whole `gapless index` of the devnet runs over TLS. Then a whole `gapless run` with events, with
 // every server TLS only: PostgreSQL, the coordination Redis and three lock nodes (rediss://), and
-// two buses, RabbitMQ (amqps://) and Redis Streams (rediss://). (RabbitMQ's and Redis's own TLS
-// checks are in amqp_bus_itest and coord/redis_itest.)
+// two buses, RabbitMQ (amqps://) and Redis Streams (rediss://), after which gapless refuses each
+// of those servers presented with another CA. And verification on by default: a PostgreSQL URL
+// without sslmode to a server off the loopback is verified against the system's CAs. (RabbitMQ's
+// and Redis's own TLS checks, at the library, are in amqp_bus_itest and coord/redis_itest.)
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -65,6 +71,64 @@ TEST(TlsTest, PostgresqlOverTlsOnlyWithVerifyFull) {
       RunAll({"verify", "--db", base + "?sslmode=verify-full&sslrootcert=" + certs->other_ca});
   EXPECT_NE(refused, 0) << why;
   EXPECT_NE(why.find("certificate verify failed"), std::string::npos) << why;
+}
+
+// An IPv4 address of this machine off the loopback (an interface that is up), or "" if none.
+std::string AddressOffTheLoopback() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* i = all; i != nullptr && found.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    if ((i->ifa_flags & IFF_UP) == 0 || (i->ifa_flags & IFF_LOOPBACK) != 0) continue;
+    char text[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text)) != nullptr) found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+// Certificate verification is on by default: a PostgreSQL URL without sslmode, to a server off
+// the loopback, is verified (verify-full) against the system's CAs, which do not hold the test
+// CA: refused, by gapless too, with what to do. Naming the CA connects; sslmode=require is the
+// opt-out. (A loopback server keeps libpq's default, prefer: TLS when offered, unverified.)
+TEST(TlsTest, APostgresqlServerOffTheLoopbackIsVerifiedByDefault) {
+  const std::string ip = AddressOffTheLoopback();
+  if (ip.empty()) GTEST_SKIP() << "this machine has no IPv4 address off the loopback";
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/tls_itest-default-certs";
+  std::filesystem::remove_all(dir);
+  auto certs = MakeTlsCertificates(dir, "", ip);
+  ASSERT_TRUE(certs.ok()) << certs.status().ToString();
+  auto server = PgServer::StartTls(*certs, ip);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string remote =
+      "postgresql://gapless@" + ip + ":" + std::to_string((*server)->port()) + "/postgres";
+  auto encrypted = [](PgConn& conn) {
+    auto ssl = conn.Query("SELECT ssl::text FROM pg_stat_ssl WHERE pid = pg_backend_pid()");
+    return ssl.ok() ? std::string(ssl->Get(0, 0)) : ssl.status().ToString();
+  };
+
+  auto refused = PgConn::Connect(remote);
+  ASSERT_FALSE(refused.ok()) << "connected to a server whose certificate no system CA signed";
+  EXPECT_EQ(refused.status().code(), Code::kFailedPrecondition) << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("certificate verify failed"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_NE(refused.status().message().find("sslrootcert=PATH"), std::string::npos)
+      << "the error says how to name the CA: " << refused.status().ToString();
+  auto [code, out] = RunAll({"verify", "--db", remote});
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("certificate verify failed"), std::string::npos) << out;
+
+  auto named = PgConn::Connect(remote + "?sslrootcert=" + certs->ca);
+  ASSERT_TRUE(named.ok()) << named.status().ToString();
+  EXPECT_EQ(encrypted(**named), "true");
+  auto opted_out = PgConn::Connect(remote + "?sslmode=require");
+  ASSERT_TRUE(opted_out.ok()) << opted_out.status().ToString();
+  EXPECT_EQ(encrypted(**opted_out), "true");
+  auto loopback = PgConn::Connect((*server)->url("postgres"));
+  ASSERT_TRUE(loopback.ok()) << "the loopback keeps libpq's prefer: "
+                             << loopback.status().ToString();
 }
 
 // The heights of the block.new events a subscriber receives within 30 s (acked).
@@ -172,6 +236,28 @@ TEST(TlsTest, AWholeRunWithEveryServerOverTls) {
     auto keys = (*c)->Command({"DBSIZE"});
     ASSERT_TRUE(keys.ok()) << keys.status().ToString();
     EXPECT_GT(keys->integer, 0) << "lock node " << node->port() << " holds nothing";
+  }
+
+  // gapless itself refuses a Redis or RabbitMQ server whose certificate does not verify (another
+  // CA), as a fatal error naming it, not one to wait out.
+  auto other_ca = [&](std::string url) {
+    const size_t at = url.find(certs->ca);
+    if (at != std::string::npos) url.replace(at, certs->ca.size(), certs->other_ca);
+    return url;
+  };
+  auto [refused, why] = RunAll(
+      {"run", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db, "--redis", other_ca(coordination),
+       "--lock-nodes", lock_nodes, "--from", "0", "--to", std::to_string(kTo), "--progress", "off"},
+      60'000);
+  EXPECT_NE(refused, 0) << why;
+  EXPECT_NE(why.find("does not verify"), std::string::npos) << why;
+  for (const std::string& bus : {other_ca(amqps), other_ca(rediss)}) {
+    auto [published, said] =
+        RunAll({"events", "publish", "--bus", bus, "--chain-id", std::to_string(kChain), "--type",
+                "contract.verified", "--identity", "0x01", "--payload", "{}"},
+               60'000);
+    EXPECT_NE(published, 0) << bus << ": " << said;
+    EXPECT_NE(said.find("does not verify"), std::string::npos) << bus << ": " << said;
   }
 }
 

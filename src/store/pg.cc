@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -47,6 +48,8 @@ bool IsUri(std::string_view url) {
 
 struct ParsedConninfo {
   std::string host, port, dbname, user;
+  std::string hosts;  // as given: "h1,h2", a Unix socket directory, or empty
+  bool sslmode = false, sslrootcert = false;  // given in the URL
 };
 
 // Parses with libpq itself, so what we report is what libpq will use.
@@ -66,6 +69,9 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
     if (k == "port") out.port = o->val;
     if (k == "dbname") out.dbname = o->val;
     if (k == "user") out.user = o->val;
+    if (k == "host" || (k == "hostaddr" && out.hosts.empty())) out.hosts = o->val;
+    if (k == "sslmode") out.sslmode = true;
+    if (k == "sslrootcert") out.sslrootcert = true;
   }
   PQconninfoFree(opts);
   auto env_or = [](const char* name, const char* fallback) {
@@ -77,6 +83,17 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
   if (out.user.empty()) out.user = env_or("PGUSER", "");
   if (out.dbname.empty()) out.dbname = env_or("PGDATABASE", out.user.c_str());
   return out;
+}
+
+bool EnvSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+// A host libpq reaches on this machine only: a Unix socket directory, localhost, 127.0.0.0/8, ::1.
+bool IsLocalHost(std::string_view host) {
+  return host.empty() || host.front() == '/' || host.front() == '@' || host == "localhost" ||
+         StartsWith(host, "127.") || host == "::1" || host == "[::1]";
 }
 
 Code CodeForSqlState(std::string_view state) {
@@ -123,6 +140,39 @@ std::string PgQuoteIdent(std::string_view ident) {
   }
   out.push_back('"');
   return out;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, std::string>> TlsDefaultsOf(const ParsedConninfo& info,
+                                                               const std::string& system_cas) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (info.sslmode || EnvSet("PGSSLMODE")) return out;
+  const std::string hosts =
+      info.hosts.empty() && EnvSet("PGHOST") ? std::getenv("PGHOST") : info.hosts;
+  bool local = true;
+  for (size_t from = 0; from <= hosts.size();) {
+    size_t comma = std::min(hosts.find(',', from), hosts.size());
+    if (!IsLocalHost(std::string_view(hosts).substr(from, comma - from))) local = false;
+    from = comma + 1;
+  }
+  if (local) return out;
+  out.emplace_back("sslmode", "verify-full");
+  if (info.sslrootcert || EnvSet("PGSSLROOTCERT")) return out;
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && access((std::string(home) + "/.postgresql/root.crt").c_str(), R_OK) == 0) {
+    return out;
+  }
+  if (access(system_cas.c_str(), R_OK) == 0) out.emplace_back("sslrootcert", system_cas);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> PgTlsDefaults(
+    const std::string& url, const std::string& system_cas) {
+  GAPLESS_ASSIGN_OR_RETURN(ParsedConninfo info, ParseConninfo(url));
+  return TlsDefaultsOf(info, system_cas);
 }
 
 // ---- PgResult ----
@@ -199,14 +249,23 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
   std::string idle = std::to_string(options.keepalives_idle_seconds);
   std::string interval = std::to_string(options.keepalives_interval_seconds);
   std::string count = std::to_string(options.keepalives_count);
+  const auto tls = TlsDefaultsOf(info, kSystemCaBundle);
   // dbname comes last: its expansion (the URL) overrides our defaults above it.
-  const char* keys[] = {"connect_timeout",     "keepalives",       "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "fallback_application_name",
-                        "client_encoding",     "dbname",           nullptr};
-  const char* values[] = {timeout.c_str(),  "1",           idle.c_str(),
-                          interval.c_str(), count.c_str(), options.application_name.c_str(),
-                          "UTF8",           url.c_str(),   nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  std::vector<const char*> keys = {"connect_timeout",  "keepalives",
+                                   "keepalives_idle",  "keepalives_interval",
+                                   "keepalives_count", "fallback_application_name",
+                                   "client_encoding"};
+  std::vector<const char*> values = {timeout.c_str(), "1",
+                                     idle.c_str(),    interval.c_str(),
+                                     count.c_str(),   options.application_name.c_str(),
+                                     "UTF8"};
+  for (const auto& [key, value] : tls) {
+    keys.push_back(key.c_str());
+    values.push_back(value.c_str());
+  }
+  keys.insert(keys.end(), {"dbname", nullptr});
+  values.insert(values.end(), {url.c_str(), nullptr});
+  PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return Unavailable("connect to " + address + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string why = OneLine(PQerrorMessage(conn));
@@ -216,11 +275,21 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
     bool transient = Contains(why, "starting up") || Contains(why, "shutting down") ||
                      Contains(why, "too many clients") || Contains(why, "recovery mode") ||
                      Contains(why, "remaining connection slots");
-    // ... or libpq rejected an option value in the URL ("invalid integer value ... port").
+    // ... or libpq rejected an option value in the URL ("invalid integer value ... port"), or
+    // the server's certificate does not verify (or it has no TLS where TLS is required).
     bool refused_by_server = Contains(why, "FATAL") || Contains(why, "authentication") ||
                              Contains(why, "password") || Contains(why, "pg_hba.conf") ||
-                             Contains(why, "invalid");
+                             Contains(why, "invalid") || Contains(why, "certificate") ||
+                             Contains(why, "does not support SSL");
     if (refused_by_server && !transient) {
+      if (!tls.empty()) {
+        msg +=
+            " (the server is not on this machine, so gapless verifies its TLS certificate: "
+            "sslmode=verify-full" +
+            std::string(tls.size() > 1 ? " against the system's CAs" : "") +
+            "; name a private CA with sslrootcert=PATH in the URL, or opt out with "
+            "sslmode=require or sslmode=disable)";
+      }
       return FailedPrecondition(msg + " (database URL " + RedactUrl(url) + ")");
     }
     return Unavailable(msg);

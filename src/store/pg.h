@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -47,6 +48,16 @@ struct PgConnectOptions {
   int keepalives_count = 3;
   std::string application_name = "gapless";
 };
+
+// TLS settings gapless adds to a connection whose URL gives no `sslmode` (nor PGSSLMODE): a server
+// off this machine (any host but a Unix socket, localhost, 127.0.0.0/8 or ::1) has its certificate
+// verified, `sslmode=verify-full`, against `sslrootcert` when the URL or PGSSLROOTCERT names one,
+// else ~/.postgresql/root.crt when it exists, else the system's CAs (`system_cas`, Debian's
+// bundle). Loopback servers keep libpq's default (`prefer`). Empty when nothing is added; the
+// URL's own values win over these. FailedPrecondition if the URL does not parse.
+inline constexpr const char* kSystemCaBundle = "/etc/ssl/certs/ca-certificates.crt";
+Result<std::vector<std::pair<std::string, std::string>>> PgTlsDefaults(
+    const std::string& url, const std::string& system_cas = kSystemCaBundle);
 
 // `url` pointing at database `dbname` instead (same host, user, options). FailedPrecondition if
 // the URL does not parse.

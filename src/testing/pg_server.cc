@@ -20,13 +20,15 @@ constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
 
 }  // namespace
 
-Result<std::unique_ptr<PgServer>> PgServer::Start() { return StartWith(nullptr); }
+Result<std::unique_ptr<PgServer>> PgServer::Start() { return StartWith(nullptr, ""); }
 
-Result<std::unique_ptr<PgServer>> PgServer::StartTls(const TlsCertificates& tls) {
-  return StartWith(&tls);
+Result<std::unique_ptr<PgServer>> PgServer::StartTls(const TlsCertificates& tls,
+                                                     const std::string& also_listen) {
+  return StartWith(&tls, also_listen);
 }
 
-Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls) {
+Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls,
+                                                      const std::string& also_listen) {
   if (access((std::string(kBin) + "/pg_ctl").c_str(), X_OK) != 0) {
     return FailedPrecondition(std::string("PgServer: PostgreSQL 15 is not installed (") + kBin +
                               "/pg_ctl); run scripts/setup.sh");
@@ -65,14 +67,15 @@ Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls
     }
     std::ofstream hba(data + "/pg_hba.conf", std::ios::trunc);
     hba << "local all all trust\nhostssl all all 127.0.0.1/32 trust\n";
+    if (!also_listen.empty()) hba << "hostssl all all " << also_listen << "/32 trust\n";
     tls_options = " -c ssl=on -c ssl_cert_file=" + tmpl + "/server.pem -c ssl_key_file=" + tmpl +
                   "/server-key.pem";
   }
   GAPLESS_RETURN_IF_ERROR(server->Run(
-      "start",
-      {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
-       "-p " + std::to_string(port) + " -k " + tmpl +
-           " -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off" + tls_options}));
+      "start", {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
+                "-p " + std::to_string(port) + " -k " + tmpl + " -c listen_addresses=127.0.0.1" +
+                    (also_listen.empty() ? "" : "," + also_listen) +
+                    " -c max_connections=300 -c fsync=off" + tls_options}));
   server->started_ = true;
   return server;
 }

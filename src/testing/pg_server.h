@@ -29,8 +29,10 @@ class PgServer {
   static Result<std::unique_ptr<PgServer>> Start();
   // TLS only: the server presents `tls`'s server certificate and accepts TCP connections over
   // TLS only (pg_hba hostssl; a plain connection is refused). The files are copied next to the
-  // data directory, for the postgres user.
-  static Result<std::unique_ptr<PgServer>> StartTls(const TlsCertificates& tls);
+  // data directory, for the postgres user. `also_listen`: one more address of this machine to
+  // listen on and take TLS connections from (besides 127.0.0.1).
+  static Result<std::unique_ptr<PgServer>> StartTls(const TlsCertificates& tls,
+                                                    const std::string& also_listen = "");
   ~PgServer();
   PgServer(const PgServer&) = delete;
   PgServer& operator=(const PgServer&) = delete;
@@ -44,7 +46,8 @@ class PgServer {
 
  private:
   PgServer(int port, std::string dir) : port_(port), dir_(std::move(dir)) {}
-  static Result<std::unique_ptr<PgServer>> StartWith(const TlsCertificates* tls);
+  static Result<std::unique_ptr<PgServer>> StartWith(const TlsCertificates* tls,
+                                                     const std::string& also_listen);
   // Runs a PostgreSQL program (as postgres when root) and waits; its output goes to log.
   Status Run(const std::string& what, std::vector<std::string> args);
   std::string LogTail() const;

@@ -21,7 +21,8 @@ Status Sh(const std::string& command, const std::string& log) {
 
 }  // namespace
 
-Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::string& owner) {
+Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::string& owner,
+                                            const std::string& also_ip) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   TlsCertificates t;
@@ -44,7 +45,8 @@ Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::s
   GAPLESS_RETURN_IF_ERROR(Sh(ec_key + t.server_key, log));
   {
     std::ofstream ext(dir + "/server.ext");
-    ext << "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
+    ext << "subjectAltName=DNS:localhost,IP:127.0.0.1" << (also_ip.empty() ? "" : ",IP:" + also_ip)
+        << "\n"
            "extendedKeyUsage=serverAuth\n"
            "keyUsage=digitalSignature,keyAgreement\n";
   }

@@ -18,15 +18,17 @@ struct TlsCertificates {
   std::string dir;
   std::string ca;           // PEM: the CA that signed the server certificate
   std::string other_ca;     // PEM: a CA that signed nothing the servers present
-  std::string server_cert;  // PEM, CN=localhost, SAN DNS:localhost, IP:127.0.0.1
+  std::string server_cert;  // PEM, CN=localhost, SAN DNS:localhost, IP:127.0.0.1 (and also_ip)
   std::string server_key;   // PEM, mode 0600
   std::string client_cert;  // PEM, CN=gapless-client, extendedKeyUsage clientAuth, signed by ca
   std::string client_key;   // PEM, mode 0600
 };
 
 // Creates the files under dir (created if missing). `owner`: a user to give them to (a server
-// that runs as postgres or rabbitmq must read its key; empty: keep them). Unavailable with the
-// openssl output when a step fails.
-Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::string& owner = "");
+// that runs as postgres or rabbitmq must read its key; empty: keep them). `also_ip`: one more
+// IP address the server certificate names (an address of this machine off the loopback).
+// Unavailable with the openssl output when a step fails.
+Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::string& owner = "",
+                                            const std::string& also_ip = "");
 
 }  // namespace gapless
