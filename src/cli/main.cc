@@ -270,7 +270,9 @@ void AddMetricsAddr(CLI::App* sub, CommonArgs* common) {
 void AddCommon(CLI::App* sub, CommonArgs* common) {
   AddConfigAndLogging(sub, common);
   sub->add_option("--db", common->db,
-                  "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless")
+                  "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless; a server off "
+                  "the loopback is verified (sslmode=verify-full, the system's CAs) unless the "
+                  "URL sets sslmode; sslrootcert=PATH names a private CA")
       ->required();
 }
 
