@@ -1,14 +1,19 @@
 // No secret in any output: a secret placed in the user info, the query and the path of every URL
-// gapless takes (--rpc, --db, --redis, --lock-nodes, --events) never appears in a log line, an
-// error or status output of a run that fails in each way the bad-input tests know: a node that is
-// down, answers 401 echoing the key, 429, 500, a malformed block or another chain; a database, a
-// Redis, lock nodes or event buses that are down or refuse the password. And secrets read from a
-// file (--db-file, --rpc @PATH) are not in the process's command line, where `ps` shows them.
+// gapless takes (--rpc, --db, --redis, --lock-nodes, --events), where the URL's form has room for
+// one, never appears in a log line, an error, status output, /metrics, /readyz or /status.json of
+// a run that fails in each way the bad-input tests know: a node that is down, answers 401 echoing
+// the key, 429, 500, a malformed block or another chain; a database, a Redis, lock nodes or event
+// buses that are down or refuse the password; a misspelt config key, a bad value, a partition
+// size that contradicts the database. And secrets read from a file (--db-file, --rpc @PATH) are
+// not in the process's command line, where `ps` shows them. (A redis:// URL's path is a database
+// number and its query only rediss:// TLS file names; an amqp:// path is the vhost, shown on
+// purpose: docs/operations.md "Nothing shows them".)
 //
 // Servers: the test PostgreSQL (trust auth: a password in its URL is ignored, so a run succeeds
 // with one) and the test Redis (no password: AUTH fails), plus an HTTP node of the test's own.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,11 +22,13 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "devnet_util.h"
 #include "fake_node.h"
+#include "testing/free_port.h"
 #include "testing/wait_for.h"
 
 namespace gapless::e2e {
@@ -98,6 +105,113 @@ TEST_F(SecretsTest, ServersThatAreDownOrRefuseThePasswordNeverShowIt) {
   ExpectNoSecret("lock nodes and buses down", down);
   EXPECT_NE(down.second.find("0 of 3 lock nodes answered"), std::string::npos)
       << "the lock nodes were tried";
+}
+
+// A fleet process failing while it runs (the node answers 502, the lock nodes and the event buses
+// are down), scraped as Prometheus and a browser would: its /metrics (labels: RPC endpoints,
+// buses), /readyz (names the failing dependencies), /status.json and the page never hold a secret.
+TEST_F(SecretsTest, AFailingFleetRunServesNoSecretOnItsEndpoints) {
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/secrets_itest-ops";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxy);  // past the start's chain check, then failing
+  const int port = FreePort();
+  const std::vector<std::string> args = {
+      GaplessBinary(),
+      "run",
+      "--rpc",
+      node.SecretUrl(),
+      "--db",
+      SecretDbUrl(),
+      "--redis",
+      redis_url_,
+      "--lock-nodes",
+      "redis://:L0CKPASS@127.0.0.1:9,redis://:L0CKPASS@127.0.0.1:10,redis://:L0CKPASS@127.0.0.1:11",
+      "--events",
+      "redis://:BU5PASS@127.0.0.1:9,amqp://u:AMQPPASS7@127.0.0.1:9/v,kafka://127.0.0.1:9"
+      "?sasl.password=KAFKA5ASL",
+      "--to",
+      "5",
+      "--max-attempts",
+      "100",
+      "--progress",
+      "off",
+      "--metrics-addr",
+      "127.0.0.1:" + std::to_string(port)};
+  const std::string log = dir + "/run.log";
+  pid_t pid = Spawn(args, log);
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  client.set_connection_timeout(1);
+  client.set_read_timeout(5);
+  // Until readiness has probed every dependency (the lock nodes fail), then until the node's
+  // 502s are counted.
+  std::string metrics;
+  const bool started = testing_util::WaitFor(
+      [&] {
+        auto ready = client.Get("/readyz");
+        return ready && ready->status == 503 && ready->body.find("FAILED") != std::string::npos &&
+               ready->body.find("not probed") == std::string::npos;
+      },
+      30'000);
+  node.Set(FakeNode::Mode::kServerError);
+  const bool failing = started && testing_util::WaitFor(
+                                      [&] {
+                                        auto res = client.Get("/metrics");
+                                        if (!res || res->status != 200) return false;
+                                        metrics = res->body;
+                                        return metrics.find("http:502") != std::string::npos;
+                                      },
+                                      30'000);
+  std::map<std::string, std::string> served = {{"/metrics", metrics}};
+  for (const char* path : {"/readyz", "/status.json", "/"}) {
+    auto res = client.Get(path);
+    served[path] = res ? res->body : "(no answer)";
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(failing) << metrics << "\n" << ReadIfThere(log);
+  for (const auto& [path, body] : served) {
+    EXPECT_FALSE(body.empty()) << path;
+    EXPECT_EQ(FindSecret(body), "") << path << ":\n" << body;
+  }
+  EXPECT_NE(served["/readyz"].find("FAILED"), std::string::npos) << served["/readyz"];
+  EXPECT_NE(served["/readyz"].find("127.0.0.1"), std::string::npos)
+      << "the failing servers are still named: " << served["/readyz"];
+  if (std::getenv("SECRETS_ITEST_SHOW")) {
+    for (const auto& [path, body] : served) std::cerr << "---- " << path << "\n" << body << "\n";
+  }
+  EXPECT_EQ(FindSecret(ReadFile(log)), "") << ReadFile(log);
+}
+
+// Bad configuration, with a secret in every URL: a key misspelt in the config file, a value that
+// is not a number, and a partition size that contradicts the database.
+TEST_F(SecretsTest, RefusedConfigurationNeverShowsTheSecrets) {
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/secrets_itest-config";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxy);
+  std::ofstream(dir + "/gapless.conf")
+      << "rpc = " << node.SecretUrl() << "\ndb = " << SecretDbUrl() << "\nconcurency = 4\n";
+  auto typo = RunAll({"index", "--config", dir + "/gapless.conf"});
+  ExpectNoSecret("config typo", typo);
+  EXPECT_NE(typo.second.find("concurency"), std::string::npos) << typo.second;
+  ExpectNoSecret("not a number", RunAll({"index", "--rpc", node.SecretUrl(), "--db", SecretDbUrl(),
+                                         "--range-size", "zero"}));
+  const std::vector<std::string> index = {
+      "index", "--rpc", node.SecretUrl(), "--db", SecretDbUrl(), "--from", "0",
+      "--to",  "0",     "--progress",     "off"};
+  auto first = index;
+  first.insert(first.end(), {"--partition-blocks", "10"});
+  auto made = RunAll(first, 60'000);
+  ASSERT_EQ(made.first, 0) << made.second;
+  EXPECT_EQ(FindSecret(made.second), "") << made.second;
+  auto other = index;
+  other.insert(other.end(), {"--partition-blocks", "20"});
+  auto refused = RunAll(other, 60'000);
+  ExpectNoSecret("partition size", refused);
+  EXPECT_NE(refused.second.find("--partition-blocks 20"), std::string::npos) << refused.second;
 }
 
 TEST_F(SecretsTest, SecretsReadFromFilesStayOutOfTheCommandLine) {
