@@ -3,7 +3,8 @@
 # CPack, checks its contents and control files, installs it with dpkg, checks the gapless user and
 # /etc/gapless, verifies the systemd units (systemd-analyze, when present), runs the leader unit's
 # ExecStart line as the unit would (user gapless, the packaged config with secrets in files of
-# their own) against the test servers until /readyz says ready, and purges the package.
+# their own) against the test servers until /readyz says ready, then a worker unit's beside it
+# until it is ready and blocks are indexed, and purges the package.
 # Needs root (dpkg); exits 77 (skipped) otherwise, and when a gapless package is already installed
 # (it is not this test's to replace). Environment: GAPLESS_TEST_PG_URL, GAPLESS_TEST_REDIS_URL,
 # GAPLESS_TEST_ANVIL_URL.
@@ -82,6 +83,29 @@ grep -q "leader: ok: this process leads" "$work/readyz" || { cat "$work/readyz";
 # The packaged config logs JSON, and the secrets' files are read, not shown in ps.
 head -1 "$work/leader.log" | grep -q '^{"time":' || { cat "$work/leader.log"; exit 1; }
 tr "\0" " " </proc/"$pid"/cmdline | grep -qF "$db_url" && { say "FAIL: a secret in argv"; exit 1; }
+
+say "a worker unit's ExecStart (instance 9471), as user gapless, indexes beside the leader"
+exec_start=$(sed -n 's/^ExecStart=//p' /usr/lib/systemd/system/gapless-worker@.service)
+exec_start=${exec_start//%i/9471}
+# shellcheck disable=SC2086
+runuser -u gapless -- $exec_start >"$work/worker.log" 2>&1 &
+worker_pid=$!
+blocks=0
+for _ in $(seq 1 240); do
+  blocks=$(psql -qtA "$db_url" -c "SELECT count(*) FROM blocks" 2>/dev/null || echo 0)
+  if [ "${blocks:-0}" -gt 0 ] && curl -sf http://127.0.0.1:9471/readyz >"$work/worker-readyz"; then
+    break
+  fi
+  kill -0 "$worker_pid" 2>/dev/null || break
+  sleep 0.5
+done
+if [ "${blocks:-0}" -eq 0 ] || [ ! -s "$work/worker-readyz" ]; then
+  curl -s http://127.0.0.1:9471/readyz || true
+  cat "$work/worker.log"; kill "$worker_pid" 2>/dev/null || true
+  say "FAIL: the worker unit indexed nothing or never became ready ($blocks blocks)"; exit 1
+fi
+kill -TERM "$worker_pid"
+wait "$worker_pid" || true
 kill -TERM "$pid"
 wait "$pid" || true
 pid=""
