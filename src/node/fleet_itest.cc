@@ -15,6 +15,7 @@
 //    head log's retries it and never commits it.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,12 +46,14 @@
 #include "store/state.h"
 #include "store/testdata.h"
 #include "testing/devnet_manifest.h"
+#include "testing/free_port.h"
 #include "testing/http_test_server.h"
 #include "testing/pg_test_db.h"
 #include "testing/redis_failover.h"
 #include "testing/redis_server.h"
 #include "testing/redis_test_db.h"
 #include "testing/tcp_proxy.h"
+#include "testing/wait_for.h"
 
 namespace gapless {
 namespace {
@@ -443,6 +446,25 @@ TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForT
                db_.url().substr(port_end);
   command.chain_id = 424242;
   command.group = "waits";
+  const int ops_port = FreePort();
+  command.metrics_addr = "127.0.0.1:" + std::to_string(ops_port);
+  httplib::Client ops("127.0.0.1", ops_port);
+  ops.set_connection_timeout(1);
+  ops.set_read_timeout(5);
+  // The line /readyz gives the events bus, once it has been probed.
+  auto bus_readiness = [&] {
+    std::string line;
+    testing_util::WaitFor(
+        [&] {
+          auto res = ops.Get("/readyz");
+          const size_t at = res ? res->body.find("events bus: ") : std::string::npos;
+          if (at == std::string::npos) return false;
+          line = res->body.substr(at, res->body.find('\n', at) - at);
+          return line.find("not probed") == std::string::npos;
+        },
+        10'000);
+    return line;
+  };
   std::atomic<bool> returned{false};
   Result<Outcome> result = Outcome::kDone;
   std::thread run([&] {
@@ -452,6 +474,8 @@ TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForT
   std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
   EXPECT_FALSE(returned.load()) << "it gave up while the bus was away: "
                                 << (result.ok() ? "ok" : result.status().ToString());
+  EXPECT_NE(bus_readiness().find("events bus: FAILED"), std::string::npos)
+      << "/readyz names the bus while it is away";
   bus_link.SetTarget("127.0.0.1", redis->hosts[0].port);
   std::this_thread::sleep_for(std::chrono::milliseconds(1'500));
   EXPECT_FALSE(returned.load()) << "it gave up while PostgreSQL was away: "
@@ -466,6 +490,9 @@ TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForT
     if (!grouped) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_TRUE(grouped) << "the consumer never made its group on " << stream;
+  EXPECT_TRUE(testing_util::WaitFor(
+      [&] { return bus_readiness().find("events bus: ok: answering; group waits") == 0; }, 10'000))
+      << "/readyz: " << bus_readiness();
   if (!returned.load()) std::raise(SIGTERM);  // its SignalStop ends it
   run.join();
   ASSERT_TRUE(result.ok()) << result.status().ToString();

@@ -14,6 +14,7 @@
 #include "coord/lock_nodes.h"
 #include "coord/redis.h"
 #include "core/metrics.h"
+#include "events/open_bus.h"
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
@@ -216,6 +217,17 @@ ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::stri
       return Unavailable(text + "; unreachable: " + Unreachable(views, *view->nodes));
     }
     return text;
+  };
+}
+
+ReadinessProber::Probe BusProbe(std::string url, SubscribeOptions group) {
+  return [url = std::move(url), group = std::move(group)]() -> Result<std::string> {
+    Result<int64_t> lag = GroupLag(url, group);
+    if (lag.ok()) return fmt::format("answering; group {} lags {} events", group.group, *lag);
+    if (lag.status().code() == Code::kNotFound) {
+      return fmt::format("answering; group {} not created yet", group.group);
+    }
+    return lag.status();
   };
 }
 

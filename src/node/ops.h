@@ -11,6 +11,7 @@
 #include <string>
 
 #include "coord/keys.h"
+#include "events/bus.h"
 #include "node/app.h"
 #include "node/ops_server.h"
 #include "node/readiness.h"
@@ -68,6 +69,10 @@ ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::stri
 // holder is on a quorum of the lock nodes (it follows a known leader).
 ReadinessProber::Probe LeaderProbe(const Elector* elector, LeaderElectionOptions election,
                                    std::string coordination_url, Keys keys);
+
+// An events bus a consumer group reads: it answers the group's lag (events/open_bus.h GroupLag,
+// read without joining the group; a group not created yet is an answer too).
+ReadinessProber::Probe BusProbe(std::string url, SubscribeOptions group);
 
 // How often the RPC node is probed: paid providers bill requests.
 inline constexpr std::chrono::milliseconds kRpcProbeInterval{5'000};
