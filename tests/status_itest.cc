@@ -1,13 +1,17 @@
 // `gapless status` on the coordination Redis itself: key count and memory, a replica's
 // replication lag as the primary sees it, with a warning once it lags more than 5 s (a real
 // replica started by the test with REPLICAOF, then paused with SIGSTOP); display data read from a
-// --redis-replica; and the warning when the key count keeps growing (a fabricated history).
+// --redis-replica; the warning when the key count keeps growing (a fabricated history); and the
+// partitions still waiting for their secondary indexes.
 #include <gtest/gtest.h>
 
 #include "coord/key_watch.h"
 #include "coord/redis.h"
 #include "coord/registry.h"
 #include "devnet_util.h"
+#include "node/app.h"
+#include "store/partition_indexes.h"
+#include "store/partitions.h"
 #include "testing/redis_failover.h"
 #include "testing/redis_server.h"
 #include "testing/wait_for.h"
@@ -59,6 +63,43 @@ TEST_F(DbTest, StatusShowsRedisMemoryAndWarnsAboutALaggingReplica) {
       15'000);
   (*replica)->Resume();
   EXPECT_TRUE(warned) << status().second;
+}
+
+// The backfill index strategy is visible: partitions made with their primary key only (as the
+// leader makes those far behind the head) are counted, with the lowest one, in the text and JSON
+// reports until their secondary indexes are built.
+TEST_F(DbTest, StatusShowsPartitionsWaitingForTheirIndexes) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  auto pool = OpenDatabase(db_.url(), 1, 10);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto conn = (*pool)->Acquire();
+  ASSERT_TRUE(EnsurePartitions(*conn, 0, 25).ok());  // [0,10), [10,20), [20,30)
+  auto status = [&](bool json) {
+    std::vector<std::string> args = {GaplessBinary(), "status",        "--db",       db_.url(),
+                                     "--redis",       (*redis)->url(), "--chain-id", "1",
+                                     "--log-level",   "warn"};
+    if (json) args.push_back("--json");
+    return RunForOutput(args);
+  };
+  auto [code, out] = status(false);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("indexes                3 partitions without their lookup indexes yet (the "
+                     "lowest at block 0)"),
+            std::string::npos)
+      << out;
+  auto [json_code, json] = status(true);
+  ASSERT_EQ(json_code, 0) << json;
+  EXPECT_NE(json.find("\"indexes\":{\"partitions_unindexed\":3,\"lowest_unindexed\":0}"),
+            std::string::npos)
+      << json;
+  for (uint64_t start : {0, 10, 20}) {
+    auto built = BuildPartitionIndexes(*conn, start);
+    ASSERT_TRUE(built.ok() && *built) << start;
+  }
+  auto [after_code, after] = status(false);
+  EXPECT_NE(after.find("indexes                every partition indexed"), std::string::npos)
+      << after;
 }
 
 // A replica given with --redis-replica serves the display data: the workers, the queue, the Redis

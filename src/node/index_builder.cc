@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "node/node_metrics.h"
 #include "store/notify.h"
 #include "store/partition_indexes.h"
 #include "store/partitions.h"
@@ -68,6 +69,7 @@ Status IndexBuilder::Check(bool build) {
     }
   }
   pending_ = due.size();
+  SetPartitionsAwaitingIndexes(due.size());
   if (due.empty()) {
     done_ = options_.to.has_value() && frontier > *options_.to;
     return Status::Ok();
@@ -78,6 +80,9 @@ Status IndexBuilder::Check(bool build) {
   for (uint64_t start : due) {
     // A deposed leader stops after the build in hand (a second builder would only skip it).
     if (stopping_.load() || !lease_->Token().has_value()) break;
+    // A round trip first: a session the server ended since the last statement is reconnected by
+    // it (store/pg.h), so the canceller addresses the session the build runs in.
+    GAPLESS_RETURN_IF_ERROR(conn_->Exec("SELECT 1"));
     {
       std::lock_guard<std::mutex> lock(mu_);
       canceller_ = conn_->MakeCanceller();
@@ -92,9 +97,12 @@ Status IndexBuilder::Check(bool build) {
         "building the indexes of the partitions of block " + std::to_string(start)));
     if (*built) {
       pending_ = pending_.load() - 1;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+      SetPartitionsAwaitingIndexes(pending_.load());
+      CountPartitionIndexBuild(seconds);
       spdlog::info("indexes: the partitions of block {} are indexed ({:.2f} s; {} more due)", start,
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
-                   pending_.load());
+                   seconds, pending_.load());
     }
   }
   // Everything due built, and a fixed range committed whole: nothing can become due any more.

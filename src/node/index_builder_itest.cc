@@ -1,11 +1,15 @@
 // The leader's index builder against a real PostgreSQL (node/index_builder.h): finished
-// partitions first, the rest when the run nears its end; a standby builds nothing; a stop cancels
-// a build in flight.
+// partitions first, the rest when the run nears its end; a standby builds nothing (and the
+// metrics count what is due and each build); a stop cancels a build in flight.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <sstream>
+#include <string>
 #include <thread>
 
+#include "core/metrics.h"
 #include "node/index_builder.h"
 #include "store/partition_indexes.h"
 #include "store/partitions.h"
@@ -49,6 +53,16 @@ class IndexBuilderTest : public PgTest {
       for (const auto& p : *missing) out.push_back(p.start);
     }
     return out;
+  }
+
+  // A series' value in this process's /metrics text, -1 when it is not there.
+  static double Metric(const std::string& series) {
+    std::istringstream in(MetricsRegistry::Default().Render());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    }
+    return -1;
   }
 
   LocalLease lease_;
@@ -95,11 +109,16 @@ TEST_F(IndexBuilderTest, AStandbyBuildsNothingButSeesWhenTheRangeIsDone) {
   EXPECT_EQ(Missing(), (std::vector<uint64_t>{0, 10, 20}));
   EXPECT_EQ(standby->pending(), 3u);
   EXPECT_FALSE(standby->done());
+  EXPECT_EQ(Metric("gapless_partitions_awaiting_indexes"), 3);
+  const double builds_before = Metric("gapless_partition_index_build_seconds_count");
   auto leader = Builder(/*near_head=*/0, /*to=*/29);
   std::atomic<bool> stop{false};
   ASSERT_TRUE(leader->Run(stop).ok());  // ends by itself once everything is built
   EXPECT_TRUE(leader->done());
   EXPECT_TRUE(Missing().empty());
+  EXPECT_EQ(Metric("gapless_partitions_awaiting_indexes"), 0);
+  EXPECT_EQ(Metric("gapless_partition_index_build_seconds_count") - std::max(builds_before, 0.0),
+            3);
   ASSERT_TRUE(standby->Standby().ok());
   EXPECT_TRUE(standby->done());
 }

@@ -86,6 +86,26 @@ void SetChainHeadMetric(uint64_t head_block) {
   RegisterLag();
 }
 
+void SetPartitionsAwaitingIndexes(uint64_t partitions) {
+  static Gauge& gauge = MetricsRegistry::Default()
+                            .GaugeFamily("gapless_partitions_awaiting_indexes",
+                                         "Block partitions due for their secondary indexes and "
+                                         "not yet indexed, as the leader's index builder last saw")
+                            .Get();
+  gauge.Set(static_cast<double>(partitions));
+}
+
+void CountPartitionIndexBuild(double seconds) {
+  static Histogram& builds =
+      MetricsRegistry::Default()
+          .HistogramFamily("gapless_partition_index_build_seconds",
+                           "One partition's secondary indexes built (CREATE INDEX CONCURRENTLY in "
+                           "every data table)",
+                           {0.1, 1, 5, 15, 60, 300, 900, 3600, 14400})
+          .Get();
+  builds.Observe(seconds);
+}
+
 void CountReorg(uint64_t depth) {
   static Counter& reorgs =
       MetricsRegistry::Default()

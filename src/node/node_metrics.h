@@ -22,6 +22,11 @@ void SetChainHeadMetric(uint64_t head_block);
 // A re-org rolled back: its depth in blocks.
 void CountReorg(uint64_t depth);
 
+// The leader's index builder (node/index_builder.h): partitions due for their secondary indexes
+// and still without them, as of its last step, and one partition's build (every data table).
+void SetPartitionsAwaitingIndexes(uint64_t partitions);
+void CountPartitionIndexBuild(double seconds);
+
 // The event relay of one bus (label: its name as BusName gives it, no credentials): events
 // published, a batch that failed, the blocks committed but not yet published to it, and a batch's
 // time from reading the outbox to the bus's confirmation.

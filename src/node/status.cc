@@ -17,6 +17,7 @@
 #include "events/event.h"
 #include "events/open_bus.h"
 #include "store/outbox.h"
+#include "store/partition_indexes.h"
 #include "store/rollback.h"
 #include "store/state.h"
 
@@ -379,6 +380,14 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
     auto conn = fleet.pool->Acquire();
     GAPLESS_ASSIGN_OR_RETURN(pg_frontier, LoadFrontier(*conn));
     GAPLESS_ASSIGN_OR_RETURN(reorgs, LoadReorgSummary(*conn));
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<PartitionIndexState> unindexed,
+                             PartitionsMissingIndexes(*conn));
+    r.partitions_unindexed = unindexed.size();
+    for (const PartitionIndexState& p : unindexed) {
+      if (!r.unindexed_lowest.has_value() || p.start < *r.unindexed_lowest) {
+        r.unindexed_lowest = p.start;
+      }
+    }
   }
   r.frontier_pg = pg_frontier;
   r.reorgs = reorgs.count;
@@ -540,6 +549,15 @@ void WriteStatusText(const StatusReport& r, std::ostream& out) {
     out << fmt::format(" (lag {} blocks)", *r.head + 1 > done ? *r.head + 1 - done : 0);
   }
   out << "\n";
+  if (r.partitions_unindexed == 0) {
+    out << "indexes                every partition indexed\n";
+  } else {
+    out << fmt::format(
+        "indexes                {} partition{} without their lookup indexes yet (the lowest at "
+        "block {}): built by the leader when due; a lookup by hash or address reads them whole\n",
+        r.partitions_unindexed, r.partitions_unindexed == 1 ? "" : "s",
+        r.unindexed_lowest.value_or(0));
+  }
   if (r.reorgs == 0) {
     out << "re-orgs rolled back    none\n";
   } else {
@@ -648,6 +666,8 @@ std::string StatusJson(const StatusReport& r) {
       "\"lag\":{},\"reorgs\":{{\"count\":{},\"last_depth\":{},"
       "\"last_fork_point\":{},\"last_at\":{}}},",
       OptNum(lag), r.reorgs, r.last_reorg_depth, r.last_reorg_fork_point, Str(r.last_reorg_at));
+  o += fmt::format("\"indexes\":{{\"partitions_unindexed\":{},\"lowest_unindexed\":{}}},",
+                   r.partitions_unindexed, OptNum(r.unindexed_lowest));
   if (r.gap.has_value()) {
     o += fmt::format("\"gap\":{{\"from\":{},\"to\":{},\"open_s\":{:.1f},\"healing\":{}}},",
                      r.gap->from, r.gap->to, r.gap->open_s, r.gap->healing ? "true" : "false");

@@ -68,6 +68,11 @@ struct StatusReport {
   std::optional<uint64_t> frontier_redis;  // the same, as the fleet's Redis has it
   std::optional<uint64_t> head;            // the chain head (with an RPC node)
   std::string head_text;                   // "17000000", "unknown (no --rpc)", "unavailable: ..."
+  // Block partitions without (all) their secondary indexes yet: the backfill index strategy
+  // (store/partition_indexes.h) builds them when each is due; until then a lookup by hash or
+  // address reads them whole. The lowest one's first block.
+  uint64_t partitions_unindexed = 0;
+  std::optional<uint64_t> unindexed_lowest;
   uint64_t reorgs = 0;
   uint64_t last_reorg_depth = 0, last_reorg_fork_point = 0;
   std::string last_reorg_at;
