@@ -52,8 +52,10 @@ class MemoryBudget {
   // The blocks per request to use instead of `requested` (>= 1).
   uint32_t BatchBlocks(uint32_t requested) const;
   // The most blocks of a range of `range_blocks` to fetch and write at once (>= 1), given batches
-  // of `batch_blocks` (BatchBlocks' answer).
-  uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const;
+  // of `batch_blocks` (BatchBlocks' answer), for a thread that holds `held_parts` decoded parts at
+  // once (2 for a fleet worker that fetches its next part while the last one is written:
+  // node/worker.h "Prefetch"); the batch in flight is counted once.
+  uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks, uint32_t held_parts = 1) const;
 
   // `blocks` blocks arrived as `json_bytes` of JSON (blocks, receipts, traces).
   void Observe(uint64_t blocks, uint64_t json_bytes);
