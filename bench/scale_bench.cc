@@ -70,7 +70,7 @@
 // Usage: scale_bench [--pg URL] [--redis URL] [--blocks 1000] [--range 20] [--batch 10]
 //                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
 //                    [--idle-poll-ms 200] [--sources rpc,single] [--kafka-timeout-s 600]
-//                    [--verify off|on|off,on]
+//                    [--verify off|on|off,on] [--prefetch on|off]
 // --sources: which runs, any of rpc (the fleet of RPC workers), single (the Indexer), kafka (the
 // Kafka fleet), copy (raw COPY); the default is the fleet against the single process.
 // --pg names a server (the database gapless_scale_bench is created there and dropped at the end);
@@ -151,6 +151,7 @@ struct Args {
   int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless run` runs it
   int64_t idle_poll_ms = 200;  // WorkerOptions' default
   int64_t rpc_timeout_ms = 10'000;
+  bool prefetch = true;  // --prefetch on|off: WorkerOptions::prefetch of the fleet's workers
   std::set<std::string> sources = {"rpc", "single"};
   // --verify off,on: each run of rpc, single and kafka once per value (issue 10's benchmark).
   std::vector<bool> verify = {false};
@@ -200,6 +201,11 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--first", [&](const std::string& v) { a.first = std::stoull(v); })
       .Value("--tick-ms", [&](const std::string& v) { a.tick_ms = std::stoll(v); })
       .Value("--idle-poll-ms", [&](const std::string& v) { a.idle_poll_ms = std::stoll(v); })
+      .Value("--prefetch",
+             [&](const std::string& v) {
+               if (v != "on" && v != "off") throw std::invalid_argument(v);
+               a.prefetch = v == "on";
+             })
       .Switch("--verbose", [&] { a.verbose = true; })
       .Switch("--serve", [&] { a.serve = true; })
       .Value("--kafka-compression", [&](const std::string& v) { a.kafka_compression = v; })
@@ -661,6 +667,7 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
     w.rpc_timeout_ms = args.rpc_timeout_ms;
     w.idle_poll_ms = args.idle_poll_ms;
     w.blocks_per_request = args.batch;
+    w.prefetch = args.prefetch;
     w.chain_id = kChainId;
     if (verify) w.verify = VerifyOptions{};
     w.token_metadata = false;  // the fixture node answers no eth_call (see the header)
@@ -1175,11 +1182,12 @@ int Main(int argc, char** argv) {
       args.repeat);
   std::printf(
       "machine: %u cores (%s), load average before: %s; PostgreSQL %s, Redis %s; leader tick %lld "
-      "ms, worker idle poll %lld ms\n",
+      "ms, worker idle poll %lld ms, worker prefetch %s\n",
       std::thread::hardware_concurrency(),
       Shell("sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1").c_str(),
       LoadAverage().c_str(), pg_version.c_str(), redis_version.c_str(),
-      static_cast<long long>(args.tick_ms), static_cast<long long>(args.idle_poll_ms));
+      static_cast<long long>(args.tick_ms), static_cast<long long>(args.idle_poll_ms),
+      args.prefetch ? "on" : "off");
   std::fflush(stdout);
 
   // The Kafka topic and the COPY rows, prepared before any clock starts.
