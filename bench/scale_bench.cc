@@ -151,7 +151,7 @@ struct Args {
   int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless run` runs it
   int64_t idle_poll_ms = 200;  // WorkerOptions' default
   int64_t rpc_timeout_ms = 10'000;
-  bool prefetch = true;  // --prefetch on|off: WorkerOptions::prefetch of the fleet's workers
+  bool prefetch = false;  // --prefetch on|off: WorkerOptions::prefetch of the fleet's workers
   std::set<std::string> sources = {"rpc", "single"};
   // --verify off,on: each run of rpc, single and kafka once per value (issue 10's benchmark).
   std::vector<bool> verify = {false};

@@ -92,8 +92,8 @@ struct RunArgs {  // run, leader, worker
   std::string redis;
   uint32_t workers = 4;
   int64_t lease_ttl_ms = 30'000;
-  std::string prefetch = "on";  // WorkerOptions::prefetch
-  double rate_limit = 0;        // requests per second per endpoint, fleet-wide; 0 = none
+  std::string prefetch = "off";  // WorkerOptions::prefetch
+  double rate_limit = 0;         // requests per second per endpoint, fleet-wide; 0 = none
   bool follow = false;
   uint64_t confirmations = 0;
   uint64_t max_reorg_depth = 64;
@@ -400,8 +400,9 @@ void AddRunOptions(CLI::App* sub, Args* a) {
                   "Lease of a claimed range, ms; --rpc-timeout must be below it")
       ->capture_default_str();
   sub->add_option("--prefetch", a->run.prefetch,
-                  "Each worker fetches and decodes its next range while the last one is written "
-                  "(on), or fetches, writes and claims in series (off)")
+                  "on: each worker fetches and decodes its next range while the last one is "
+                  "written (two leases and two decoded parts held); off: fetch, write and claim in "
+                  "series")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--rate-limit", a->run.rate_limit,

@@ -709,6 +709,7 @@ TEST_F(FleetTest, APrefetchedTaskKeepsItsLeaseWhileItWaitsBehindASlowWrite) {
   WorkerOptions options = FastWorker("w");
   options.lease_ttl_ms = 1'000;
   options.rpc_timeout_ms = 500;
+  options.prefetch = true;
   options.done = QueueDrained();
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), slow->get());
   std::atomic<bool> stop{false};
@@ -761,6 +762,7 @@ TEST_F(FleetTest, AStaleFenceOnOneRangeLeavesTheRangeFetchedBehindItAlone) {
   WorkerOptions options = FastWorker("w");
   options.lease_ttl_ms = 1'000;
   options.rpc_timeout_ms = 500;
+  options.prefetch = true;
   options.done = QueueDrained();
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
   std::atomic<bool> stop{false};
@@ -816,6 +818,7 @@ TEST_F(FleetTest, AStoppedPrefetchingWorkerEndsBothStagesAndLosesNothing) {
   WorkerOptions options = FastWorker("w");
   options.lease_ttl_ms = 1'000;
   options.rpc_timeout_ms = 500;
+  options.prefetch = true;
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), slow->get());
   std::atomic<bool> stop{false};
   Status result;

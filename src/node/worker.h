@@ -22,7 +22,8 @@
 //  - After Redis lost its data the fence counter restarts at 0; before each claim the worker
 //    checks the counter exists and, if not, floors it at PostgreSQL's highest token first.
 //
-// Prefetch (WorkerOptions::prefetch, on by default; docs/decisions.md): while part n (a task's
+// Prefetch (WorkerOptions::prefetch, off by default: no gain measured yet, bench/RESULTS.md "the
+// worker's fetch overlapped with its write"; docs/decisions.md): while part n (a task's
 // range, or a part of it under the memory budget) is written to PostgreSQL on the worker's writer
 // thread, the loop thread already claims the next task if it needs one and fetches and decodes
 // the next part, at most one part ahead. Why that keeps the guarantees above:
@@ -58,7 +59,7 @@
 // with prefetch, one writer thread (PostgreSQL only: the loop thread does every Redis call).
 // counters() may be read from any thread. Connections: two RedisConns (loop, keeper) opened in
 // Run; PostgreSQL connections leased from the shared pool for each write (with prefetch the loop
-// leases one beside the writer's only to restore a lost fence counter).
+// thread leases one beside the writer's only to restore the fence counter).
 #pragma once
 
 #include <atomic>
@@ -100,7 +101,7 @@ struct WorkerOptions {
   uint32_t blocks_per_request = 10;
   // Fetch and decode the next part (of this task or of a newly claimed one) while the last part is
   // written (see "Prefetch" above). false: fetch, write, complete, claim in series.
-  bool prefetch = true;
+  bool prefetch = false;
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
