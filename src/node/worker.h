@@ -226,7 +226,8 @@ class Worker {
   WriteOptions MakeWriteOptions() const;
   // Renews the task's lease right before its write (a full TTL ahead). A refusal: lost.
   PartOutcome RenewBeforeWrite(Queue& queue, const Task& task);
-  // After a write refused by a fence: raises a lagging counter; says whether the task is lost.
+  // After a write refused by a fence (or the re-org fence): raises a lagging counter. Other
+  // errors: nothing.
   void AfterFenceRefusal(Queue& queue, const Task& task, const Status& st);
   // The end of a task that was not committed: logs a lost or abandoned lease, or fails it back to
   // the queue. Returns a non-ok Status only for errors that stop the worker.
