@@ -104,7 +104,7 @@
 //                    [--workers 1,2,4] [--repeat 1] [--first 17000000] [--tick-ms 500]
 //                    [--idle-poll-ms 200] [--sources rpc,single] [--kafka-timeout-s 600]
 //                    [--verify off|on|off,on] [--events redis,kafka,amqp] [--sample-ms 10]
-//                    [--events-timeout-s 600]
+//                    [--events-timeout-s 600] [--prefetch on|off]
 // --sources: which runs, any of rpc (the fleet of RPC workers), single (the Indexer), kafka (the
 // Kafka fleet), copy (raw COPY), or none (only the --events runs); the default is the fleet
 // against the single process. --events: also the events-off / events-on runs above, per bus.
@@ -194,6 +194,7 @@ struct Args {
   int64_t tick_ms = 500;       // LeaderOptions' default, as `gapless run` runs it
   int64_t idle_poll_ms = 200;  // WorkerOptions' default
   int64_t rpc_timeout_ms = 10'000;
+  bool prefetch = false;  // --prefetch on|off: WorkerOptions::prefetch of the fleet's workers
   std::set<std::string> sources = {"rpc", "single"};
   // --verify off,on: each run of rpc, single and kafka once per value (issue 10's benchmark).
   std::vector<bool> verify = {false};
@@ -247,6 +248,11 @@ Args ParseArgs(int argc, char** argv) {
       .Value("--first", [&](const std::string& v) { a.first = std::stoull(v); })
       .Value("--tick-ms", [&](const std::string& v) { a.tick_ms = std::stoll(v); })
       .Value("--idle-poll-ms", [&](const std::string& v) { a.idle_poll_ms = std::stoll(v); })
+      .Value("--prefetch",
+             [&](const std::string& v) {
+               if (v != "on" && v != "off") throw std::invalid_argument(v);
+               a.prefetch = v == "on";
+             })
       .Switch("--verbose", [&] { a.verbose = true; })
       .Switch("--serve", [&] { a.serve = true; })
       .Value("--kafka-compression", [&](const std::string& v) { a.kafka_compression = v; })
@@ -1003,6 +1009,7 @@ FleetResult RunFleet(const Args& args, int workers, bool verify, const std::stri
     w.rpc_timeout_ms = args.rpc_timeout_ms;
     w.idle_poll_ms = args.idle_poll_ms;
     w.blocks_per_request = args.batch;
+    w.prefetch = args.prefetch;
     w.chain_id = kChainId;
     if (verify) w.verify = VerifyOptions{};
     w.token_metadata = false;  // the fixture node answers no eth_call (see the header)
@@ -1656,11 +1663,12 @@ int Main(int argc, char** argv) {
       args.repeat);
   std::printf(
       "machine: %u cores (%s), load average before: %s; PostgreSQL %s, Redis %s; leader tick %lld "
-      "ms, worker idle poll %lld ms\n",
+      "ms, worker idle poll %lld ms, worker prefetch %s\n",
       std::thread::hardware_concurrency(),
       Shell("sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1").c_str(),
       LoadAverage().c_str(), pg_version.c_str(), redis_version.c_str(),
-      static_cast<long long>(args.tick_ms), static_cast<long long>(args.idle_poll_ms));
+      static_cast<long long>(args.tick_ms), static_cast<long long>(args.idle_poll_ms),
+      args.prefetch ? "on" : "off");
   std::fflush(stdout);
 
   // The Kafka topic and the COPY rows, prepared before any clock starts.

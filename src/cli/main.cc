@@ -94,7 +94,8 @@ struct RunArgs {  // run, leader, worker
   std::string redis;
   uint32_t workers = 4;
   int64_t lease_ttl_ms = 30'000;
-  double rate_limit = 0;  // requests per second per endpoint, fleet-wide; 0 = none
+  std::string prefetch = "off";  // WorkerOptions::prefetch
+  double rate_limit = 0;         // requests per second per endpoint, fleet-wide; 0 = none
   bool follow = false;
   uint64_t confirmations = 0;
   uint64_t max_reorg_depth = 64;
@@ -410,6 +411,12 @@ void AddRunOptions(CLI::App* sub, Args* a) {
   sub->add_option("--lease-ttl", a->run.lease_ttl_ms,
                   "Lease of a claimed range, ms; --rpc-timeout must be below it")
       ->capture_default_str();
+  sub->add_option("--prefetch", a->run.prefetch,
+                  "on: each worker fetches and decodes its next range while the last one is "
+                  "written (two leases and two decoded parts held); off: fetch, write and claim in "
+                  "series")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--rate-limit", a->run.rate_limit,
                   "Fleet-wide JSON-RPC requests per second to this endpoint (0: unlimited)")
       ->capture_default_str();
@@ -909,6 +916,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.redis = a.run.redis;
   command.workers = a.run.workers;
   command.lease_ttl_ms = a.run.lease_ttl_ms;
+  command.prefetch = a.run.prefetch == "on";
   command.rate_limit = a.run.rate_limit;
   command.follow = a.run.follow;
   command.confirmations = a.run.confirmations;

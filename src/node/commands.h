@@ -127,6 +127,7 @@ struct FleetCommand {
   std::string redis;     // coordination Redis URL
   uint32_t workers = 4;  // worker threads; 0 only with_leader
   int64_t lease_ttl_ms = 30'000;
+  bool prefetch = false;  // WorkerOptions::prefetch (--prefetch)
   double rate_limit = 0;  // fleet-wide requests per second to the endpoint; 0: none
   // with_leader: keep seeding as `to` (a tag) moves, staying `confirmations` blocks behind it.
   bool follow = false;

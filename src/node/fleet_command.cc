@@ -144,6 +144,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(
     WorkerOptions options;
     options.worker_id = fmt::format("{}:{}", process_id, i);
     options.lease_ttl_ms = command.lease_ttl_ms;
+    options.prefetch = command.prefetch;
     options.rpc_timeout_ms = args.rpc.request_timeout_ms;
     options.max_attempts = args.rpc.max_attempts;
     options.blocks_per_request = args.batch;

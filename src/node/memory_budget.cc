@@ -31,12 +31,13 @@ uint32_t MemoryBudget::BatchBlocks(uint32_t requested) const {
       BlocksFitting(static_cast<double>(share_) / 4, kInFlightPerJsonByte, requested));
 }
 
-uint64_t MemoryBudget::PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const {
+uint64_t MemoryBudget::PartBlocks(uint64_t range_blocks, uint32_t batch_blocks,
+                                  uint32_t held_parts) const {
   range_blocks = std::max<uint64_t>(1, range_blocks);
   if (!limited()) return range_blocks;
   double json = static_cast<double>(json_per_block_.load());
   double left = static_cast<double>(share_) - kInFlightPerJsonByte * json * batch_blocks;
-  double fits = left / (kDecodedPerJsonByte * json);
+  double fits = left / (kDecodedPerJsonByte * json * std::max<uint32_t>(1, held_parts));
   return static_cast<uint64_t>(std::clamp<double>(fits, 1, static_cast<double>(range_blocks)));
 }
 

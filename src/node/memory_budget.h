@@ -61,8 +61,10 @@ class MemoryBudget {
   // The blocks per request to use instead of `requested` (>= 1).
   uint32_t BatchBlocks(uint32_t requested) const;
   // The most blocks of a range of `range_blocks` to fetch and write at once (>= 1), given batches
-  // of `batch_blocks` (BatchBlocks' answer).
-  uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks) const;
+  // of `batch_blocks` (BatchBlocks' answer), for a thread that holds `held_parts` decoded parts at
+  // once (2 for a fleet worker that fetches its next part while the last one is written:
+  // node/worker.h "Prefetch"); the batch in flight is counted once.
+  uint64_t PartBlocks(uint64_t range_blocks, uint32_t batch_blocks, uint32_t held_parts = 1) const;
 
   // A stream consumer's shares (see the file comment). StreamQueueBytes: 0 without a budget (the
   // library's defaults), at least 1 MiB with one. StreamHeldBytes: UINT64_MAX without a budget;

@@ -48,6 +48,24 @@ TEST(MemoryBudget, TheLargestFlagsAreCutToTheThreadsShare) {
   EXPECT_EQ(budget.PartBlocks(3, batch), std::min<uint64_t>(3, part));
 }
 
+// A fleet worker that prefetches holds two decoded parts (the one being written and the next):
+// both fit in its share together, with the batch in flight once.
+TEST(MemoryBudget, TwoHeldPartsFitTheShareTogether) {
+  MemoryBudget budget(256 * kMiB, 16);
+  budget.Observe(50, 50 * 420 * 1024);
+  uint32_t batch = budget.BatchBlocks(50);
+  uint64_t one = budget.PartBlocks(500, batch);
+  uint64_t two = budget.PartBlocks(500, batch, 2);
+  EXPECT_LT(two, one);
+  EXPECT_GE(two, 1u);
+  double json = static_cast<double>(budget.json_bytes_per_block());
+  EXPECT_LE(2 * MemoryBudget::kDecodedPerJsonByte * json * static_cast<double>(two) +
+                MemoryBudget::kInFlightPerJsonByte * json * batch,
+            static_cast<double>(budget.thread_share_bytes()));
+  MemoryBudget none(0, 16);
+  EXPECT_EQ(none.PartBlocks(500, 50, 2), 500u);  // no budget: the range whole, prefetch or not
+}
+
 TEST(MemoryBudget, LargerBlocksShrinkThePartsAtOnceSmallerOnesGrowThemSlowly) {
   MemoryBudget budget(256 * kMiB, 16);
   budget.Observe(10, 10 * 100 * 1024);  // the first observation replaces the initial guess

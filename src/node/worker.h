@@ -22,6 +22,30 @@
 //  - After Redis lost its data the fence counter restarts at 0; before each claim the worker
 //    checks the counter exists and, if not, floors it at PostgreSQL's highest token first.
 //
+// Prefetch (WorkerOptions::prefetch, off by default: no gain measured yet, bench/RESULTS.md "the
+// worker's fetch overlapped with its write"; docs/decisions.md): while part n (a task's
+// range, or a part of it under the memory budget) is written to PostgreSQL on the worker's writer
+// thread, the loop thread already claims the next task if it needs one and fetches and decodes
+// the next part, at most one part ahead. Why that keeps the guarantees above:
+//  - The next task is claimed before it is fetched, never after: its fencing token is granted
+//    before any of its blocks are read, so a re-org rolled back after the fetch refuses the write
+//    (store/writer.h: a token granted before the rollback cannot write above the fork point), as
+//    it does without prefetch. Fetching ahead of the claim (peeking at the queue) would pair
+//    blocks read before a rollback with a token granted after it, which nothing refuses.
+//  - So a claimed task may wait behind the write for longer than its TTL: the keeper renews every
+//    task the worker holds (two at most), and the loop renews it once more right before its own
+//    write. If a renewal is refused, only that task is dropped.
+//  - Each write carries its own task's token. A write refused by the fence, failed, or
+//    dead-lettered settles its own task only (dropped, retried in series, or failed back to the
+//    queue); the task fetched behind it keeps its lease and its fate is decided by its own write.
+//    Parts of one task are written in order, one at a time, so a failed part stops the task's
+//    later parts (fetched ones are dropped unwritten).
+//  - A worker killed at any moment holds at most two leases; both expire and the janitor
+//    requeues both. Stop: the write in flight ends (a write is never cut short) and is settled;
+//    the task fetched ahead is left to its lease expiry, like a task abandoned at a stop.
+//  - Memory: two decoded parts are held at once, so each part gets half of the thread's share
+//    of the budget (MemoryBudget::PartBlocks with held_parts 2).
+//
 // Failure policy per task: up to local_attempts tries (exponential backoff with jitter between
 // them, the lease renewed meanwhile) for retriable failures (Unavailable, InvalidData, Aborted
 // other than the fence, NotFound: a block not yet at the node); then Queue::Fail, which puts the
@@ -31,9 +55,11 @@
 // Stop: when `stop` becomes true the current task is abandoned (not completed; its lease expires
 // and the janitor requeues it) and Run returns Ok after leaving the registry.
 //
-// Thread-safety: a Worker is run by one thread (Run); it starts one keeper thread of its own.
+// Thread-safety: a Worker is run by one thread (Run); it starts one keeper thread of its own and,
+// with prefetch, one writer thread (PostgreSQL only: the loop thread does every Redis call).
 // counters() may be read from any thread. Connections: two RedisConns (loop, keeper) opened in
-// Run; PostgreSQL connections leased from the shared pool for each write.
+// Run; PostgreSQL connections leased from the shared pool for each write (with prefetch the loop
+// thread leases one beside the writer's only to restore the fence counter).
 #pragma once
 
 #include <atomic>
@@ -45,6 +71,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "coord/keys.h"
 #include "coord/queue.h"
@@ -72,6 +99,9 @@ struct WorkerOptions {
   int64_t retry_cap_micros = 10'000'000;
   int64_t heartbeat_interval_ms = 2'000;  // registry beat; the heartbeat TTL is 3 intervals
   uint32_t blocks_per_request = 10;
+  // Fetch and decode the next part (of this task or of a newly claimed one) while the last part is
+  // written (see "Prefetch" above). false: fetch, write, complete, claim in series.
+  bool prefetch = false;
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
@@ -115,9 +145,14 @@ struct WorkerCounters {
   // and the claim, also when it finds nothing; the renewal right before the write; complete (with
   // its retry sleeps); fail; and the backoff while Redis is away.
   std::atomic<uint64_t> coord_micros{0};
-  std::atomic<uint64_t> idle_micros{0};     // sleeping idle_poll_ms after an empty claim
+  std::atomic<uint64_t> idle_micros{0};  // sleeping idle_poll_ms after an empty claim
+  // With prefetch the write runs on the writer thread beside the loop: fetch is then the loop's
+  // fetching (overlapping the write), write the loop's wait for the write to end (the part of it
+  // that the fetch did not hide), and written the writer thread's own time in pool Acquire +
+  // WriteRange. Without prefetch write and written are the same.
   std::atomic<uint64_t> fetch_micros{0};    // FetchAndDecodeRange: RPC round trips + decoding
   std::atomic<uint64_t> write_micros{0};    // pool Acquire + WriteRange (the fenced transaction)
+  std::atomic<uint64_t> written_micros{0};  // the writes themselves (not part of the five)
   std::atomic<uint64_t> backoff_micros{0};  // sleeping between local attempts of a task
 };
 
@@ -141,17 +176,65 @@ class Worker {
   std::string last_error() const;
 
  private:
-  void RecordError(const Status& st);
-  Status Validate() const;
   // A task whose range is committed and that is still to be completed in Redis.
   struct Committed {
     Lease lease;
     uint64_t blocks = 0, transactions = 0, logs = 0, token_transfers = 0;
   };
-  // Processes one claimed task; sets *committed when its range was committed (the caller
-  // completes it). Returns a non-ok Status only for errors that stop the worker.
+  // A claimed task from its claim until it is committed, failed or dropped; held (its lease
+  // renewed by the keeper) while it is.
+  struct Task {
+    Lease lease;
+    uint64_t seq = 0;  // the keeper's name for it
+    // Abandon the task: the keeper saw its lease refused, or the worker is stopping.
+    std::shared_ptr<std::atomic<bool>> abort = std::make_shared<std::atomic<bool>>(false);
+    uint64_t next_from = 0;  // the first block not yet handed to a write
+    bool over = false;       // committed, failed or dropped: nothing more is done with it
+    Committed done;          // the parts committed so far
+  };
+  // How a part's attempts ended.
+  struct PartOutcome {
+    Status status;
+    bool lost = false;       // renewal refused or fenced off: the task is someone else's
+    bool abandoned = false;  // the task's abort flag seen
+  };
+
+  void RecordError(const Status& st);
+  Status Validate() const;
+  // Processes one claimed task in series: fetch, write, part after part (prefetch off); sets
+  // *committed when its range was committed (the caller completes it). Returns a non-ok Status
+  // only for errors that stop the worker.
   Status Process(Queue& queue, BlockSource& source, const Lease& lease,
                  std::optional<Committed>* committed);
+  // The loop with prefetch (see the file comment); returns what Run returns.
+  Status RunPrefetching(Queue& queue, BlockSource& source, RedisConn& redis,
+                        const std::atomic<bool>& stop);
+  // Attempts `attempt`.. of one part: fetch and decode into write->blocks, renew, write, with
+  // local retries and backoff (the series path; with prefetch, a part whose write failed).
+  PartOutcome ProcessPart(Queue& queue, BlockSource& source, Task& task, RangeWrite* write,
+                          uint32_t batch, int attempt);
+  // Fetches and decodes one part (with local retries of the fetch and check alone);
+  // *attempts_used gets the attempts spent.
+  PartOutcome FetchPart(BlockSource& source, Task& task, RangeWrite* write, uint32_t batch,
+                        int* attempts_used);
+  // Fetches, decodes and checks write->from_block..to_block (counted as fetch time).
+  Status FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* write, uint32_t batch);
+  // Backs off before attempt `attempt` + 1 of a part that failed with `st`; false when the task
+  // was abandoned meanwhile.
+  bool BackoffBeforeRetry(const Task& task, int attempt, const Status& st);
+  RangeWrite NewWrite(const Task& task, uint64_t from, uint64_t to) const;
+  WriteOptions MakeWriteOptions() const;
+  // Renews the task's lease right before its write (a full TTL ahead). A refusal: lost.
+  PartOutcome RenewBeforeWrite(Queue& queue, const Task& task);
+  // After a write refused by a fence (or the re-org fence): raises a lagging counter. Other
+  // errors: nothing.
+  void AfterFenceRefusal(Queue& queue, const Task& task, const Status& st);
+  // The end of a task that was not committed: logs a lost or abandoned lease, or fails it back to
+  // the queue. Returns a non-ok Status only for errors that stop the worker.
+  Status EndUncommitted(Queue& queue, const Task& task, const PartOutcome& outcome);
+  // Starts holding a claimed task (the keeper renews its lease) / stops.
+  std::shared_ptr<Task> Hold(const Lease& lease);
+  void Release(Task& task);
   // Completes `done` and claims the next task in one round trip (Queue::CompleteAndClaim); after
   // a failed call, completes `done` on its own and returns the call's error.
   Result<std::optional<Lease>> CompleteAndClaimNext(Queue& queue, const Committed& done);
@@ -160,8 +243,12 @@ class Worker {
   void RecordCompletion(const Committed& done, const Status& completed);
   // Floors the fence counter from PostgreSQL when Redis lost it (see the file comment).
   Status EnsureFenceFloor(RedisConn& redis);
-  // Sleeps up to `micros` in short slices, returning early once abort_ is set.
-  void SleepUnlessAborted(int64_t micros);
+  // Claims the next task (completing *committed with it), with the fence-floor check and the
+  // data-set restore of the file comment; counts the time as coord.
+  Result<std::optional<Lease>> ClaimNext(Queue& queue, RedisConn& redis,
+                                         std::optional<Committed>* committed);
+  // Sleeps up to `micros` in short slices, returning early once `abort` is set.
+  void SleepUnlessAborted(int64_t micros, const std::atomic<bool>& abort);
   void KeeperLoop(RedisConn* redis);
 
   mutable std::mutex error_mu_;
@@ -172,13 +259,12 @@ class Worker {
   Keys keys_;
   PgPool* pool_;
   WorkerCounters counters_;
+  bool data_set_restored_ = false;  // the last claim was refused (IsFenceDataSetRefusal)
 
-  // Shared with the keeper thread.
+  // Shared with the keeper thread: the tasks held (at most two, with prefetch), oldest first.
   std::mutex mu_;
-  bool active_ = false;  // a task is being processed
   uint64_t task_seq_ = 0;
-  Lease lease_;
-  std::atomic<bool> abort_{false};  // abandon the current task: lease lost or stopping
+  std::vector<std::shared_ptr<Task>> held_;
   std::atomic<bool> keeper_quit_{false};
   const std::atomic<bool>* stop_ = nullptr;
 };
