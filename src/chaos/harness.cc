@@ -1021,6 +1021,10 @@ Status Scenario::Setup() {
     if (name == "worker-3" || name == "kworker-2") {
       p.args.insert(p.args.end(), {"--memory-budget", "50"});
     }
+    // worker-2 prefetches (node/worker.h, Prefetch): it holds a second task's lease while its
+    // write runs, so kills, stops (it is the stale completer), re-orgs and failovers meet two
+    // tasks in flight, one fetched ahead of the other's write.
+    if (name == "worker-2") p.args.insert(p.args.end(), {"--prefetch", "on"});
     // The ops endpoint, scraped by the ops-* invariants (Check).
     p.metrics_port = StablePort();  // bound again at every restart
     p.args.insert(p.args.end(), {"--metrics-addr", fmt::format("127.0.0.1:{}", p.metrics_port)});
