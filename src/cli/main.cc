@@ -413,8 +413,8 @@ void AddRunOptions(CLI::App* sub, Args* a) {
       ->capture_default_str();
   sub->add_option("--prefetch", a->run.prefetch,
                   "on: each worker fetches and decodes its next range while the last one is "
-                  "written (two leases and two decoded parts held); off: fetch, write and claim in "
-                  "series")
+                  "written (two leases and two decoded parts held; pays where workers leave cores "
+                  "idle); off: fetch, write and claim in series")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--rate-limit", a->run.rate_limit,
