@@ -130,6 +130,14 @@ Result<std::optional<Lease>> Worker::ClaimNext(Queue& queue, RedisConn& redis,
   }
 }
 
+void Worker::SleepAfterCoordinationFailure(int64_t* failures) {
+  int64_t delay = BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>((*failures)++, 6)),
+                                options_.idle_poll_ms * 1000, 5'000'000);
+  int64_t sleep_start = options_.env->NowMicros();
+  options_.env->SleepMicros(delay);
+  AddSince(options_.env, sleep_start, counters_.coord_micros);
+}
+
 Status Worker::Run(const std::atomic<bool>& stop) {
   GAPLESS_RETURN_IF_ERROR(Validate());
   RedisOptions redis_options;
@@ -161,12 +169,7 @@ Status Worker::Run(const std::atomic<bool>& stop) {
           result = claim.status();
           break;
         }
-        int64_t delay =
-            BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>(redis_failures++, 6)),
-                          options_.idle_poll_ms * 1000, 5'000'000);
-        int64_t sleep_start = options_.env->NowMicros();
-        options_.env->SleepMicros(delay);
-        AddSince(options_.env, sleep_start, counters_.coord_micros);
+        SleepAfterCoordinationFailure(&redis_failures);
         continue;
       }
       redis_failures = 0;
@@ -362,12 +365,7 @@ Status Worker::RunPrefetching(Queue& queue, BlockSource& source, RedisConn& redi
           result = claim.status();
           break;
         }
-        int64_t delay =
-            BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>(redis_failures++, 6)),
-                          options_.idle_poll_ms * 1000, 5'000'000);
-        int64_t sleep_start = options_.env->NowMicros();
-        options_.env->SleepMicros(delay);
-        AddSince(options_.env, sleep_start, counters_.coord_micros);
+        SleepAfterCoordinationFailure(&redis_failures);
         continue;
       }
       redis_failures = 0;
