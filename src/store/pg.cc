@@ -282,7 +282,7 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
                              Contains(why, "invalid") || Contains(why, "certificate") ||
                              Contains(why, "does not support SSL");
     if (refused_by_server && !transient) {
-      if (!tls.empty()) {
+      if (!tls.empty() && (Contains(why, "certificate") || Contains(why, "SSL"))) {
         msg +=
             " (the server is not on this machine, so gapless verifies its TLS certificate: "
             "sslmode=verify-full" +
