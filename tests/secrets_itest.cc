@@ -107,9 +107,11 @@ TEST_F(SecretsTest, ServersThatAreDownOrRefuseThePasswordNeverShowIt) {
       << "the lock nodes were tried";
 }
 
-// A fleet process failing while it runs (the node answers 502, the lock nodes and the event buses
-// are down), scraped as Prometheus and a browser would: its /metrics (labels: RPC endpoints,
-// buses), /readyz (names the failing dependencies), /status.json and the page never hold a secret.
+// A fleet process failing while it runs (the node answers 502 with the key in its body, the lock
+// nodes and the event buses are down), scraped as Prometheus and a browser would: its /metrics
+// (the errors by reason), /readyz (the failing dependencies, each named by its redacted URL:
+// the node's error text included), /status.json (lock nodes, the head's error) and the page never
+// hold a secret.
 TEST_F(SecretsTest, AFailingFleetRunServesNoSecretOnItsEndpoints) {
   const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/secrets_itest-ops";
   ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
