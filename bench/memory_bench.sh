@@ -6,12 +6,15 @@
 # blocks into a fresh database; GNU time reports the peak RSS (the kernel's high-water mark of the
 # process).
 #
-# Usage: bench/memory_bench.sh [build-dir] [--source rpc|kafka] [--blocks 1000] [--config "FLAGS"]...
+# Usage: bench/memory_bench.sh [build-dir] [--source rpc|fleet|kafka] [--blocks 1000] [--config "FLAGS"]...
 #          (default build dir: <repo>/build-rel, with gapless and scale_bench built, and
 #          gapless-kafka-mock for --source kafka)
 #   GAPLESS_RUN_DIR=/tmp/gapless-memory-run  GAPLESS_PG_PORT=55634  GAPLESS_REDIS_PORT=56634
 # --source rpc (default): `gapless index --rpc`. Without --config: the defaults, and
 #   --range-size 500 --concurrency 16 --batch 50 (the largest flags of the issue).
+# --source fleet: `gapless run --rpc` (a leader and RPC workers in one process, a redis-server of its
+#   own). Without --config: the defaults, --range-size 500 --workers 16 --batch 50, and both again
+#   with --prefetch on (two decoded parts per worker, each half its share of the budget).
 # --source kafka: the blocks are first produced (`gapless produce --window 5`) into a 256-partition
 #   topic on librdkafka's mock cluster (gapless-kafka-mock, a process of its own, so the stored
 #   topic is not counted; the mock keeps only the last ~5 MB of each partition, so a partition
@@ -42,8 +45,10 @@ while [ $# -gt 0 ]; do
 done
 case $source in
   rpc) [ ${#configs[@]} -gt 0 ] || configs=("" "--range-size 500 --concurrency 16 --batch 50") ;;
+  fleet) [ ${#configs[@]} -gt 0 ] || configs=("" "--range-size 500 --workers 16 --batch 50"
+    "--prefetch on" "--range-size 500 --workers 16 --batch 50 --prefetch on") ;;
   kafka) [ ${#configs[@]} -gt 0 ] || configs=("" "--range-size 500 --workers 16") ;;
-  *) echo "memory_bench.sh: --source rpc or kafka, not $source" >&2; exit 2 ;;
+  *) echo "memory_bench.sh: --source rpc, fleet or kafka, not $source" >&2; exit 2 ;;
 esac
 gapless=$build/src/cli/gapless
 serve=$build/bench/scale_bench
@@ -67,7 +72,7 @@ stop() {
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
   [ -n "$mock_pid" ] && kill "$mock_pid" 2>/dev/null && wait "$mock_pid" 2>/dev/null || true
   "$here/scripts/pg.sh" stop || true
-  [ "$source" = kafka ] && "$here/scripts/redis.sh" stop || true
+  [ "$source" != rpc ] && "$here/scripts/redis.sh" stop || true
 }
 trap stop EXIT
 "$here/scripts/pg.sh" start >/dev/null
@@ -86,9 +91,11 @@ rpc=$(awk '/^serving /{print $2; exit}' "$GAPLESS_RUN_DIR/serve.out")
 txs_per_block=$(sed -n 's/.*(\([0-9]*\) txs each.*/\1/p' "$GAPLESS_RUN_DIR/serve.out")
 echo "memory_bench: blocks $first..$last from $(head -1 "$GAPLESS_RUN_DIR/serve.out" | cut -d' ' -f3-)"
 
-if [ "$source" = kafka ]; then
+if [ "$source" != rpc ]; then
   "$here/scripts/redis.sh" start >/dev/null
   redis=redis://127.0.0.1:$GAPLESS_REDIS_PORT/0
+fi
+if [ "$source" = kafka ]; then
   # The mock cluster reads commands on its stdin and exits at its end: a fifo held open here.
   rm -f "$GAPLESS_RUN_DIR/mock.in"
   mkfifo "$GAPLESS_RUN_DIR/mock.in"
@@ -115,6 +122,9 @@ for config in "${configs[@]}"; do
   psql "$pg" -qc "CREATE DATABASE gapless_memory_bench" >/dev/null
   if [ "$source" = rpc ]; then
     cmd=("$gapless" index --rpc "$rpc")
+  elif [ "$source" = fleet ]; then
+    redis-cli -p "$GAPLESS_REDIS_PORT" FLUSHALL >/dev/null
+    cmd=("$gapless" run --rpc "$rpc" --redis "$redis" --progress off)
   else
     redis-cli -p "$GAPLESS_REDIS_PORT" FLUSHALL >/dev/null
     group=memory-bench-$RANDOM$RANDOM  # from the topic's beginning
