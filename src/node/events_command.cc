@@ -196,7 +196,7 @@ Result<Outcome> RunConsumeBalances(const ConsumeBalancesCommand& command) {
   ops.SetStarting("opening the events bus");
   ops.Add("postgresql", PostgresProbe(command.db));
   ops.Add("processing-keys redis", RedisProbe(command.redis));
-  ops.Add("events bus", BusProbe(command.bus, options), std::chrono::milliseconds(2'000));
+  ops.Add("events bus", BusProbe(command.bus, options), kBusProbeInterval);
   SignalStop signals;
   // The bus, the database and the processing keys' Redis may be away as the consumer (re)starts:
   // it waits for them (node/startup.h). A signal ends the wait.

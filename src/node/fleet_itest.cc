@@ -142,6 +142,31 @@ WorkerOptions FastWorker(const std::string& id) {
   return w;
 }
 
+// A prefetching worker (node/worker.h "Prefetch") with leases of 1 s.
+WorkerOptions PrefetchingWorker(const std::string& id) {
+  WorkerOptions w = FastWorker(id);
+  w.lease_ttl_ms = 1'000;
+  w.rpc_timeout_ms = 500;
+  w.prefetch = true;
+  return w;
+}
+
+// The test database reached through a link that adds 30 ms to every chunk it forwards: a write
+// then takes longer than a 1 s lease.
+struct SlowPostgres {
+  std::unique_ptr<TcpProxy> link;
+  std::unique_ptr<PgPool> pool;  // null when it did not open (the failure is reported)
+};
+SlowPostgres SlowPostgresFor(const std::string& db_url) {
+  SlowPostgres out;
+  out.link = std::make_unique<TcpProxy>("127.0.0.1", PgPort(db_url));
+  auto pool = PgPool::Open(PgUrlVia(db_url, out.link->port()), 3);
+  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+  if (pool.ok()) out.pool = std::move(pool).value();
+  out.link->SetLatency(30);
+  return out;
+}
+
 LeaderOptions FixedLeader(uint64_t from, uint64_t to, uint64_t range_size) {
   LeaderOptions l;
   l.from = from;
@@ -446,18 +471,13 @@ TEST_F(FleetTest, AWorkerStartedWhileTheCoordinationRedisIsDownWaitsForIt) {
 TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForThem) {
   auto redis = ParseRedisUrl(redis_.url());
   ASSERT_TRUE(redis.ok());
-  const std::string pg_host = "@127.0.0.1:";
-  const size_t at = db_.url().find(pg_host);
-  ASSERT_NE(at, std::string::npos) << db_.url();
-  const size_t port_end = db_.url().find('/', at + pg_host.size());
-  const int pg_port = std::stoi(db_.url().substr(at + pg_host.size(), port_end - at));
+  const int pg_port = PgPort(db_.url());
   TcpProxy bus_link("127.0.0.1", 1);  // nothing listens on port 1
   TcpProxy pg_link("127.0.0.1", 1);
   ConsumeBalancesCommand command;
   command.bus = fmt::format("redis://127.0.0.1:{}/{}", bus_link.port(), redis->db);
   command.redis = command.bus;
-  command.db = db_.url().substr(0, at + pg_host.size()) + std::to_string(pg_link.port()) +
-               db_.url().substr(port_end);
+  command.db = PgUrlVia(db_.url(), pg_link.port());
   command.chain_id = 424242;
   command.group = "waits";
   const int ops_port = FreePort();
@@ -505,7 +525,7 @@ TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForT
   }
   EXPECT_TRUE(grouped) << "the consumer never made its group on " << stream;
   EXPECT_TRUE(testing_util::WaitFor(
-      [&] { return bus_readiness().find("events bus: ok: answering; group waits") == 0; }, 10'000))
+      [&] { return bus_readiness().find("events bus: ok: answering; group waits") == 0; }, 20'000))
       << "/readyz: " << bus_readiness();
   if (!returned.load()) std::raise(SIGTERM);  // its SignalStop ends it
   run.join();
@@ -727,18 +747,14 @@ TEST_F(FleetTest, ATokenInFlightWhenRedisLostItsDataIsNeverGrantedAgain) {
 // renewal before the write is refused and the range is dropped. The keeper renews every task the
 // worker holds, not only the one being written.
 TEST_F(FleetTest, APrefetchedTaskKeepsItsLeaseWhileItWaitsBehindASlowWrite) {
-  TcpProxy pg_link("127.0.0.1", PgPort(db_.url()));
-  auto slow = PgPool::Open(PgUrlVia(db_.url(), pg_link.port()), 3);
-  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
-  pg_link.SetLatency(30);
+  SlowPostgres slow = SlowPostgresFor(db_.url());
+  ASSERT_NE(slow.pool, nullptr);
   Queue queue(redis_.conn(), keys());
   ASSERT_TRUE(queue.Push({TaskRange{0, 9}, TaskRange{10, 19}, TaskRange{20, 29}}).ok());
-  WorkerOptions options = FastWorker("w");
-  options.lease_ttl_ms = 1'000;
-  options.rpc_timeout_ms = 500;
-  options.prefetch = true;
+  WorkerOptions options = PrefetchingWorker("w");
   options.done = QueueDrained();
-  Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), slow->get());
+  Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(),
+                slow.pool.get());
   std::atomic<bool> stop{false};
   Status result;
   std::thread run([&] { result = worker.Run(stop); });
@@ -786,10 +802,7 @@ TEST_F(FleetTest, AStaleFenceOnOneRangeLeavesTheRangeFetchedBehindItAlone) {
   Queue queue(redis_.conn(), keys());
   ASSERT_TRUE(queue.FloorFenceCounter(5).ok());  // behind the newer owner's token
   ASSERT_TRUE(queue.Push({TaskRange{0, 9}, TaskRange{10, 19}, TaskRange{20, 29}}).ok());
-  WorkerOptions options = FastWorker("w");
-  options.lease_ttl_ms = 1'000;
-  options.rpc_timeout_ms = 500;
-  options.prefetch = true;
+  WorkerOptions options = PrefetchingWorker("w");
   options.done = QueueDrained();
   Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), pool_.get());
   std::atomic<bool> stop{false};
@@ -834,19 +847,14 @@ TEST_F(FleetTest, AStaleFenceOnOneRangeLeavesTheRangeFetchedBehindItAlone) {
 // flight has ended (a write is never cut short), the task fetched ahead is left to its lease
 // expiry. Nothing is lost: after the janitor, another worker does the rest, every block once.
 TEST_F(FleetTest, AStoppedPrefetchingWorkerEndsBothStagesAndLosesNothing) {
-  TcpProxy pg_link("127.0.0.1", PgPort(db_.url()));
-  auto slow = PgPool::Open(PgUrlVia(db_.url(), pg_link.port()), 3);
-  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
-  pg_link.SetLatency(30);
+  SlowPostgres slow = SlowPostgresFor(db_.url());
+  ASSERT_NE(slow.pool, nullptr);
   Queue queue(redis_.conn(), keys());
   std::vector<TaskRange> tasks;
   for (int64_t from = 0; from < 50; from += 10) tasks.push_back(TaskRange{from, from + 9});
   ASSERT_TRUE(queue.Push(tasks).ok());
-  WorkerOptions options = FastWorker("w");
-  options.lease_ttl_ms = 1'000;
-  options.rpc_timeout_ms = 500;
-  options.prefetch = true;
-  Worker worker(options, RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(), keys(), slow->get());
+  Worker worker(PrefetchingWorker("w"), RpcBlockSources(ClientsFor(kAnvilUrl)), redis_.url(),
+                keys(), slow.pool.get());
   std::atomic<bool> stop{false};
   Status result;
   std::atomic<bool> returned{false};

@@ -74,6 +74,10 @@ ReadinessProber::Probe LeaderProbe(const Elector* elector, LeaderElectionOptions
 // read without joining the group; a group not created yet is an answer too).
 ReadinessProber::Probe BusProbe(std::string url, SubscribeOptions group);
 
+// How often an events bus is probed: each probe is a client of its own (on Kafka a consumer handle
+// and its broker connections).
+inline constexpr std::chrono::milliseconds kBusProbeInterval{5'000};
+
 // How often the RPC node is probed: paid providers bill requests.
 inline constexpr std::chrono::milliseconds kRpcProbeInterval{5'000};
 
