@@ -22,8 +22,9 @@
 //  - After Redis lost its data the fence counter restarts at 0; before each claim the worker
 //    checks the counter exists and, if not, floors it at PostgreSQL's highest token first.
 //
-// Prefetch (WorkerOptions::prefetch, off by default: no gain measured yet, bench/RESULTS.md "the
-// worker's fetch overlapped with its write"; docs/decisions.md): while part n (a task's
+// Prefetch (WorkerOptions::prefetch, off by default: it pays only where a core is free, +13-24%
+// with one worker on 2 cores and -3 to +4% with two, bench/RESULTS.md "the worker's fetch
+// overlapped with its write"; docs/decisions.md): while part n (a task's
 // range, or a part of it under the memory budget) is written to PostgreSQL on the worker's writer
 // thread, the loop thread already claims the next task if it needs one and fetches and decodes
 // the next part, at most one part ahead. Why that keeps the guarantees above:
