@@ -3,7 +3,10 @@
 //
 // What grows with the flags is per fetching thread (bench/memory_bench.sh measured it):
 //   - the decoded blocks of the range it holds until the write (range_size of them): about
-//     kDecodedPerJsonByte times the JSON the node sent for them;
+//     kDecodedPerJsonByte times the JSON the node sent for them (2.0: one `gapless run` worker
+//     grew by 0.80 MiB a block of 0.40 MiB of JSON from ranges of 10 to 50; four workers, whose
+//     peaks do not all meet, 0.61. 1.25, the first figure, let --memory-budget 128 measure 137
+//     MiB with --prefetch on: bench/RESULTS.md);
 //   - the batch being decoded (`batch` blocks): the response text, the per-block JSON, simdjson's
 //     copy and tape, which stay allocated at their largest: about kInFlightPerJsonByte times it;
 //   - a COPY buffer, a connection, a stack: about kThreadBytes.
@@ -44,7 +47,7 @@ class MemoryBudget {
   static constexpr uint64_t kMiB = 1 << 20;
   static constexpr uint64_t kBaseBytes = 48 * kMiB;
   static constexpr uint64_t kThreadBytes = 2 * kMiB;
-  static constexpr double kDecodedPerJsonByte = 1.25;
+  static constexpr double kDecodedPerJsonByte = 2.0;
   static constexpr double kInFlightPerJsonByte = 1.75;
   static constexpr uint64_t kInitialJsonBytesPerBlock = 512 * 1024;
 
