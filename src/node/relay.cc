@@ -46,17 +46,37 @@ Status RelayDuty::Step(uint64_t epoch) {
     Prepared read;
     Status prepared = Prepare(*conn, in_flight ? &in_flight->batch : nullptr, &read);
     if (in_flight) {
-      // Batch n confirmed and its cursor advanced before anything of batch n+1 is acted on; a
-      // failure drops batch n+1 unpublished.
-      Status finished = FinishPublish(*conn, epoch, *in_flight);
+      // Batch n confirmed before anything of batch n+1 is acted on; a failed publish drops batch
+      // n+1 unpublished.
+      Status confirmed = Confirmed(*in_flight);
+      if (!confirmed.ok()) return confirmed;
+      // Batch n+1 goes to the publishing thread before batch n's advance (a transaction and a
+      // commit, which would otherwise keep the broker waiting), if the bus is still where both
+      // reads found it (BusUnmoved).
+      std::unique_ptr<InFlight> next;
+      if (prepared.ok() && read.kind == Prepared::Kind::kBatch) {
+        Result<bool> unmoved = BusUnmoved(*conn, epoch, in_flight->batch);
+        if (unmoved.ok() && *unmoved) next = StartPublish(std::move(read));
+      }
+      Status advanced = Advance(*conn, epoch, *in_flight);
       in_flight.reset();
-      GAPLESS_RETURN_IF_ERROR(finished);
+      if (!advanced.ok()) {
+        // Nothing in flight on return. Batch n+1 reached the broker or not; either way the
+        // cursor is where batch n starts, and its events are sent again (the same ids).
+        if (next != nullptr) static_cast<void>(Confirmed(*next));
+        return advanced;
+      }
+      if (next != nullptr) {
+        in_flight = std::move(next);
+        continue;
+      }
       GAPLESS_RETURN_IF_ERROR(prepared);
       // Caught up as of a snapshot taken after batch n's rows were read: the next wake-up or
       // tick reads again.
       if (read.kind == Prepared::Kind::kIdle) break;
-      // Anything but a batch that follows batch n is read again with nothing in flight.
-      if (read.kind != Prepared::Kind::kBatch) continue;
+      // Anything else (a batch the bus moved under included) is read again with nothing in
+      // flight.
+      continue;
     } else {
       GAPLESS_RETURN_IF_ERROR(prepared);
       cursor_ = read.start;
@@ -212,6 +232,11 @@ std::unique_ptr<RelayDuty::InFlight> RelayDuty::StartPublish(Prepared batch) {
 }
 
 Status RelayDuty::FinishPublish(PgConn& conn, uint64_t epoch, InFlight& in_flight) {
+  GAPLESS_RETURN_IF_ERROR(Confirmed(in_flight));
+  return Advance(conn, epoch, in_flight);
+}
+
+Status RelayDuty::Confirmed(InFlight& in_flight) {
   const Prepared& batch = in_flight.batch;
   Status published = in_flight.confirmed.get();
   if (!published.ok()) {
@@ -223,6 +248,21 @@ Status RelayDuty::FinishPublish(PgConn& conn, uint64_t epoch, InFlight& in_fligh
     spdlog::warn("failpoint relay-crash-after-publish: killing the process");
     raise(SIGKILL);
   }
+  return Status::Ok();
+}
+
+Result<bool> RelayDuty::BusUnmoved(PgConn& conn, uint64_t epoch, const Prepared& batch) {
+  GAPLESS_ASSIGN_OR_RETURN(std::optional<EventCursor> cursor, LoadCursor(conn, bus_));
+  GAPLESS_ASSIGN_OR_RETURN(uint64_t generation, ReorgGeneration(conn));
+  const uint64_t next = cursor.has_value() ? cursor->next_block : events_from_.value_or(0);
+  const uint64_t retracted = cursor.has_value() ? cursor->retracted_through : 0;
+  const uint64_t recorded_epoch = cursor.has_value() ? cursor->leader_epoch : 0;
+  return next == batch.start && retracted == batch.retracted && recorded_epoch <= epoch &&
+         generation == batch.generation;
+}
+
+Status RelayDuty::Advance(PgConn& conn, uint64_t epoch, const InFlight& in_flight) {
+  const Prepared& batch = in_flight.batch;
   // Refused (Aborted) when a rollback lowered the cursor or orphaned blocks since the batch's
   // snapshot: the next step reads again and publishes the retractions first.
   GAPLESS_RETURN_IF_ERROR(AdvanceCursor(conn, bus_, batch.start, batch.target, in_flight.events,

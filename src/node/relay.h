@@ -27,22 +27,27 @@
 //
 // Pipelined (issue 19): batch n's step 4 runs on a thread of its own (std::async, one per batch:
 // the publishing thread) while the duty's thread does steps 1-3 of batch n+1, read from where batch
-// n ends. Then the duty's thread waits for batch n's confirmation, does its step 5, and only then
-// hands batch n+1 to the publishing thread. Hence, per bus:
+// n ends. Then the duty's thread waits for batch n's confirmation, hands batch n+1 to the
+// publishing thread, and does batch n's step 5 while n+1 is being published (the advance is a
+// transaction with a commit: the broker is not kept waiting for it). Hence, per bus:
 //   - backpressure: at most one batch being confirmed and one prepared; nothing more is read;
 //   - batches reach the bus one at a time, in chain order (n+1's Publish starts after n's
 //     returned), and the cursor moves in order, each move after its own batch's confirmation;
-//   - batch n+1 is kept only if batch n's advance succeeded and n+1's snapshot found the cursor
-//     and the retraction progress where batch n started, the reorg generation batch n was read
-//     with, no pending retraction, and a batch to publish (not idle, not a hole). Otherwise it is
-//     dropped unpublished (a failed publish or a refused advance ends the step with the prepared
-//     batch unsent) and what to do is read again with nothing in flight, as without pipelining;
-//   - its own step 5 is still a compare-and-set from batch n's end under the generation of its
-//     own snapshot, so a rollback that commits after that snapshot, whether before or after batch
-//     n's advance, refuses it like any batch in flight across a rollback (below);
+//   - batch n+1 is handed over only if batch n was confirmed, n+1's snapshot found the cursor and
+//     the retraction progress where batch n started, the reorg generation batch n was read with,
+//     no pending retraction, and a batch to publish (not idle, not a hole), and if, after n's
+//     confirmation, the bus is still so and no newer leader epoch is recorded (BusUnmoved).
+//     Otherwise it is dropped unpublished (a failed publish ends the step with the prepared batch
+//     unsent) and what to do is read again with nothing in flight, as without pipelining;
+//   - should batch n's advance then be refused (a rollback or another leader after that check),
+//     batch n+1 is already on its way: it is a batch in flight across a rollback or a deposition
+//     (below), waited for before the step returns; its own step 5, a compare-and-set from batch
+//     n's end under the generation of its own snapshot, never happens, and its events are sent
+//     again from the cursor (the same ids: at least once);
 //   - a step ends with nothing in flight: it waits for the last batch's confirmation and advance.
-// Only reading overlaps publishing; retractions, backfills and idle prunes run with nothing in
-// flight, so everything the re-org argument below says holds as it did for one batch at a time.
+// Only reading overlaps publishing, and publishing the next batch overlaps the last one's advance;
+// retractions, backfills and idle prunes run with nothing in flight, so everything the re-org
+// argument below says holds as it did for one batch at a time.
 //
 // A deposed leader's relay may still publish a batch the new leader publishes too (duplicates,
 // same ids); it cannot move the cursor (Aborted, kStaleRelayEpochReason), and stands by.
@@ -140,8 +145,18 @@ class RelayDuty : public Duty {
   Status Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out);
   // Step 4 of a kBatch on the publishing thread (or at once when it has no events).
   std::unique_ptr<InFlight> StartPublish(Prepared batch);
-  // Waits for its confirmation, then step 5.
+  // Confirmed, then Advance.
   Status FinishPublish(PgConn& conn, uint64_t epoch, InFlight& in_flight);
+  // Waits for the batch's Publish; its error, with the blocks and the bus.
+  Status Confirmed(InFlight& in_flight);
+  // Step 5 of a confirmed batch: AdvanceCursor (refused when the bus moved since its read).
+  Status Advance(PgConn& conn, uint64_t epoch, const InFlight& in_flight);
+  // Whether the bus is still where `batch` (confirmed, not yet advanced) was read: its cursor and
+  // retraction progress at the batch's start, no newer leader epoch recorded, the same reorg
+  // generation. The batch read after it is published only then (a rollback or another leader's
+  // move after this check is caught by the advances' compare-and-set, as for any batch in
+  // flight).
+  Result<bool> BusUnmoved(PgConn& conn, uint64_t epoch, const Prepared& batch);
   // With nothing in flight: acts on a read that found no batch (kIdle, kRetractions, kHole);
   // *idle is set when there was nothing to publish.
   Status ActAlone(PgConn& conn, uint64_t epoch, Prepared& read, bool* idle);

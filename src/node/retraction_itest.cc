@@ -167,6 +167,10 @@ class StepThread {
     gate_.set_open(true);
     if (step_.valid()) step_.wait();
   }
+  // Whether the step has returned within `ms`.
+  bool EndsWithin(int64_t ms) {
+    return step_.wait_for(std::chrono::milliseconds(ms)) == std::future_status::ready;
+  }
   // The step's result. A step that has not ended within 20 s (it holds a batch in Publish that
   // the test did not expect) fails the test, and is let through to end.
   Status Join() {
@@ -680,8 +684,9 @@ TEST_P(InFlightTest, ABatchInFlightAcrossARollbackIsRefusedAndRetracted) {
 INSTANTIATE_TEST_SUITE_P(CursorLoweredOrNot, InFlightTest, ::testing::Values(12, 16));
 
 // Pipelining: while batch n waits for its confirmation the relay reads batch n+1, but the cursor
-// is still where batch n starts, batch n+1 is not sent before batch n is confirmed, and each
-// batch's advance follows its own confirmation.
+// is never past where batch n starts, batch n+1 is not sent before batch n is confirmed, and each
+// batch's advance follows its own confirmation (batch n-1's may still be running while batch n is
+// sent: TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits).
 TEST_F(RetractionTest, TheCursorMovesOnlyAfterItsBatchIsConfirmedWhileTheNextIsReadAhead) {
   Write(SyntheticRange(0, 19, Small(1)));
   GatePublisher gate(publisher_.get());
@@ -695,12 +700,15 @@ TEST_F(RetractionTest, TheCursorMovesOnlyAfterItsBatchIsConfirmedWhileTheNextIsR
       EXPECT_TRUE(WaitFor([&] { return relay->batches_read() == batch + 2; }, 20'000))
           << "batch " << batch + 1 << " was not read while batch " << batch << " was in flight";
     }
-    std::optional<uint64_t> cursor = CursorNext();
     if (batch == 0) {
+      std::optional<uint64_t> cursor = CursorNext();
       EXPECT_TRUE(!cursor.has_value() || *cursor == 0) << *cursor;
     } else {
-      EXPECT_EQ(cursor, std::optional<uint64_t>(5 * batch))
-          << "the cursor moved past a batch the broker has not confirmed, or lags one that it has";
+      EXPECT_TRUE(
+          WaitFor([&] { return CursorNext() == std::optional<uint64_t>(5 * batch); }, 20'000))
+          << "the cursor lags a batch the broker has confirmed";
+      EXPECT_EQ(CursorNext(), std::optional<uint64_t>(5 * batch))
+          << "the cursor moved past a batch the broker has not confirmed";
     }
     EXPECT_EQ(gate.calls(), static_cast<int>(batch + 1))
         << "a batch was sent before the one before it was confirmed";
@@ -747,6 +755,90 @@ TEST_F(RetractionTest, AFailedPublishDropsTheBatchReadAheadBehindIt) {
   std::vector<uint64_t> numbers;
   for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
   EXPECT_EQ(numbers, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// The publishing thread is not kept waiting for the last batch's cursor advance (a PostgreSQL
+// transaction with a commit): batch n+1 is handed to it once batch n is confirmed, while batch
+// n's advance runs. Here the advance of 5..9 waits behind a lock on the bus's cursor row: 10..14
+// must reach the broker meanwhile, and the cursor still moves only to where the broker confirmed.
+TEST_F(RetractionTest, TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits) {
+  Write(SyntheticRange(0, 4, Small(1)));
+  GatePublisher gate(publisher_.get());
+  std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
+  gate.set_open(true);
+  PublishUpTo(*relay, 5);
+  if (HasFatalFailure()) return;
+  gate.set_open(false);
+  Write(SyntheticRange(5, 14, Small(1)));
+  // Declared before the locking connection: should the step wait on its lock, the connection
+  // ends (and the lock with it) before the step is waited for.
+  std::unique_ptr<StepThread> step;
+  auto locker = db().Connect();
+  ASSERT_TRUE(locker.ok());
+  step = std::make_unique<StepThread>(*relay, gate);
+  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
+  auto locked = (*locker)->Query("SELECT 1 FROM event_cursors WHERE bus = $1 FOR UPDATE",
+                                 {publisher_->name()});
+  ASSERT_TRUE(locked.ok() && locked->rows() == 1) << locked.status().ToString();
+  gate.Release();
+  EXPECT_EQ(gate.WaitHeld(), std::optional<uint64_t>(10))
+      << "batch 10..14 waited for the cursor advance of 5..9";
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(5));
+  ASSERT_TRUE((*locker)->Exec("COMMIT").ok());
+  EXPECT_TRUE(WaitFor([&] { return CursorNext() == std::optional<uint64_t>(10); }, 20'000))
+      << "the advance of 5..9 did not follow its confirmation";
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(10))
+      << "the cursor moved past a batch the broker has not confirmed";
+  gate.Release();
+  Status st = step->Join();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(15));
+  std::vector<uint64_t> numbers;
+  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
+  std::vector<uint64_t> want;
+  for (uint64_t n = 0; n < 15; ++n) want.push_back(n);
+  EXPECT_EQ(numbers, want) << "every block once, in order";
+}
+
+// Batch n's advance refused (a newer leader epoch recorded for the bus) while batch n+1 is
+// already being published: the step waits for n+1's confirmation before it returns (nothing is
+// left in flight) and moves no cursor; n+1's events were sent, so a later leader sends them again
+// (at least once, the same ids).
+TEST_F(RetractionTest, AnAdvanceRefusedWhileTheNextBatchIsInFlightWaitsForItAndMovesNothing) {
+  Write(SyntheticRange(0, 4, Small(1)));
+  GatePublisher gate(publisher_.get());
+  std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
+  gate.set_open(true);
+  PublishUpTo(*relay, 5);
+  if (HasFatalFailure()) return;
+  gate.set_open(false);
+  Write(SyntheticRange(5, 14, Small(1)));
+  // Declared before the locking connection: should the step wait on its lock, the connection
+  // ends (and the lock with it) before the step is waited for.
+  std::unique_ptr<StepThread> step;
+  auto locker = db().Connect();
+  ASSERT_TRUE(locker.ok());
+  step = std::make_unique<StepThread>(*relay, gate);
+  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
+  auto deposed = (*locker)->Query("UPDATE event_cursors SET leader_epoch = $2 WHERE bus = $1",
+                                  {publisher_->name(), std::to_string(kEpoch + 1)});
+  ASSERT_TRUE(deposed.ok()) << deposed.status().ToString();
+  gate.Release();
+  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(10));
+  ASSERT_TRUE((*locker)->Exec("COMMIT").ok());
+  EXPECT_FALSE(step->EndsWithin(500)) << "the step returned with batch 10..14 in flight";
+  gate.Release();
+  Status st = step->Join();
+  EXPECT_EQ(st.reason(), kStaleRelayEpochReason) << st.ToString();
+  EXPECT_EQ(CursorNext(), std::optional<uint64_t>(5));
+  EXPECT_EQ(gate.calls(), 2);
+  std::vector<uint64_t> numbers;
+  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
+  std::vector<uint64_t> want;
+  for (uint64_t n = 0; n < 15; ++n) want.push_back(n);
+  EXPECT_EQ(numbers, want);
 }
 
 // Batch 10..14 is in flight and 15..19 read ahead when a rollback commits: the in-flight batch's
