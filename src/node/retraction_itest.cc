@@ -246,6 +246,19 @@ class RetractionTest : public PgTest {
     }
     FAIL() << "the relay did not reach block " << next;
   }
+  // Blocks 0..4 published and their cursor advanced, then 5..14 written and a step started that
+  // holds 5..9 in `gate` (closed).
+  void HoldTheSecondOfThreeBatches(RelayDuty& relay, GatePublisher& gate,
+                                   std::unique_ptr<StepThread>* step) {
+    Write(SyntheticRange(0, 4, Small(1)));
+    gate.set_open(true);
+    PublishUpTo(relay, 5);
+    if (HasFatalFailure()) return;
+    gate.set_open(false);
+    Write(SyntheticRange(5, 14, Small(1)));
+    *step = std::make_unique<StepThread>(relay, gate);
+    ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  }
   // The ids the relay published for each block, by block hash, from `sent`.
   std::map<std::string, std::set<std::string>> IdsByBlockHash(size_t from, size_t to) {
     std::map<uint64_t, std::string> hash_of;  // the block.new events give number -> hash
@@ -762,21 +775,15 @@ TEST_F(RetractionTest, AFailedPublishDropsTheBatchReadAheadBehindIt) {
 // n's advance runs. Here the advance of 5..9 waits behind a lock on the bus's cursor row: 10..14
 // must reach the broker meanwhile, and the cursor still moves only to where the broker confirmed.
 TEST_F(RetractionTest, TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits) {
-  Write(SyntheticRange(0, 4, Small(1)));
   GatePublisher gate(publisher_.get());
   std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
-  gate.set_open(true);
-  PublishUpTo(*relay, 5);
-  if (HasFatalFailure()) return;
-  gate.set_open(false);
-  Write(SyntheticRange(5, 14, Small(1)));
   // Declared before the locking connection: should the step wait on its lock, the connection
   // ends (and the lock with it) before the step is waited for.
   std::unique_ptr<StepThread> step;
   auto locker = db().Connect();
   ASSERT_TRUE(locker.ok());
-  step = std::make_unique<StepThread>(*relay, gate);
-  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  HoldTheSecondOfThreeBatches(*relay, gate, &step);
+  if (HasFatalFailure()) return;
   ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
   auto locked = (*locker)->Query("SELECT 1 FROM event_cursors WHERE bus = $1 FOR UPDATE",
                                  {publisher_->name()});
@@ -806,21 +813,15 @@ TEST_F(RetractionTest, TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits
 // left in flight) and moves no cursor; n+1's events were sent, so a later leader sends them again
 // (at least once, the same ids).
 TEST_F(RetractionTest, AnAdvanceRefusedWhileTheNextBatchIsInFlightWaitsForItAndMovesNothing) {
-  Write(SyntheticRange(0, 4, Small(1)));
   GatePublisher gate(publisher_.get());
   std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
-  gate.set_open(true);
-  PublishUpTo(*relay, 5);
-  if (HasFatalFailure()) return;
-  gate.set_open(false);
-  Write(SyntheticRange(5, 14, Small(1)));
   // Declared before the locking connection: should the step wait on its lock, the connection
   // ends (and the lock with it) before the step is waited for.
   std::unique_ptr<StepThread> step;
   auto locker = db().Connect();
   ASSERT_TRUE(locker.ok());
-  step = std::make_unique<StepThread>(*relay, gate);
-  ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+  HoldTheSecondOfThreeBatches(*relay, gate, &step);
+  if (HasFatalFailure()) return;
   ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
   auto deposed = (*locker)->Query("UPDATE event_cursors SET leader_epoch = $2 WHERE bus = $1",
                                   {publisher_->name(), std::to_string(kEpoch + 1)});
