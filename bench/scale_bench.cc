@@ -668,7 +668,7 @@ class FixtureNode {
       return {R"(,"error":{"code":-32602,"message":"the full flag is missing"})", {}};
     }
     // full=false (a leader's head tracker reads headers): transaction hashes, as a node answers
-    // (until 2026-11-29 this was the full block, ~10x the JSON: bench/RESULTS.md).
+    // (until 2026-11-28 this was the full block, ~10x the JSON: bench/RESULTS.md).
     return {R"(,"result":)", full ? blocks_[i] : headers_[i]};
   }
 
