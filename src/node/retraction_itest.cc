@@ -246,18 +246,40 @@ class RetractionTest : public PgTest {
     }
     FAIL() << "the relay did not reach block " << next;
   }
+  // A step holding a batch, and a second connection with a transaction open. The connection is
+  // a member after the step, so it ends first (and its locks with it): a step that waits on them
+  // is let go before it is waited for.
+  struct HeldStep {
+    std::unique_ptr<StepThread> step;
+    std::unique_ptr<PgConn> locker;
+  };
   // Blocks 0..4 published and their cursor advanced, then 5..14 written and a step started that
-  // holds 5..9 in `gate` (closed).
-  void HoldTheSecondOfThreeBatches(RelayDuty& relay, GatePublisher& gate,
-                                   std::unique_ptr<StepThread>* step) {
+  // holds 5..9 in `gate` (closed); held->locker has begun a transaction.
+  void HoldTheSecondOfThreeBatches(RelayDuty& relay, GatePublisher& gate, HeldStep* held) {
     Write(SyntheticRange(0, 4, Small(1)));
     gate.set_open(true);
     PublishUpTo(relay, 5);
     if (HasFatalFailure()) return;
     gate.set_open(false);
     Write(SyntheticRange(5, 14, Small(1)));
-    *step = std::make_unique<StepThread>(relay, gate);
+    auto locker = db().Connect();
+    ASSERT_TRUE(locker.ok()) << locker.status().ToString();
+    held->locker = std::move(locker).value();
+    held->step = std::make_unique<StepThread>(relay, gate);
     ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(5));
+    ASSERT_TRUE(held->locker->Exec("BEGIN").ok());
+  }
+  // The block numbers of the block.new events sent, in order.
+  std::vector<uint64_t> PublishedBlocks() {
+    std::vector<uint64_t> numbers;
+    for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
+    return numbers;
+  }
+  // from, from + 1, ..., to - 1.
+  static std::vector<uint64_t> Blocks(uint64_t from, uint64_t to) {
+    std::vector<uint64_t> out;
+    for (uint64_t n = from; n < to; ++n) out.push_back(n);
+    return out;
   }
   // The ids the relay published for each block, by block hash, from `sent`.
   std::map<std::string, std::set<std::string>> IdsByBlockHash(size_t from, size_t to) {
@@ -360,12 +382,8 @@ TEST_F(RetractionTest, BlocksCommittedBeforeEventsWereEnabledArePublishedWithout
   std::unique_ptr<RelayDuty> relay = Relay(8);
   PublishUpTo(*relay, 25);
   if (HasFatalFailure()) return;
-  auto blocks = Positions(kBlockNew);
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : blocks) numbers.push_back(number);
-  std::vector<uint64_t> want;
-  for (uint64_t n = 10; n < 25; ++n) want.push_back(n);
-  EXPECT_EQ(numbers, want) << "every block from the end of the committed prefix, once, in order";
+  EXPECT_EQ(PublishedBlocks(), Blocks(10, 25))
+      << "every block from the end of the committed prefix, once, in order";
   // The backfilled blocks' events are the blocks' own: transactions and transfers included.
   int64_t transfers = 0;
   for (const auto& [pos, number] : Positions(kTokenTransfer)) {
@@ -419,11 +437,7 @@ TEST_F(RetractionTest, ARelayWhoseHoleAnotherRelayBackfilledFirstGoesOn) {
   EXPECT_TRUE(st.ok()) << st.ToString();
   PublishUpTo(*relay, 20);
   if (HasFatalFailure()) return;
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
-  std::vector<uint64_t> want;
-  for (uint64_t n = 10; n < 20; ++n) want.push_back(n);
-  EXPECT_EQ(numbers, want);
+  EXPECT_EQ(PublishedBlocks(), Blocks(10, 20));
 }
 
 // One relay per bus, on threads of their own: when one stops with an error, Wait says so at once
@@ -730,11 +744,7 @@ TEST_F(RetractionTest, TheCursorMovesOnlyAfterItsBatchIsConfirmedWhileTheNextIsR
   Status st = step.Join();
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(20));
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
-  std::vector<uint64_t> want;
-  for (uint64_t n = 0; n < 20; ++n) want.push_back(n);
-  EXPECT_EQ(numbers, want) << "every block once, in order";
+  EXPECT_EQ(PublishedBlocks(), Blocks(0, 20)) << "every block once, in order";
   EXPECT_EQ(relay->events_published(), publisher_->sent.size());
 }
 
@@ -765,9 +775,7 @@ TEST_F(RetractionTest, AFailedPublishDropsTheBatchReadAheadBehindIt) {
   st = again.Join();
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(10));
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
-  EXPECT_EQ(numbers, (std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(PublishedBlocks(), Blocks(0, 10));
 }
 
 // The publishing thread is not kept waiting for the last batch's cursor advance (a PostgreSQL
@@ -777,35 +785,26 @@ TEST_F(RetractionTest, AFailedPublishDropsTheBatchReadAheadBehindIt) {
 TEST_F(RetractionTest, TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits) {
   GatePublisher gate(publisher_.get());
   std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
-  // Declared before the locking connection: should the step wait on its lock, the connection
-  // ends (and the lock with it) before the step is waited for.
-  std::unique_ptr<StepThread> step;
-  auto locker = db().Connect();
-  ASSERT_TRUE(locker.ok());
-  HoldTheSecondOfThreeBatches(*relay, gate, &step);
+  HeldStep held;
+  HoldTheSecondOfThreeBatches(*relay, gate, &held);
   if (HasFatalFailure()) return;
-  ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
-  auto locked = (*locker)->Query("SELECT 1 FROM event_cursors WHERE bus = $1 FOR UPDATE",
-                                 {publisher_->name()});
+  auto locked = held.locker->Query("SELECT 1 FROM event_cursors WHERE bus = $1 FOR UPDATE",
+                                   {publisher_->name()});
   ASSERT_TRUE(locked.ok() && locked->rows() == 1) << locked.status().ToString();
   gate.Release();
   EXPECT_EQ(gate.WaitHeld(), std::optional<uint64_t>(10))
       << "batch 10..14 waited for the cursor advance of 5..9";
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(5));
-  ASSERT_TRUE((*locker)->Exec("COMMIT").ok());
+  ASSERT_TRUE(held.locker->Exec("COMMIT").ok());
   EXPECT_TRUE(WaitFor([&] { return CursorNext() == std::optional<uint64_t>(10); }, 20'000))
       << "the advance of 5..9 did not follow its confirmation";
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(10))
       << "the cursor moved past a batch the broker has not confirmed";
   gate.Release();
-  Status st = step->Join();
+  Status st = held.step->Join();
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(15));
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
-  std::vector<uint64_t> want;
-  for (uint64_t n = 0; n < 15; ++n) want.push_back(n);
-  EXPECT_EQ(numbers, want) << "every block once, in order";
+  EXPECT_EQ(PublishedBlocks(), Blocks(0, 15)) << "every block once, in order";
 }
 
 // Batch n's advance refused (a newer leader epoch recorded for the bus) while batch n+1 is
@@ -815,31 +814,22 @@ TEST_F(RetractionTest, TheNextBatchIsPublishedWhileTheLastOnesCursorAdvanceWaits
 TEST_F(RetractionTest, AnAdvanceRefusedWhileTheNextBatchIsInFlightWaitsForItAndMovesNothing) {
   GatePublisher gate(publisher_.get());
   std::unique_ptr<RelayDuty> relay = Relay(5, &gate);
-  // Declared before the locking connection: should the step wait on its lock, the connection
-  // ends (and the lock with it) before the step is waited for.
-  std::unique_ptr<StepThread> step;
-  auto locker = db().Connect();
-  ASSERT_TRUE(locker.ok());
-  HoldTheSecondOfThreeBatches(*relay, gate, &step);
+  HeldStep held;
+  HoldTheSecondOfThreeBatches(*relay, gate, &held);
   if (HasFatalFailure()) return;
-  ASSERT_TRUE((*locker)->Exec("BEGIN").ok());
-  auto deposed = (*locker)->Query("UPDATE event_cursors SET leader_epoch = $2 WHERE bus = $1",
-                                  {publisher_->name(), std::to_string(kEpoch + 1)});
+  auto deposed = held.locker->Query("UPDATE event_cursors SET leader_epoch = $2 WHERE bus = $1",
+                                    {publisher_->name(), std::to_string(kEpoch + 1)});
   ASSERT_TRUE(deposed.ok()) << deposed.status().ToString();
   gate.Release();
   ASSERT_EQ(gate.WaitHeld(), std::optional<uint64_t>(10));
-  ASSERT_TRUE((*locker)->Exec("COMMIT").ok());
-  EXPECT_FALSE(step->EndsWithin(500)) << "the step returned with batch 10..14 in flight";
+  ASSERT_TRUE(held.locker->Exec("COMMIT").ok());
+  EXPECT_FALSE(held.step->EndsWithin(500)) << "the step returned with batch 10..14 in flight";
   gate.Release();
-  Status st = step->Join();
+  Status st = held.step->Join();
   EXPECT_EQ(st.reason(), kStaleRelayEpochReason) << st.ToString();
   EXPECT_EQ(CursorNext(), std::optional<uint64_t>(5));
   EXPECT_EQ(gate.calls(), 2);
-  std::vector<uint64_t> numbers;
-  for (const auto& [pos, number] : Positions(kBlockNew)) numbers.push_back(number);
-  std::vector<uint64_t> want;
-  for (uint64_t n = 0; n < 15; ++n) want.push_back(n);
-  EXPECT_EQ(numbers, want);
+  EXPECT_EQ(PublishedBlocks(), Blocks(0, 15));
 }
 
 // Batch 10..14 is in flight and 15..19 read ahead when a rollback commits: the in-flight batch's

@@ -130,12 +130,14 @@ Result<std::optional<Lease>> Worker::ClaimNext(Queue& queue, RedisConn& redis,
   }
 }
 
-void Worker::SleepAfterCoordinationFailure(int64_t* failures) {
+bool Worker::EndsAfterClaimFailure(const Status& failure, int64_t* failures) {
+  if (failure.code() == Code::kFailedPrecondition) return true;
   int64_t delay = BackoffMicros(options_.env, static_cast<int>(std::min<int64_t>((*failures)++, 6)),
                                 options_.idle_poll_ms * 1000, 5'000'000);
   int64_t sleep_start = options_.env->NowMicros();
   options_.env->SleepMicros(delay);
   AddSince(options_.env, sleep_start, counters_.coord_micros);
+  return false;
 }
 
 Status Worker::Run(const std::atomic<bool>& stop) {
@@ -165,11 +167,10 @@ Status Worker::Run(const std::atomic<bool>& stop) {
     while (!stop.load()) {
       Result<std::optional<Lease>> claim = ClaimNext(queue, *redis, &committed);
       if (!claim.ok()) {
-        if (claim.status().code() == Code::kFailedPrecondition) {
+        if (EndsAfterClaimFailure(claim.status(), &redis_failures)) {
           result = claim.status();
           break;
         }
-        SleepAfterCoordinationFailure(&redis_failures);
         continue;
       }
       redis_failures = 0;
@@ -361,11 +362,10 @@ Status Worker::RunPrefetching(Queue& queue, BlockSource& source, RedisConn& redi
           }
           continue;
         }
-        if (claim.status().code() == Code::kFailedPrecondition) {
+        if (EndsAfterClaimFailure(claim.status(), &redis_failures)) {
           result = claim.status();
           break;
         }
-        SleepAfterCoordinationFailure(&redis_failures);
         continue;
       }
       redis_failures = 0;

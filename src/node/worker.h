@@ -246,9 +246,10 @@ class Worker {
   Status EnsureFenceFloor(RedisConn& redis);
   // Claims the next task (completing *committed with it), with the fence-floor check and the
   // data-set restore of the file comment; counts the time as coord.
-  // A claim failed on the coordination Redis: sleeps a backoff growing with *failures (counted
-  // up here, reset by the caller on success), capped at 5 s, as coordination time.
-  void SleepAfterCoordinationFailure(int64_t* failures);
+  // A claim failed. FailedPrecondition (the worker cannot go on) ends the loop: true. Anything
+  // else is the coordination Redis failing: sleeps a backoff growing with *failures (counted up
+  // here, reset by the caller on success), capped at 5 s, as coordination time; false.
+  bool EndsAfterClaimFailure(const Status& failure, int64_t* failures);
   Result<std::optional<Lease>> ClaimNext(Queue& queue, RedisConn& redis,
                                          std::optional<Committed>* committed);
   // Sleeps up to `micros` in short slices, returning early once `abort` is set.
