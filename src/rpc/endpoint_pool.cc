@@ -10,6 +10,7 @@
 #include <charconv>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -182,6 +183,55 @@ EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t call
   return EndpointOutcome::kGood;
 }
 
+std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer) {
+  std::vector<std::string> out;
+  simdjson::dom::parser parser;
+  // The request's calls by id (as JSON text: ids may be numbers or strings).
+  std::vector<std::pair<std::string, std::string>> calls;
+  simdjson::dom::element req;
+  if (parser.parse(simdjson::padded_string(request)).get(req) != simdjson::SUCCESS) return out;
+  auto add_call = [&](simdjson::dom::element c) {
+    std::string_view method;
+    simdjson::dom::element id;
+    if (c["method"].get_string().get(method) != simdjson::SUCCESS) return;
+    std::string id_text = c["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
+    calls.emplace_back(std::move(id_text), std::string(method));
+  };
+  simdjson::dom::array list;
+  if (req.get_array().get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element c : list) add_call(c);
+  } else {
+    add_call(req);
+  }
+  simdjson::dom::element ans;
+  if (parser.parse(simdjson::padded_string(answer)).get(ans) != simdjson::SUCCESS) return out;
+  auto check = [&](simdjson::dom::element a) {
+    int64_t code = 0;
+    if (a["error"]["code"].get_int64().get(code) != simdjson::SUCCESS || code != -32601) return;
+    simdjson::dom::element id;
+    const std::string id_text = a["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
+    std::optional<std::string> method;
+    for (const auto& [call_id, call_method] : calls) {
+      if (call_id == id_text) method = call_method;
+    }
+    // An answer without a usable id names a method only when the request has one.
+    if (!method.has_value()) {
+      std::set<std::string> distinct;
+      for (const auto& call : calls) distinct.insert(call.second);
+      if (distinct.size() == 1) method = *distinct.begin();
+    }
+    if (method.has_value() && std::find(out.begin(), out.end(), *method) == out.end()) {
+      out.push_back(std::move(*method));
+    }
+  };
+  if (ans.get_array().get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element a : list) check(a);
+  } else {
+    check(ans);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct EndpointPool::Endpoint {
@@ -196,9 +246,15 @@ struct EndpointPool::Endpoint {
   double latency_ewma_us = 0;
   std::deque<int64_t> recent;  // latencies of the last good answers, for p95
   size_t batch_limit = 0;
-  std::set<std::string> served;
-  std::set<std::string> missing;
+  // Methods answered -32601 here, each with the time from which it may be asked here again (a
+  // provider adds methods; a misreading must heal). Kept, and listed, until it is served.
+  std::map<std::string, int64_t> missing;
   EndpointStats stats;
+  // Whether method m is to be avoided here now.
+  bool Lacks(const std::string& m, int64_t now) const {
+    auto it = missing.find(m);
+    return it != missing.end() && now < it->second;
+  }
 };
 
 EndpointPool::EndpointPool(std::vector<EndpointSpec> specs, PoolOptions options)
@@ -286,7 +342,7 @@ std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::str
       continue;
     }
     bool fits = e.batch_limit == 0 || calls <= e.batch_limit;
-    for (const auto& m : methods) fits = fits && e.missing.count(m) == 0;
+    for (const auto& m : methods) fits = fits && !e.Lacks(m, now);
     (fits ? fitting : unfit).push_back(i);
   }
   std::vector<size_t> order;
@@ -324,8 +380,8 @@ std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::str
     const Endpoint& y = *endpoints_[b];
     size_t mx = 0, my = 0;
     for (const auto& m : methods) {
-      mx += x.missing.count(m);
-      my += y.missing.count(m);
+      mx += x.Lacks(m, now) ? 1 : 0;
+      my += y.Lacks(m, now) ? 1 : 0;
     }
     if (mx != my) return mx < my;
     size_t lx = x.batch_limit == 0 ? SIZE_MAX : x.batch_limit;
@@ -399,7 +455,12 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
       Metrics().latency.With({e.name}).Set(e.latency_ewma_us / 1e6);
       e.recent.push_back(latency_micros);
       if (e.recent.size() > 64) e.recent.pop_front();
-      for (const auto& m : methods) e.served.insert(m);
+      for (const auto& m : methods) {
+        if (e.missing.erase(m) == 0) continue;
+        spdlog::info("rpc pool: {} serves {} now", e.name, m);
+        auto& listed = e.stats.missing_methods;
+        listed.erase(std::remove(listed.begin(), listed.end(), m), listed.end());
+      }
       if (e.batch_limit != 0 && calls > e.batch_limit) e.batch_limit = calls;
       e.stats.batch_limit = e.batch_limit;
       break;
@@ -425,10 +486,16 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
       break;
     }
     case EndpointOutcome::kMissingMethod: {
+      // `methods` are those answered -32601 (MethodsAnsweredMissing), not the whole request's: a
+      // block+receipts batch to a node without eth_getBlockReceipts leaves its blocks here.
       e.probing = false;
+      const int64_t again = now + options_.missing_method_retry_micros;
       for (const auto& m : methods) {
-        if (e.served.count(m) == 0 && e.missing.insert(m).second) {
-          spdlog::warn("rpc pool: {} does not serve {}; it goes to the other endpoints", e.name, m);
+        if (e.missing.insert_or_assign(m, again).second) {
+          spdlog::warn(
+              "rpc pool: {} does not serve {}; it goes to the other endpoints (asked here again "
+              "in {:.0f} s)",
+              e.name, m, static_cast<double>(options_.missing_method_retry_micros) / 1e6);
           e.stats.missing_methods.push_back(m);
         }
       }
@@ -692,7 +759,10 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
     EndpointOutcome outcome = ClassifyAnswer(r, calls);
     std::optional<int64_t> retry_after;
     if (r.ok()) retry_after = r->retry_after_micros;
-    pool_->Record(i, outcome, latency, calls, methods, retry_after);
+    pool_->Record(i, outcome, latency, calls,
+                  outcome == EndpointOutcome::kMissingMethod ? MethodsAnsweredMissing(body, r->body)
+                                                             : methods,
+                  retry_after);
     if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
     std::lock_guard<std::mutex> lock(flight->signal->mu);
     flight->result = std::move(r);

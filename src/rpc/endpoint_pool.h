@@ -26,8 +26,10 @@
 //  - Learned limits: a batch refused as a whole (HTTP 413, or one error object naming the batch)
 //    records that the endpoint takes fewer calls; larger batches go elsewhere (and when no
 //    endpoint takes them, to the one with the highest limit, where the client splits them). A
-//    method an endpoint answers -32601 is routed to the others (eth_getBlockReceipts, trace_block,
-//    debug_traceBlockByNumber), and the client's own fallback applies only when none serves it.
+//    method an endpoint answers -32601 (attributed per call id: in a block+receipts batch, only the
+//    receipts) is routed to the others (eth_getBlockReceipts, trace_block,
+//    debug_traceBlockByNumber) and asked there again after missing_method_retry (10 min); the
+//    client's own fallback applies only when none serves it.
 //  - Hedging: when an endpoint has not answered within its recent p95 latency (or the other
 //    endpoints', when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
 //    hedge_min), the same request also goes to the next endpoint, and to the one after if that
@@ -73,6 +75,8 @@ struct PoolOptions {
   int64_t probe_cap_micros = 30'000'000;
   int64_t cooldown_micros = 1'000'000;  // after a 429 without Retry-After
   int64_t max_retry_after_micros = 30'000'000;
+  // A method an endpoint answered -32601 is asked there again after this (providers add methods).
+  int64_t missing_method_retry_micros = 600'000'000;
   bool hedge = true;
   double hedge_budget = 0.1;  // hedged requests at most this fraction of all, plus hedge_burst
   int hedge_burst = 5;
@@ -94,6 +98,10 @@ std::string_view EndpointOutcomeName(EndpointOutcome outcome);
 
 // Classifies `response` (or its failure) to a request of `calls` calls. Exposed for tests.
 EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls);
+
+// The methods of `request` whose calls `answer` answers with -32601, matched by id (distinct, in
+// answer order). An error without a matching id names the method only when the request has one.
+std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer);
 
 struct EndpointStats {
   std::string endpoint;  // redacted
@@ -152,8 +160,9 @@ class EndpointPool {
   std::vector<size_t> Route(size_t calls, const std::vector<std::string>& methods, uint64_t exclude,
                             size_t* usable = nullptr);
 
-  // The outcome of a request sent to endpoint i: its latency, its size and methods (good answers
-  // record the methods as served there), the server's Retry-After.
+  // The outcome of a request sent to endpoint i: its latency, its size and methods (a good answer
+  // clears them from the endpoint's missing methods; with kMissingMethod, `methods` are the ones
+  // answered -32601, MethodsAnsweredMissing), the server's Retry-After.
   void Record(size_t i, EndpointOutcome outcome, int64_t latency_micros, size_t calls,
               const std::vector<std::string>& methods, std::optional<int64_t> retry_after_micros);
   // An answer of endpoint i turned out wrong (a block hash not the head log's).

@@ -161,6 +161,17 @@ TEST(EndpointPoolTest, AnswersAreClassifiedForThePool) {
   EXPECT_EQ(ClassifyAnswer(
                 HttpResponse{200, R"({"jsonrpc":"2.0","id":1,"result":"0x1"})", std::nullopt}, 1),
             EndpointOutcome::kGood);
+  // Which methods a -32601 names: matched by id; without one, only a one-method request's.
+  EXPECT_EQ(MethodsAnsweredMissing(
+                R"([{"id":1,"method":"a","params":[]},{"id":"x","method":"b","params":[]}])",
+                R"([{"id":1,"result":"0x1"},{"id":"x","error":{"code":-32601,"message":"no"}}])"),
+            std::vector<std::string>{"b"});
+  EXPECT_TRUE(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":2,"method":"b"}])",
+                                     R"({"id":null,"error":{"code":-32601,"message":"no"}})")
+                  .empty());
+  EXPECT_EQ(MethodsAnsweredMissing(R"({"id":1,"method":"a"})",
+                                   R"({"id":null,"error":{"code":-32601,"message":"no"}})"),
+            std::vector<std::string>{"a"});
 }
 
 TEST(EndpointPoolTest, AFailingEndpointFailsOverWithinOneRequest) {
@@ -320,6 +331,60 @@ TEST(EndpointPoolTest, AMethodAnEndpointLacksIsRoutedToTheOthers) {
   auto r = none.Call("eth_getBlockReceipts");
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r->body.find("-32601"), std::string::npos);
+}
+
+// A node without eth_getBlockReceipts answers a block+receipts batch with -32601 for the receipts
+// calls only: that method alone is missing there (the blocks still go to it), and after a while
+// it is asked again, so a provider that adds the method (or a misreading) heals.
+TEST(EndpointPoolTest, AMixedBatchMarksOnlyTheMethodAnsweredMissingAndAsksAgainLater) {
+  bool has_receipts = false;
+  auto per_call = [&](const std::vector<JsonRpcCall>& calls, bool) -> Result<HttpResponse> {
+    std::string body;
+    for (const auto& c : calls) {
+      if (!body.empty()) body += ",";
+      if (c.method == "eth_getBlockReceipts" && !has_receipts) {
+        body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":-32601,)"
+                            R"("message":"the method eth_getBlockReceipts does not exist"}}}})",
+                            c.id_json);
+      } else {
+        body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":"0x1"}})", c.id_json);
+      }
+    }
+    return HttpResponse{200, "[" + body + "]", std::nullopt};
+  };
+  Fixture f({per_call, Healthy()}, Options(/*hedge=*/false), {1000.0, 0.001});  // e0 first
+  auto blocks_and_receipts = [&] {
+    f.transport->MarkAnswers();
+    return f.transport->Post(
+        R"([{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",true]},)"
+        R"({"jsonrpc":"2.0","id":2,"method":"eth_getBlockReceipts","params":["0x1"]}])");
+  };
+  auto r = blocks_and_receipts();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body.find("-32601"), std::string::npos) << "the other endpoint answers it whole";
+  EXPECT_EQ(f.Answered(), 1);
+  EXPECT_EQ(f.endpoints[0]->posts_, 1);
+  EXPECT_EQ(f.pool->Stats()[0].missing_methods, std::vector<std::string>{"eth_getBlockReceipts"})
+      << "only the method answered -32601 is missing";
+  ASSERT_TRUE(f.Call("eth_getBlockByNumber").ok());
+  EXPECT_EQ(f.Answered(), 0) << "the blocks still go to the endpoint without receipts";
+  const int posts = f.endpoints[0]->posts_;
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts) << "asked for receipts while known to lack them";
+
+  // After the retry interval it is asked again: still missing, the request fails over...
+  f.env.Advance(PoolOptions{}.missing_method_retry_micros);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1) << "a missing method was never asked again";
+  EXPECT_EQ(f.Answered(), 1);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1) << "asked again before the next interval";
+  // ...and once the provider serves it, it is served there and no longer listed as missing.
+  has_receipts = true;
+  f.env.Advance(PoolOptions{}.missing_method_retry_micros);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.Answered(), 0);
+  EXPECT_TRUE(f.pool->Stats()[0].missing_methods.empty());
 }
 
 TEST(EndpointPoolTest, AnswersFoundWrongAreCountedAndTheRetryGoesElsewhere) {
