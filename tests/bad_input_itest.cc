@@ -11,9 +11,13 @@
 
 #include "e2e_util.h"
 #include "node/app.h"
+#include "rpc/curl_transport.h"
 #include "store/partitions.h"
+#include "testing/child_process.h"
+#include "testing/free_port.h"
 #include "testing/pg_test_db.h"
 #include "testing/replay_transport.h"
+#include "testing/wait_for.h"
 
 namespace gapless::e2e {
 namespace {
@@ -170,6 +174,68 @@ TEST_F(BadInputTest, APartitionSizeThatContradictsTheDatabaseIsRefusedNamingBoth
       << other.status().ToString();
   EXPECT_TRUE(OpenDatabase(db_.url(), 1, 10).ok());
   EXPECT_TRUE(OpenDatabase(db_.url(), 1).ok());  // no flag: the database's layout
+}
+
+// A private anvil (GAPLESS_ANVIL) of its own chain id and genesis time, blocks 0..3; killed with
+// the object. url is empty when GAPLESS_ANVIL is not set.
+struct ChainNode {
+  pid_t pid = -1;
+  std::string url;
+  std::string genesis;  // block 0's hash
+  ChainNode(uint64_t chain_id, uint64_t genesis_time) {
+    const char* anvil = std::getenv("GAPLESS_ANVIL");
+    if (anvil == nullptr || *anvil == 0) return;
+    const int port = FreePort();
+    pid = SpawnChild({anvil, "--port", std::to_string(port), "--chain-id", std::to_string(chain_id),
+                      "--timestamp", std::to_string(genesis_time), "--silent"},
+                     ::testing::TempDir() + "chain-" + std::to_string(chain_id) + ".log");
+    url = "http://127.0.0.1:" + std::to_string(port) + "/";
+    JsonRpcClient rpc(std::make_unique<CurlTransport>(url));
+    EXPECT_TRUE(testing_util::WaitFor([&] { return rpc.ChainId().ok(); }, 30'000)) << url;
+    EXPECT_TRUE(rpc.Call("anvil_mine", R"(["0x3"])").ok());
+    genesis = Hash(rpc, 0);
+  }
+  ~ChainNode() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      WaitForExit(pid, 10);
+    }
+  }
+  static std::string Hash(JsonRpcClient& rpc, uint64_t n) {
+    auto block = rpc.Call("eth_getBlockByNumber", "[\"" + HexQuantity(n) + "\",false]");
+    if (!block.ok()) return block.status().ToString();
+    size_t at = block->find("\"hash\":\"");
+    return at == std::string::npos ? *block : block->substr(at + 8, 66);
+  }
+};
+
+// A pool whose endpoints serve two chains (issue 35 item 9): A on 31337, B on 999. Before, blocks
+// of 31337 were committed under chain 999's id with 31337's genesis hash (the chain id from one
+// endpoint, block 0 from the other), and verify passed. Each endpoint's chain is checked as it
+// joins: B is taken out and named, A serves every block, and the database is bound to A's chain.
+TEST_F(BadInputTest, APoolMixingTwoChainsIndexesTheFirstEndpointsChainAndNamesTheOther) {
+  ChainNode a(31337, 1'700'000'000), b(999, 1'600'000'000);
+  if (a.url.empty()) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+  ASSERT_NE(a.genesis, b.genesis);
+  CliRun run = RunGapless("index --rpc '" + a.url + ", " + b.url + "' --db " + db_.url() +
+                          " --from 0 --to 3 --range-size 1 --progress off");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(b.url + " serves chain 999"), std::string::npos) << run.output;
+  auto conn = pool_->Acquire();
+  auto state = conn->Query(
+      "SELECT (SELECT value FROM indexer_state WHERE key = 'chain_id'), "
+      "(SELECT value FROM indexer_state WHERE key = 'genesis_hash')");
+  ASSERT_TRUE(state.ok()) << state.status().ToString();
+  EXPECT_EQ(std::string(state->Get(0, 0)), "31337");
+  EXPECT_EQ(std::string(state->Get(0, 1)), a.genesis);
+  JsonRpcClient rpc_a(std::make_unique<CurlTransport>(a.url));
+  for (uint64_t n = 0; n <= 3; ++n) {
+    auto stored = conn->Query("SELECT '0x' || encode(hash, 'hex') FROM blocks WHERE number = $1",
+                              {std::to_string(n)});
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    ASSERT_EQ(stored->rows(), 1) << "block " << n;
+    EXPECT_EQ(std::string(stored->Get(0, 0)), ChainNode::Hash(rpc_a, n)) << "block " << n;
+  }
 }
 
 }  // namespace

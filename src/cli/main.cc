@@ -70,7 +70,8 @@ constexpr const char* kRpcHelp =
     "optional settings after a space, e.g. \"https://a/KEY weight=3 rate-limit=50, "
     "https://b/KEY\": "
     "a pool that routes by weight and health, fails over, hedges slow requests and learns each "
-    "endpoint's limits (docs/rpc-pool.md)";
+    "endpoint's limits; an endpoint on another chain than the first listed that answers is "
+    "taken out and named (docs/rpc-pool.md)";
 
 // The list is checked where it is given, so a typo stops the command before anything starts.
 CLI::Validator RpcListCheck() {

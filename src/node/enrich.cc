@@ -39,12 +39,14 @@ void SayLatestOnce(const std::string& what) {
       what);
 }
 
-// One call per (address, block) pair; a call whose error is neither a revert nor nothing is asked
-// again at "latest". Fills answers[i] (nullopt for a revert). Errors: the batch's own, a rate
-// limit, or a call failing at "latest" too.
+// One call per (address, block) pair; a call whose error is neither a revert, a missing method nor
+// a rate limit is asked again at "latest". Fills answers[i] (nullopt for a revert). Errors: the
+// batch's own, a rate limit, a call failing at "latest" too, or -32601: the node does not serve
+// the method at all (asking at "latest" cannot help), FailedPrecondition saying `without`, what
+// does without the method.
 Status CallAll(JsonRpcClient& rpc, std::vector<RpcRequest> calls,
                const std::vector<std::string>& latest_params, const std::vector<std::string>& names,
-               std::vector<std::optional<std::string>>* answers) {
+               std::string_view without, std::vector<std::optional<std::string>>* answers) {
   answers->assign(calls.size(), std::nullopt);
   std::vector<size_t> again;
   for (int round = 0; round < 2 && !calls.empty(); ++round) {
@@ -59,6 +61,11 @@ Status CallAll(JsonRpcClient& rpc, std::vector<RpcRequest> calls,
         continue;
       }
       if (IsRevert(r.status())) continue;
+      if (RpcErrorCode(r.status()) == -32601) {
+        return FailedPrecondition(fmt::format(
+            "{}: the node at {} does not serve {} (a missing method, not missing state); {}: {}",
+            names[i], rpc.Describe(), calls[k].method, without, r.status().message()));
+      }
       if (r.status().reason() == kRpcRateLimitedReason || round == 1) {
         return r.status().WithContext(names[i]);  // its code is the retry policy
       }
@@ -90,7 +97,11 @@ Status FetchCode(JsonRpcClient& rpc, std::vector<BlockData>* blocks) {
         fmt::format("eth_getCode of contract {} at block {}", c->address, c->block_number));
   }
   std::vector<std::optional<std::string>> answers;
-  GAPLESS_RETURN_IF_ERROR(CallAll(rpc, std::move(calls), latest, names, &answers));
+  GAPLESS_RETURN_IF_ERROR(
+      CallAll(rpc, std::move(calls), latest, names,
+              "contracts' code needs it, unless --traces gives the code from the creating traces, "
+              "or use a node (or add an --rpc endpoint) that serves it",
+              &answers));
   for (size_t i = 0; i < missing.size(); ++i) {
     if (!answers[i].has_value()) {
       return InvalidData(fmt::format("{}: the node refused it", names[i]));
@@ -144,7 +155,11 @@ Status ReadTokens(JsonRpcClient& rpc, const EnrichOptions& options,
     }
   }
   std::vector<std::optional<std::string>> answers;
-  GAPLESS_RETURN_IF_ERROR(CallAll(rpc, std::move(calls), latest, names, &answers));
+  GAPLESS_RETURN_IF_ERROR(
+      CallAll(rpc, std::move(calls), latest, names,
+              "--token-metadata off reads no token metadata and needs no "
+              "eth_call, or use a node (or add an --rpc endpoint) that serves it",
+              &answers));
   size_t k = 0;
   for (const auto& [address, s] : seen) {
     const size_t first = k;

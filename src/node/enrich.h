@@ -13,11 +13,14 @@
 // again (replace mode deletes its tokens) must carry its own again.
 //
 // Answers: a call that reverts (rpc/json_rpc.h kRpcRevertedReason: JSON-RPC error 3, or geth's
-// -32000 "execution reverted") is a missing method, NULL. Any other error of a call (a node without
-// the state of that block: "missing trie node", "header not found"; a per-call limit) asks that
-// contract or token again at "latest", logged once per process; an error there too fails the range
-// with that error's code (Unavailable: retried; FailedPrecondition, a node without eth_call: stops,
-// say --token-metadata off), naming the method, address and block. Nothing is written without it.
+// -32000 "execution reverted") is a missing method of the token, NULL. A node that does not serve
+// eth_getCode or eth_call at all (-32601 "method not found"; over an RPC pool, no endpoint serves
+// it) is no missing state: the range fails at once, FailedPrecondition, naming the method and what
+// does without it (--token-metadata off; --traces gives contracts' code). Any other error of a
+// call (a node without the state of that block: "missing trie node", "header not found"; a per-call
+// limit) asks that contract or token again at "latest", logged once per process; an error there too
+// fails the range with that error's code (Unavailable: retried), naming the method, address and
+// block. Nothing is written without it.
 //
 // Thread-safety: stateless; the client is the caller's (one thread).
 #pragma once

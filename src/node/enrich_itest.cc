@@ -332,5 +332,39 @@ TEST_F(EnrichTest, AnUnansweredCallIsAskedAtLatestThenFailsTheRange) {
   EXPECT_NE(st.message().find("block 501"), std::string::npos) << st.ToString();
 }
 
+// A node without eth_getCode or eth_call (-32601) does not lack the block's state: it is not asked
+// again at "latest", and the range fails at once saying which option does without the method.
+TEST_F(EnrichTest, AMissingMethodIsNotMissingStateAndTheErrorNamesTheOption) {
+  BlockData d = SyntheticBlock(600, {.transactions_per_block = 1,
+                                     .logs_per_block = 0,
+                                     .token_transfers_per_block = 0,
+                                     .withdrawals_per_block = 0});
+  d.transactions[0].to_address.reset();
+  d.transactions[0].contract_address = "0x" + std::string(40, 'f');
+  d.transactions[0].status = 1;
+  d.contracts = DeriveContracts(d);
+  ASSERT_EQ(d.contracts.size(), 1u);
+  ReplayTransport no_code;  // unregistered calls are answered -32601 "method not found"
+  std::vector<BlockData> blocks = {d};
+  Status st = Enrich(&no_code, &blocks);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_EQ(no_code.calls("eth_getCode"), 1) << "asked again at latest";
+  EXPECT_EQ(st.message().find("\"latest\""), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("eth_getCode"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("--traces"), std::string::npos) << st.ToString();
+
+  ReplayTransport no_call;
+  blocks = {BlockWithTransferOf(601, "0x" + std::string(40, '9'))};
+  st = Enrich(&no_call, &blocks);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_EQ(no_call.calls("eth_call"), static_cast<int64_t>(std::size(kSelectors)))
+      << "asked again at latest";
+  EXPECT_EQ(st.message().find("\"latest\""), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("eth_call"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("--token-metadata off"), std::string::npos) << st.ToString();
+}
+
 }  // namespace
 }  // namespace gapless

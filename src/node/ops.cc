@@ -163,10 +163,21 @@ ReadinessProber::Probe RpcProbe(RpcOptions rpc) {
   rpc.request_timeout_ms = 2'000;
   rpc.max_attempts = 1;
   rpc.hedge = false;
-  std::shared_ptr<JsonRpcClient> client = MakeRpcClientFactory(rpc)();
-  return [client]() -> Result<std::string> {
+  std::shared_ptr<EndpointPool> pool;
+  std::shared_ptr<JsonRpcClient> client = MakeRpcClientFactory(rpc, &pool)();
+  return [client, pool]() -> Result<std::string> {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t chain, client->ChainId());
-    return fmt::format("chain {}", chain);
+    std::string text = fmt::format("chain {}", chain);
+    // An endpoint of the pool on another chain serves nothing (rpc/endpoint_pool.h, the chain
+    // check): named, while the others keep the process ready.
+    if (pool != nullptr) {
+      for (const EndpointStats& e : pool->Stats()) {
+        if (!e.other_chain.empty()) {
+          text += fmt::format("; {} taken out: it serves {}", e.endpoint, e.other_chain);
+        }
+      }
+    }
+    return text;
   };
 }
 

@@ -61,6 +61,9 @@ ReadinessProber::Probe PostgresProbe(std::string url);
 // coordination: also export the server's replicas and their lag (gapless_redis_replicas,
 // gapless_redis_replica_lag_bytes) from its INFO replication, at every probe.
 ReadinessProber::Probe RedisProbe(std::string url, bool coordination = false);
+// The RPC node's chain id; over a pool, also naming each endpoint taken out as on another chain
+// (rpc/endpoint_pool.h, the chain check), which does not make the process unready while another
+// endpoint serves the chain.
 ReadinessProber::Probe RpcProbe(RpcOptions rpc);
 // At least a quorum of the lock nodes (the coordination Redis alone when none are given) answer.
 ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::string coordination_url,

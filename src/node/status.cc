@@ -506,6 +506,7 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
           t.totals.missing_methods.push_back(m);
         }
       }
+      if (!e.other_chain.empty()) t.totals.other_chain = e.other_chain;
       t.totals.requests += e.requests;
       t.totals.good += e.good;
       t.totals.failures += e.failures;

@@ -10,11 +10,13 @@
 #include <charconv>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "core/metrics.h"
 #include "core/redact.h"
+#include "rpc/json_rpc.h"
 
 namespace gapless {
 
@@ -60,7 +62,7 @@ PoolMetrics& Metrics() {
       MetricsRegistry::Default().CounterFamily(
           "gapless_rpc_endpoint_failures_total",
           "Unusable answers per endpoint of the RPC pool, by kind (transport, rate_limited, "
-          "server_error, client_error, batch_rejected, missing_method, distrusted)",
+          "server_error, client_error, batch_rejected, missing_method, other_chain, distrusted)",
           {"endpoint", "kind"}),
       MetricsRegistry::Default().CounterFamily(
           "gapless_rpc_endpoint_hedges_total",
@@ -99,8 +101,48 @@ std::string_view EndpointOutcomeName(EndpointOutcome outcome) {
       return "batch_rejected";
     case EndpointOutcome::kMissingMethod:
       return "missing_method";
+    case EndpointOutcome::kOtherChain:
+      return "other_chain";
   }
   return "unknown";
+}
+
+std::string DescribeChain(const ChainIdentity& chain) {
+  return fmt::format("chain {} (block 0 {})", chain.chain_id, chain.genesis_hash);
+}
+
+std::string_view ChainCheckRequest() {
+  return R"([{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},)"
+         R"({"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x0",false]}])";
+}
+
+Result<ChainIdentity> ParseChainCheck(std::string_view answer) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::array list;
+  if (parser.parse(simdjson::padded_string(answer)).get(doc) != simdjson::SUCCESS ||
+      doc.get_array().get(list) != simdjson::SUCCESS) {
+    return InvalidData("the chain check's answer is not a JSON array");
+  }
+  std::optional<uint64_t> chain_id;
+  std::optional<std::string> genesis;
+  for (simdjson::dom::element a : list) {
+    uint64_t id = 0;
+    if (a["id"].get_uint64().get(id) != simdjson::SUCCESS) continue;
+    simdjson::dom::element result;
+    if (a["result"].get(result) != simdjson::SUCCESS) continue;
+    std::string_view text;
+    if (id == 1 && result.get_string().get(text) == simdjson::SUCCESS) {
+      Result<uint64_t> n = ParseHexQuantity(text);
+      if (n.ok()) chain_id = *n;
+    } else if (id == 2 && result["hash"].get_string().get(text) == simdjson::SUCCESS &&
+               text.size() == 66 && text.starts_with("0x")) {
+      genesis = std::string(text);
+    }
+  }
+  if (!chain_id.has_value()) return InvalidData("no usable eth_chainId in the chain check");
+  if (!genesis.has_value()) return InvalidData("no block 0 with a hash in the chain check");
+  return ChainIdentity{*chain_id, std::move(*genesis)};
 }
 
 Result<std::vector<EndpointSpec>> ParseEndpointList(std::string_view text) {
@@ -182,11 +224,65 @@ EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t call
   return EndpointOutcome::kGood;
 }
 
+std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer) {
+  std::vector<std::string> out;
+  simdjson::dom::parser parser;
+  // The request's calls by id (as JSON text: ids may be numbers or strings).
+  std::vector<std::pair<std::string, std::string>> calls;
+  simdjson::dom::element req;
+  if (parser.parse(simdjson::padded_string(request)).get(req) != simdjson::SUCCESS) return out;
+  auto add_call = [&](simdjson::dom::element c) {
+    std::string_view method;
+    simdjson::dom::element id;
+    if (c["method"].get_string().get(method) != simdjson::SUCCESS) return;
+    std::string id_text = c["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
+    calls.emplace_back(std::move(id_text), std::string(method));
+  };
+  simdjson::dom::array list;
+  if (req.get_array().get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element c : list) add_call(c);
+  } else {
+    add_call(req);
+  }
+  simdjson::dom::element ans;
+  if (parser.parse(simdjson::padded_string(answer)).get(ans) != simdjson::SUCCESS) return out;
+  auto check = [&](simdjson::dom::element a) {
+    int64_t code = 0;
+    if (a["error"]["code"].get_int64().get(code) != simdjson::SUCCESS || code != -32601) return;
+    simdjson::dom::element id;
+    const std::string id_text = a["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
+    std::optional<std::string> method;
+    for (const auto& [call_id, call_method] : calls) {
+      if (call_id == id_text) method = call_method;
+    }
+    // An answer without a usable id names a method only when the request has one.
+    if (!method.has_value()) {
+      std::set<std::string> distinct;
+      for (const auto& call : calls) distinct.insert(call.second);
+      if (distinct.size() == 1) method = *distinct.begin();
+    }
+    if (method.has_value() && std::find(out.begin(), out.end(), *method) == out.end()) {
+      out.push_back(std::move(*method));
+    }
+  };
+  if (ans.get_array().get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element a : list) check(a);
+  } else {
+    check(ans);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 struct EndpointPool::Endpoint {
+  // Whether it serves the pool's chain (the chain check): not known (never asked, or taken out
+  // since), yes, or another chain (out until asked again).
+  enum class Chain { kUnchecked, kSame, kOther };
   EndpointSpec spec;
   std::string name;  // redacted
+  Chain chain = Chain::kUnchecked;
+  std::optional<ChainIdentity> offered;  // answered before the pool's chain was settled
   bool in = true;
   bool probing = false;
   int consecutive_failures = 0;
@@ -196,9 +292,15 @@ struct EndpointPool::Endpoint {
   double latency_ewma_us = 0;
   std::deque<int64_t> recent;  // latencies of the last good answers, for p95
   size_t batch_limit = 0;
-  std::set<std::string> served;
-  std::set<std::string> missing;
+  // Methods answered -32601 here, each with the time from which it may be asked here again (a
+  // provider adds methods; a misreading must heal). Kept, and listed, until it is served.
+  std::map<std::string, int64_t> missing;
   EndpointStats stats;
+  // Whether method m is to be avoided here now.
+  bool Lacks(const std::string& m, int64_t now) const {
+    auto it = missing.find(m);
+    return it != missing.end() && now < it->second;
+  }
 };
 
 EndpointPool::EndpointPool(std::vector<EndpointSpec> specs, PoolOptions options)
@@ -286,7 +388,7 @@ std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::str
       continue;
     }
     bool fits = e.batch_limit == 0 || calls <= e.batch_limit;
-    for (const auto& m : methods) fits = fits && e.missing.count(m) == 0;
+    for (const auto& m : methods) fits = fits && !e.Lacks(m, now);
     (fits ? fitting : unfit).push_back(i);
   }
   std::vector<size_t> order;
@@ -324,8 +426,8 @@ std::vector<size_t> EndpointPool::Route(size_t calls, const std::vector<std::str
     const Endpoint& y = *endpoints_[b];
     size_t mx = 0, my = 0;
     for (const auto& m : methods) {
-      mx += x.missing.count(m);
-      my += y.missing.count(m);
+      mx += x.Lacks(m, now) ? 1 : 0;
+      my += y.Lacks(m, now) ? 1 : 0;
     }
     if (mx != my) return mx < my;
     size_t lx = x.batch_limit == 0 ? SIZE_MAX : x.batch_limit;
@@ -361,7 +463,80 @@ void EndpointPool::FailedLocked(Endpoint& e, int64_t now) {
     e.in = false;
     e.out_until = now + e.probe_interval;
     e.stats.in = false;
+    // Asked its chain again when it comes back (a devnet restarted behind the same URL).
+    if (e.chain == Endpoint::Chain::kSame) e.chain = Endpoint::Chain::kUnchecked;
     Metrics().up.With({e.name}).Set(0);
+  }
+}
+
+std::optional<ChainIdentity> EndpointPool::chain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return chain_;
+}
+
+bool EndpointPool::NeedsChainCheck(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return options_.check_chain && chain_.has_value() &&
+         endpoints_.at(i)->chain != Endpoint::Chain::kSame;
+}
+
+bool EndpointPool::CompareChainLocked(Endpoint& e, const ChainIdentity& chain, int64_t now) {
+  if (chain == *chain_) {
+    if (e.chain == Endpoint::Chain::kOther) {
+      spdlog::info("rpc pool: {} serves the pool's {} now", e.name, DescribeChain(chain));
+      e.stats.other_chain.clear();
+    }
+    e.chain = Endpoint::Chain::kSame;
+    return true;
+  }
+  const std::string seen = DescribeChain(chain);
+  if (e.chain != Endpoint::Chain::kOther || e.stats.other_chain != seen) {
+    spdlog::warn(
+        "rpc pool: {} serves {}, not the pool's {}: taken out, it serves no request until it "
+        "serves the pool's chain (asked again every {:.0f} s)",
+        e.name, seen, DescribeChain(*chain_), static_cast<double>(options_.probe_cap_micros) / 1e6);
+  }
+  e.chain = Endpoint::Chain::kOther;
+  e.stats.other_chain = seen;
+  e.stats.requests += 1;
+  e.stats.failures += 1;
+  Metrics().requests.With({e.name}).Inc();
+  Metrics().failures.With({e.name, EndpointOutcomeName(EndpointOutcome::kOtherChain)}).Inc();
+  e.probing = false;
+  e.in = false;
+  e.stats.in = false;
+  e.out_until = now + options_.probe_cap_micros;
+  Metrics().up.With({e.name}).Set(0);
+  return false;
+}
+
+bool EndpointPool::OfferChain(size_t i, const ChainIdentity& chain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Endpoint& e = *endpoints_.at(i);
+  if (!chain_.has_value()) {
+    e.offered = chain;
+    return false;
+  }
+  return CompareChainLocked(e, chain, options_.env->NowMicros());
+}
+
+void EndpointPool::SettleChain(size_t i, const ChainIdentity& chain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (chain_.has_value()) return;
+  chain_ = chain;
+  spdlog::info(
+      "rpc pool: {}, as {} answers (the first endpoint of the list that answers); every "
+      "endpoint serves only while it serves this chain",
+      DescribeChain(chain), endpoints_.at(i)->name);
+  const int64_t now = options_.env->NowMicros();
+  for (size_t k = 0; k < endpoints_.size(); ++k) {
+    Endpoint& e = *endpoints_[k];
+    if (k == i) {
+      e.chain = Endpoint::Chain::kSame;
+    } else if (e.offered.has_value()) {
+      CompareChainLocked(e, *e.offered, now);
+    }
+    e.offered.reset();
   }
 }
 
@@ -399,7 +574,12 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
       Metrics().latency.With({e.name}).Set(e.latency_ewma_us / 1e6);
       e.recent.push_back(latency_micros);
       if (e.recent.size() > 64) e.recent.pop_front();
-      for (const auto& m : methods) e.served.insert(m);
+      for (const auto& m : methods) {
+        if (e.missing.erase(m) == 0) continue;
+        spdlog::info("rpc pool: {} serves {} now", e.name, m);
+        auto& listed = e.stats.missing_methods;
+        listed.erase(std::remove(listed.begin(), listed.end(), m), listed.end());
+      }
       if (e.batch_limit != 0 && calls > e.batch_limit) e.batch_limit = calls;
       e.stats.batch_limit = e.batch_limit;
       break;
@@ -425,10 +605,16 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
       break;
     }
     case EndpointOutcome::kMissingMethod: {
+      // `methods` are those answered -32601 (MethodsAnsweredMissing), not the whole request's: a
+      // block+receipts batch to a node without eth_getBlockReceipts leaves its blocks here.
       e.probing = false;
+      const int64_t again = now + options_.missing_method_retry_micros;
       for (const auto& m : methods) {
-        if (e.served.count(m) == 0 && e.missing.insert(m).second) {
-          spdlog::warn("rpc pool: {} does not serve {}; it goes to the other endpoints", e.name, m);
+        if (e.missing.insert_or_assign(m, again).second) {
+          spdlog::warn(
+              "rpc pool: {} does not serve {}; it goes to the other endpoints (asked here again "
+              "in {:.0f} s)",
+              e.name, m, static_cast<double>(options_.missing_method_retry_micros) / 1e6);
           e.stats.missing_methods.push_back(m);
         }
       }
@@ -443,6 +629,8 @@ void EndpointPool::Record(size_t i, EndpointOutcome outcome, int64_t latency_mic
     case EndpointOutcome::kServerError:
       FailedLocked(e, now);
       break;
+    case EndpointOutcome::kOtherChain:
+      break;  // OfferChain's
   }
 }
 
@@ -525,6 +713,7 @@ std::string DescribeStats(const EndpointStats& s) {
   if (!s.missing_methods.empty()) {
     out += fmt::format(", lacks {}", fmt::join(s.missing_methods, " "));
   }
+  if (!s.other_chain.empty()) out += fmt::format(", ON ANOTHER CHAIN: serves {}", s.other_chain);
   return out;
 }
 
@@ -561,7 +750,9 @@ std::string StatsJsonFields(const EndpointStats& s) {
     if (i > 0) out.push_back(',');
     AppendQuoted(out, s.missing_methods[i]);
   }
-  return out + "]";
+  out += "],\"other_chain\":";
+  AppendQuoted(out, s.other_chain);
+  return out;
 }
 
 std::string StatsJson(const std::vector<EndpointStats>& stats) {
@@ -619,6 +810,8 @@ Result<std::vector<EndpointStats>> ParseStatsJson(std::string_view json) {
         if (m.get_string().get(method) == simdjson::SUCCESS) s.missing_methods.emplace_back(method);
       }
     }
+    std::string_view other;
+    if (e["other_chain"].get_string().get(other) == simdjson::SUCCESS) s.other_chain = other;
     out.push_back(std::move(s));
   }
   return out;
@@ -639,6 +832,7 @@ struct PoolTransport::Flight {
   bool done = false;
   Result<HttpResponse> result = Unavailable("not sent");
   EndpointOutcome outcome = EndpointOutcome::kTransport;
+  std::optional<ChainIdentity> chain;  // a chain check's answer
   std::thread thread;
 };
 
@@ -676,6 +870,23 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
   flight->endpoint = i;
   auto run = [this, flight, i, body = std::string(body), calls, methods = *methods] {
     Env* env = pool_->options().env;
+    if (pool_->NeedsChainCheck(i)) {
+      // Its first request since it joined or came back: its chain first.
+      Result<HttpResponse> failure = Unavailable("not sent");
+      bool same = false;
+      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same);
+      if (!same) {
+        std::lock_guard<std::mutex> lock(flight->signal->mu);
+        flight->result = chain.ok() ? Result<HttpResponse>(Unavailable(
+                                          fmt::format("{} serves {}, not the pool's chain",
+                                                      pool_->Describe(i), DescribeChain(*chain))))
+                                    : std::move(failure);
+        flight->outcome = EndpointOutcome::kOtherChain;
+        flight->done = true;
+        flight->signal->cv.notify_all();
+        return;
+      }
+    }
     Status admitted = pool_->Admit(i);
     if (!admitted.ok()) {
       // The limiter's own failure (its Redis away): not the endpoint's.
@@ -692,7 +903,10 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
     EndpointOutcome outcome = ClassifyAnswer(r, calls);
     std::optional<int64_t> retry_after;
     if (r.ok()) retry_after = r->retry_after_micros;
-    pool_->Record(i, outcome, latency, calls, methods, retry_after);
+    pool_->Record(i, outcome, latency, calls,
+                  outcome == EndpointOutcome::kMissingMethod ? MethodsAnsweredMissing(body, r->body)
+                                                             : methods,
+                  retry_after);
     if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
     std::lock_guard<std::mutex> lock(flight->signal->mu);
     flight->result = std::move(r);
@@ -709,7 +923,89 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
   return flight;
 }
 
+Result<ChainIdentity> PoolTransport::CheckChainOf(size_t i, Result<HttpResponse>* failure,
+                                                  bool* same) {
+  Env* env = pool_->options().env;
+  *same = false;
+  const int64_t start = env->NowMicros();
+  Result<HttpResponse> r = transports_[i]->Post(ChainCheckRequest());
+  const int64_t latency = env->NowMicros() - start;
+  EndpointOutcome outcome = ClassifyAnswer(r, 2);
+  Status why =
+      Unavailable(fmt::format("{}: no usable answer to the chain check", pool_->Describe(i)));
+  if (outcome == EndpointOutcome::kGood || outcome == EndpointOutcome::kMissingMethod) {
+    Result<ChainIdentity> chain = ParseChainCheck(r->body);
+    if (chain.ok()) {
+      *same = pool_->OfferChain(i, *chain);
+      return chain;
+    }
+    // A node that cannot say its chain (or block 0) cannot be checked: a failure of it.
+    outcome = EndpointOutcome::kServerError;
+    why = Unavailable(fmt::format("{}: its chain id and block 0 cannot be read: {}",
+                                  pool_->Describe(i), chain.status().message()));
+    *failure = why;
+  } else {
+    *failure = r;
+  }
+  std::optional<int64_t> retry_after;
+  if (r.ok()) retry_after = r->retry_after_micros;
+  pool_->Record(i, outcome, latency, 2, {}, retry_after);
+  if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
+  return why;
+}
+
+std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
+  std::lock_guard<std::mutex> settling(pool_->settle_mutex());
+  if (pool_->chain().has_value()) return std::nullopt;  // another client settled it
+  auto signal = std::make_shared<FlightSignal>();
+  std::vector<std::shared_ptr<Flight>> flights;
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    WaitIdle(i);
+    auto flight = std::make_shared<Flight>();
+    flight->signal = signal;
+    flight->endpoint = i;
+    flight->thread = std::thread([this, flight, i] {
+      Result<HttpResponse> failure = Unavailable("not sent");
+      bool same = false;
+      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same);
+      std::lock_guard<std::mutex> lock(flight->signal->mu);
+      if (chain.ok()) {
+        flight->chain = *chain;
+        flight->outcome = EndpointOutcome::kGood;
+      } else {
+        flight->result = std::move(failure);
+      }
+      flight->done = true;
+      flight->signal->cv.notify_all();
+    });
+    in_flight_[i] = flight;  // a check still running when the chain is settled: joined before reuse
+    flights.push_back(std::move(flight));
+  }
+  // The first endpoint of the list that answers, once every one before it has failed.
+  std::unique_lock<std::mutex> lock(signal->mu);
+  std::shared_ptr<Flight> first;
+  signal->cv.wait(lock, [&] {
+    for (auto& f : flights) {
+      if (!f->done) return false;
+      if (f->chain.has_value()) {
+        first = f;
+        return true;
+      }
+    }
+    return true;
+  });
+  if (first == nullptr) return std::move(flights.back()->result);  // no endpoint answered
+  const ChainIdentity chain = *first->chain;
+  lock.unlock();
+  pool_->SettleChain(first->endpoint, chain);
+  return std::nullopt;
+}
+
 Result<HttpResponse> PoolTransport::Post(std::string_view body) {
+  if (pool_->options().check_chain && !pool_->chain().has_value()) {
+    std::optional<Result<HttpResponse>> failure = SettleChain();
+    if (failure.has_value()) return std::move(*failure);
+  }
   size_t calls = 1;
   const std::vector<std::string> methods = MethodsOf(body, &calls);
   // Endpoints whose answers the caller found wrong are not asked again by this retry (unless

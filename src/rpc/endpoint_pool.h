@@ -26,8 +26,20 @@
 //  - Learned limits: a batch refused as a whole (HTTP 413, or one error object naming the batch)
 //    records that the endpoint takes fewer calls; larger batches go elsewhere (and when no
 //    endpoint takes them, to the one with the highest limit, where the client splits them). A
-//    method an endpoint answers -32601 is routed to the others (eth_getBlockReceipts, trace_block,
-//    debug_traceBlockByNumber), and the client's own fallback applies only when none serves it.
+//    method an endpoint answers -32601 (attributed per call id: in a block+receipts batch, only the
+//    receipts) is routed to the others (eth_getBlockReceipts, trace_block,
+//    debug_traceBlockByNumber) and asked there again after missing_method_retry (10 min); the
+//    client's own fallback applies only when none serves it.
+//  - Chain check (check_chain): an endpoint serves requests only once it answered, in one batch,
+//    eth_chainId and block 0's hash equal to the pool's chain. The first request through the pool
+//    asks every endpoint at once (ChainCheckRequest); the pool's chain is the answer of the first
+//    endpoint of the list that answers (list order is the user's preference; a tie between two
+//    chains goes to the first). An endpoint on another chain is taken out, logged and shown in
+//    Stats (other_chain) and never serves a request; it is asked again every probe_cap, and
+//    serves once it is on the pool's chain. One that did not answer is asked before its first
+//    request, and every endpoint taken out (failures, distrust) is asked again when it comes back:
+//    a devnet restarted behind the same URL is another chain. So a database bound to the chain of
+//    the answers it got (node/app.h CheckChain) only ever receives blocks of that chain.
 //  - Hedging: when an endpoint has not answered within its recent p95 latency (or the other
 //    endpoints', when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
 //    hedge_min), the same request also goes to the next endpoint, and to the one after if that
@@ -73,12 +85,29 @@ struct PoolOptions {
   int64_t probe_cap_micros = 30'000'000;
   int64_t cooldown_micros = 1'000'000;  // after a 429 without Retry-After
   int64_t max_retry_after_micros = 30'000'000;
+  // A method an endpoint answered -32601 is asked there again after this (providers add methods).
+  int64_t missing_method_retry_micros = 600'000'000;
   bool hedge = true;
   double hedge_budget = 0.1;  // hedged requests at most this fraction of all, plus hedge_burst
   int hedge_burst = 5;
   int64_t hedge_min_micros = 50'000;
+  // Check each endpoint's chain before it serves (see the file comment).
+  bool check_chain = true;
   Env* env = nullptr;  // time and the routing draw; nullptr = Env::Default()
 };
+
+// What an endpoint says its chain is, from one answer: eth_chainId and block 0's hash.
+struct ChainIdentity {
+  uint64_t chain_id = 0;
+  std::string genesis_hash;  // "0x" + 64 hex digits
+  bool operator==(const ChainIdentity&) const = default;
+};
+// "chain 31337 (block 0 0xabc...)".
+std::string DescribeChain(const ChainIdentity& chain);
+// The batch that asks an endpoint its chain, and its answer read (InvalidData naming what is
+// missing). Exposed for tests.
+std::string_view ChainCheckRequest();
+Result<ChainIdentity> ParseChainCheck(std::string_view answer);
 
 // What one endpoint's answer (or failure) to a request means for the pool.
 enum class EndpointOutcome {
@@ -89,11 +118,16 @@ enum class EndpointOutcome {
   kClientError,    // HTTP 4xx but 408/413/429: the endpoint's configuration (a bad key)
   kBatchRejected,  // HTTP 413, or one error object naming the batch
   kMissingMethod,  // -32601 in the answer
+  kOtherChain,     // the chain check: another chain id or block 0 than the pool's
 };
 std::string_view EndpointOutcomeName(EndpointOutcome outcome);
 
 // Classifies `response` (or its failure) to a request of `calls` calls. Exposed for tests.
 EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls);
+
+// The methods of `request` whose calls `answer` answers with -32601, matched by id (distinct, in
+// answer order). An error without a matching id names the method only when the request has one.
+std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer);
 
 struct EndpointStats {
   std::string endpoint;  // redacted
@@ -111,6 +145,8 @@ struct EndpointStats {
   uint64_t hedges = 0;        // requests sent here as a hedge
   uint64_t hedge_wins = 0;    // of which answered first
   uint64_t calls_served = 0;  // JSON-RPC calls in good answers
+  // While the endpoint serves another chain than the pool's: DescribeChain of its answer.
+  std::string other_chain;
 };
 
 // How requests to one endpoint are admitted: the fleet-wide rate limiter's window for that
@@ -152,12 +188,28 @@ class EndpointPool {
   std::vector<size_t> Route(size_t calls, const std::vector<std::string>& methods, uint64_t exclude,
                             size_t* usable = nullptr);
 
-  // The outcome of a request sent to endpoint i: its latency, its size and methods (good answers
-  // record the methods as served there), the server's Retry-After.
+  // The outcome of a request sent to endpoint i: its latency, its size and methods (a good answer
+  // clears them from the endpoint's missing methods; with kMissingMethod, `methods` are the ones
+  // answered -32601, MethodsAnsweredMissing), the server's Retry-After.
   void Record(size_t i, EndpointOutcome outcome, int64_t latency_micros, size_t calls,
               const std::vector<std::string>& methods, std::optional<int64_t> retry_after_micros);
   // An answer of endpoint i turned out wrong (a block hash not the head log's).
   void Distrust(size_t i);
+  // The chain check. The pool's chain, once settled (SettleChain).
+  std::optional<ChainIdentity> chain();
+  // Whether endpoint i is to be asked its chain before it serves a request: the pool's chain is
+  // settled, and i is not known to serve it (not asked yet, taken out since, or on another chain).
+  bool NeedsChainCheck(size_t i);
+  // Endpoint i answered the chain check with `chain`. Before the pool's chain is settled the
+  // answer is kept; afterwards (and for the kept ones when it settles) it is compared: the same
+  // chain lets i serve, another takes it out (logged once, Stats::other_chain, asked again every
+  // probe_cap). Returns whether i serves the pool's chain (false while unsettled).
+  bool OfferChain(size_t i, const ChainIdentity& chain);
+  // Settles the pool's chain as endpoint i's answer (first one wins; later calls change nothing).
+  void SettleChain(size_t i, const ChainIdentity& chain);
+  // Held by the client that settles the pool's chain, so the others wait for it.
+  std::mutex& settle_mutex() { return settle_mu_; }
+
   // A request sent to endpoint i as a hedge; one it answered first.
   void CountHedge(size_t i);
   void CountHedgeWin(size_t i);
@@ -175,11 +227,14 @@ class EndpointPool {
   struct Endpoint;
   double EffectiveWeightLocked(size_t i) const;
   void FailedLocked(Endpoint& e, int64_t now);
+  bool CompareChainLocked(Endpoint& e, const ChainIdentity& chain, int64_t now);
 
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   PoolOptions options_;
   std::mutex mu_;
+  std::mutex settle_mu_;                                // taken before mu_, never while holding it
   std::shared_ptr<const EndpointAdmission> admission_;  // guarded by mu_
+  std::optional<ChainIdentity> chain_;                  // guarded by mu_
   uint64_t posts_ = 0;
   uint64_t hedges_ = 0;
 };
@@ -211,6 +266,14 @@ class PoolTransport : public HttpTransport {
                                  const std::vector<std::string>* methods, bool async,
                                  std::shared_ptr<FlightSignal> signal);
   void WaitIdle(size_t i);
+  // Asks endpoint i its chain over its own transport and tells the pool (OfferChain; a failure is
+  // recorded as any request's). On failure, `failure` gets what the client is to see; `same`:
+  // whether it serves the pool's chain.
+  Result<ChainIdentity> CheckChainOf(size_t i, Result<HttpResponse>* failure, bool* same);
+  // Settles the pool's chain (the first request of any client of the pool): every endpoint asked
+  // at once, the first of the list that answers decides; the others' checks finish on their
+  // own threads. Fails with the last failure when no endpoint answered.
+  std::optional<Result<HttpResponse>> SettleChain();
   // Endpoints with a request of this client still running (a hedge that lost).
   uint64_t BusyMask() const;
 

@@ -65,9 +65,11 @@ PoolOptions Options(bool hedge, int take_out_after = 3) {
 }
 
 struct Fixture {
+  // The chain check is off unless asked: the scripted endpoints answer every call "0x1".
   explicit Fixture(std::vector<ScriptedEndpoint::Handler> handlers, PoolOptions options = {},
-                   std::vector<double> weights = {}) {
+                   std::vector<double> weights = {}, bool check_chain = false) {
     if (options.env == nullptr) options.env = &env;
+    options.check_chain = check_chain;
     std::vector<EndpointSpec> specs;
     std::vector<std::unique_ptr<HttpTransport>> transports;
     for (size_t i = 0; i < handlers.size(); ++i) {
@@ -161,6 +163,17 @@ TEST(EndpointPoolTest, AnswersAreClassifiedForThePool) {
   EXPECT_EQ(ClassifyAnswer(
                 HttpResponse{200, R"({"jsonrpc":"2.0","id":1,"result":"0x1"})", std::nullopt}, 1),
             EndpointOutcome::kGood);
+  // Which methods a -32601 names: matched by id; without one, only a one-method request's.
+  EXPECT_EQ(MethodsAnsweredMissing(
+                R"([{"id":1,"method":"a","params":[]},{"id":"x","method":"b","params":[]}])",
+                R"([{"id":1,"result":"0x1"},{"id":"x","error":{"code":-32601,"message":"no"}}])"),
+            std::vector<std::string>{"b"});
+  EXPECT_TRUE(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":2,"method":"b"}])",
+                                     R"({"id":null,"error":{"code":-32601,"message":"no"}})")
+                  .empty());
+  EXPECT_EQ(MethodsAnsweredMissing(R"({"id":1,"method":"a"})",
+                                   R"({"id":null,"error":{"code":-32601,"message":"no"}})"),
+            std::vector<std::string>{"a"});
 }
 
 TEST(EndpointPoolTest, AFailingEndpointFailsOverWithinOneRequest) {
@@ -320,6 +333,134 @@ TEST(EndpointPoolTest, AMethodAnEndpointLacksIsRoutedToTheOthers) {
   auto r = none.Call("eth_getBlockReceipts");
   ASSERT_TRUE(r.ok());
   EXPECT_NE(r->body.find("-32601"), std::string::npos);
+}
+
+// A node without eth_getBlockReceipts answers a block+receipts batch with -32601 for the receipts
+// calls only: that method alone is missing there (the blocks still go to it), and after a while
+// it is asked again, so a provider that adds the method (or a misreading) heals.
+TEST(EndpointPoolTest, AMixedBatchMarksOnlyTheMethodAnsweredMissingAndAsksAgainLater) {
+  bool has_receipts = false;
+  auto per_call = [&](const std::vector<JsonRpcCall>& calls, bool) -> Result<HttpResponse> {
+    std::string body;
+    for (const auto& c : calls) {
+      if (!body.empty()) body += ",";
+      if (c.method == "eth_getBlockReceipts" && !has_receipts) {
+        body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":-32601,)"
+                            R"("message":"the method eth_getBlockReceipts does not exist"}}}})",
+                            c.id_json);
+      } else {
+        body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":"0x1"}})", c.id_json);
+      }
+    }
+    return HttpResponse{200, "[" + body + "]", std::nullopt};
+  };
+  Fixture f({per_call, Healthy()}, Options(/*hedge=*/false), {1000.0, 0.001});  // e0 first
+  auto blocks_and_receipts = [&] {
+    f.transport->MarkAnswers();
+    return f.transport->Post(
+        R"([{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x1",true]},)"
+        R"({"jsonrpc":"2.0","id":2,"method":"eth_getBlockReceipts","params":["0x1"]}])");
+  };
+  auto r = blocks_and_receipts();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->body.find("-32601"), std::string::npos) << "the other endpoint answers it whole";
+  EXPECT_EQ(f.Answered(), 1);
+  EXPECT_EQ(f.endpoints[0]->posts_, 1);
+  EXPECT_EQ(f.pool->Stats()[0].missing_methods, std::vector<std::string>{"eth_getBlockReceipts"})
+      << "only the method answered -32601 is missing";
+  ASSERT_TRUE(f.Call("eth_getBlockByNumber").ok());
+  EXPECT_EQ(f.Answered(), 0) << "the blocks still go to the endpoint without receipts";
+  const int posts = f.endpoints[0]->posts_;
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts) << "asked for receipts while known to lack them";
+
+  // After the retry interval it is asked again: still missing, the request fails over...
+  f.env.Advance(PoolOptions{}.missing_method_retry_micros);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1) << "a missing method was never asked again";
+  EXPECT_EQ(f.Answered(), 1);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.endpoints[0]->posts_, posts + 1) << "asked again before the next interval";
+  // ...and once the provider serves it, it is served there and no longer listed as missing.
+  has_receipts = true;
+  f.env.Advance(PoolOptions{}.missing_method_retry_micros);
+  ASSERT_TRUE(blocks_and_receipts().ok());
+  EXPECT_EQ(f.Answered(), 0);
+  EXPECT_TRUE(f.pool->Stats()[0].missing_methods.empty());
+}
+
+// An endpoint of chain `chain_id` whose block 0 is *genesis (read at each request: a devnet
+// restarted behind the same URL has another), every other call answered "0x1"; down while *down.
+ScriptedEndpoint::Handler OnChain(uint64_t chain_id, const std::string* genesis,
+                                  const bool* down = nullptr) {
+  return [=](const std::vector<JsonRpcCall>& calls, bool batch) -> Result<HttpResponse> {
+    if (down != nullptr && *down) return Unavailable("connection refused");
+    std::string body;
+    for (const auto& c : calls) {
+      if (!body.empty()) body += ",";
+      std::string result = R"("0x1")";
+      if (c.method == "eth_chainId") result = "\"" + HexQuantity(chain_id) + "\"";
+      if (c.method == "eth_getBlockByNumber" &&
+          c.params_json.find("\"0x0\"") != std::string::npos) {
+        result = R"({"number":"0x0","hash":")" + *genesis + R"("})";
+      }
+      body += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":{}}})", c.id_json, result);
+    }
+    return HttpResponse{200, batch ? "[" + body + "]" : body, std::nullopt};
+  };
+}
+
+// A pool whose endpoints serve different chains (issue 35 item 9): the first endpoint of the list
+// that answers sets the pool's chain; one on another chain is taken out as it joins, named, and
+// never serves a request, though it is asked again; one that comes back on another chain (a
+// restarted devnet: another block 0) is taken out too.
+TEST(EndpointPoolTest, AnEndpointOnAnotherChainIsTakenOutNamedAndNeverServes) {
+  const std::string g1 = "0x" + std::string(64, '1'), g2 = "0x" + std::string(64, '2'),
+                    g3 = "0x" + std::string(64, '3');
+  std::string a_genesis = g1;
+  bool a_down = false;
+  Fixture f({OnChain(31337, &a_genesis, &a_down), OnChain(999, &g2), OnChain(31337, &g1)},
+            Options(/*hedge=*/false), {}, /*check_chain=*/true);
+  int answered_by_b = 0;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(f.Call("eth_getBlockByNumber").ok());
+    answered_by_b += f.Answered() == 1;
+  }
+  EXPECT_EQ(answered_by_b, 0) << "the endpoint on another chain served a request";
+  ASSERT_TRUE(f.pool->chain().has_value());
+  EXPECT_EQ(*f.pool->chain(), (ChainIdentity{31337, g1}));
+  EXPECT_EQ(f.endpoints[1]->posts_, 1) << "asked more than its chain";
+  auto stats = f.pool->Stats();
+  EXPECT_FALSE(stats[1].in);
+  EXPECT_EQ(stats[1].other_chain, DescribeChain({999, g2}));
+  EXPECT_NE(DescribeStats(stats[1]).find("ON ANOTHER CHAIN: serves chain 999"), std::string::npos)
+      << DescribeStats(stats[1]);
+  auto back = ParseStatsJson(StatsJson(stats));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)[1].other_chain, stats[1].other_chain) << "status would not name it";
+  EXPECT_TRUE(stats[0].other_chain.empty());
+  EXPECT_TRUE(stats[2].other_chain.empty());
+
+  // Asked again after a while, it still serves nothing while on another chain.
+  f.env.Advance(PoolOptions{}.probe_cap_micros);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(f.Call("eth_getBlockByNumber").ok());
+    EXPECT_NE(f.Answered(), 1);
+  }
+  EXPECT_EQ(f.endpoints[1]->posts_, 2);
+
+  // A goes away and comes back as another chain (same id, another block 0): out, named.
+  a_down = true;
+  for (int i = 0; i < 20 && f.pool->Stats()[0].in; ++i) ASSERT_TRUE(f.Call().ok());
+  ASSERT_FALSE(f.pool->Stats()[0].in);
+  a_down = false;
+  a_genesis = g3;
+  f.env.Advance(PoolOptions{}.probe_cap_micros);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(f.Call("eth_getBlockByNumber").ok());
+    EXPECT_EQ(f.Answered(), 2) << "only the endpoint on the pool's chain may answer";
+  }
+  EXPECT_EQ(f.pool->Stats()[0].other_chain, DescribeChain({31337, g3}));
 }
 
 TEST(EndpointPoolTest, AnswersFoundWrongAreCountedAndTheRetryGoesElsewhere) {
