@@ -271,10 +271,12 @@ void AddMetricsAddr(CLI::App* sub, CommonArgs* common) {
 
 void AddCommon(CLI::App* sub, CommonArgs* common) {
   AddConfigAndLogging(sub, common);
-  sub->add_option("--db", common->db,
-                  "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless; a server off "
-                  "the loopback is verified (sslmode=verify-full, the system's CAs) unless the "
-                  "URL sets sslmode; sslrootcert=PATH names a private CA")
+  sub->add_option(
+         "--db", common->db,
+         "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless; a server off "
+         "the loopback is verified (sslmode=verify-full, the system's CAs) unless the "
+         "URL sets sslmode; sslrootcert=PATH names a private CA; a password holding @ or / "
+         "percent-encoded (%40, %2F)")
       ->required();
 }
 
@@ -950,6 +952,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gapless " GAPLESS_VERSION);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 done; 1 an error or problems found; 2 bad input (a flag, variable, "
+      "config line or URL to fix; nothing written); 130 interrupted.");
   Args a;
   const Subcommands sub = DefineSubcommands(&app, &a);
 
