@@ -1,15 +1,21 @@
 // Bad input loses nothing: a malformed answer makes the indexer retry the block, then stop with an
 // error naming the block and field, with nothing of the failing range committed; once the node
 // answers correctly the same run completes. And the CLI's one-line errors for a config typo, an
-// unreachable node or database, a wrong chain: non-zero exit, nothing written.
+// unreachable node or database, a wrong chain: non-zero exit, nothing written. Bad input of every
+// kind exits 2 at once; waits on a server that is away are bounded; verify and export only read.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 
 #include "e2e_util.h"
+#include "fake_node.h"
 #include "node/app.h"
 #include "rpc/curl_transport.h"
 #include "store/partitions.h"
@@ -236,6 +242,132 @@ TEST_F(BadInputTest, APoolMixingTwoChainsIndexesTheFirstEndpointsChainAndNamesTh
     ASSERT_EQ(stored->rows(), 1) << "block " << n;
     EXPECT_EQ(std::string(stored->Get(0, 0)), ChainNode::Hash(rpc_a, n)) << "block " << n;
   }
+}
+
+// Issue 35, item 12: input that cannot be right is refused at once, with the one exit code for bad
+// input (2), naming the option and where its value came from; never retried as an outage.
+TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/bad_input_itest-refused";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  std::ofstream(dir + "/range.conf") << "rpc = http://127.0.0.1:9\nrange-size = zero\n";
+  const std::string db = db_.url();
+  struct Case {
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    std::string names;
+  };
+  const std::vector<Case> cases = {
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--rpc-timeout", "0"},
+       {},
+       "--rpc-timeout"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--rpc-timeout", "-5"},
+       {},
+       "--rpc-timeout"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--memory-budget", "-1"},
+       {},
+       "--memory-budget -1"},
+      {{"index", "--rpc", "ws://127.0.0.1:9", "--db", db}, {}, "WebSocket"},
+      {{"index", "--rpc", "http://127.0.0.1:70000", "--db", db}, {}, "65535"},
+      {{"index", "--rpc", "http//127.0.0.1:9", "--db", db}, {}, "no scheme"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", "mysql://root@127.0.0.1:9/x"},
+       {},
+       "mysql://"},
+      {{"index", "--db", db, "--config", dir + "/range.conf"}, {}, "range.conf line 2"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db},
+       {"GAPLESS_BATCH=ten"},
+       "GAPLESS_BATCH"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--range-size", "0"},
+       {},
+       "--range-size"},
+      {{"index", "--rpc", "http://127.0.0.1:9"}, {}, "--db is required"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "surplus"}, {}, "surplus"},
+  };
+  for (const Case& c : cases) {
+    auto [code, output] = RunAll(c.args, 10'000, c.env);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find(c.names), std::string::npos) << output;
+    EXPECT_EQ(output.find("retrying"), std::string::npos) << "bad input is no outage: " << output;
+  }
+  EXPECT_EQ(Count("blocks"), 0);
+}
+
+// verify and export of a database gapless never wrote (empty, or the wrong one) create nothing
+// in it; an export of blocks that are not indexed says which they are.
+TEST_F(BadInputTest, VerifyAndExportOnlyReadAndExportNamesTheMissingBlocks) {
+  PgTestDb empty;
+  ASSERT_FALSE(empty.failed());
+  for (const char* command : {"verify", "export"}) {
+    std::vector<std::string> args = {command, "--db", empty.url()};
+    if (std::string(command) == "export") args.insert(args.end(), {"--table", "blocks"});
+    auto [code, output] = RunAll(args);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find("no gapless tables"), std::string::npos) << output;
+  }
+  auto conn = empty.Connect();
+  ASSERT_TRUE(conn.ok());
+  auto tables = (*conn)->Query(
+      "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'");
+  ASSERT_TRUE(tables.ok());
+  EXPECT_EQ(tables->GetInt64(0, 0).value(), 0) << "verify and export must not write";
+
+  ReplayTransport replay;
+  replay.SetChainId(1);
+  ASSERT_TRUE(
+      replay.AddFile("eth_getBlockByNumber", R"(["0x1036640",true])", kMainnet + "block.json")
+          .ok());
+  ASSERT_TRUE(
+      replay.AddFile("eth_getBlockReceipts", R"(["0x1036640"])", kMainnet + "receipts.json").ok());
+  ASSERT_TRUE(IndexWith(&replay, pool_.get(), 17000000, 17000000, 1).ok());
+  auto [code, output] = RunAll(
+      {"export", "--db", db_.url(), "--table", "blocks", "--from", "16999990", "--to", "17000005"});
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("blocks 16999990..16999999, 17000001..17000005 of 16999990..17000005 "
+                        "are not indexed"),
+            std::string::npos)
+      << output;
+  EXPECT_NE(output.find("\n17000000,"), std::string::npos) << "the block it has: " << output;
+  auto whole = RunAll({"export", "--db", db_.url(), "--table", "blocks", "--from", "17000000"});
+  EXPECT_EQ(whole.first, 0) << whole.second;
+  EXPECT_EQ(whole.second.find("not indexed"), std::string::npos) << whole.second;
+}
+
+// A run with an end does not wait forever for a server that never answers: the event bus (index
+// --events, after the blocks are committed), the coordination Redis (run), the node (every
+// endpoint of a pool named).
+TEST_F(BadInputTest, WaitsOnServersThatNeverAnswerAreBoundedAndNameThem) {
+  // A bus that accepts connections and never answers.
+  const int silent = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(silent, 64), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string bus = "redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto events = RunAll({"index", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--to", "2",
+                        "--events", bus, "--events-timeout", "500", "--progress", "off"},
+                       60'000);
+  close(silent);
+  EXPECT_EQ(events.first, 1) << "not interrupted: " << events.second;
+  EXPECT_NE(events.second.find("the event bus " + bus + " confirmed no event"), std::string::npos)
+      << events.second;
+  EXPECT_EQ(Count("blocks"), 3) << "the blocks are committed";
+
+  const std::string dead_redis = "redis://127.0.0.1:" + std::to_string(FreePort());
+  auto run = RunAll({"run", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--redis",
+                     dead_redis, "--to", "2", "--startup-timeout", "1000", "--progress", "off"},
+                    60'000);
+  EXPECT_EQ(run.first, 1) << "not interrupted: " << run.second;
+  EXPECT_NE(run.second.find("gave up after 1.0 s"), std::string::npos) << run.second;
+  EXPECT_NE(run.second.find(dead_redis.substr(8)), std::string::npos) << run.second;
+
+  auto pool = RunAll({"index", "--rpc", "http://127.0.0.1:9, http://127.0.0.1:10", "--db",
+                      db_.url(), "--max-attempts", "1"});
+  EXPECT_EQ(pool.first, 1) << pool.second;
+  const std::string last = pool.second.substr(pool.second.rfind("error"));
+  EXPECT_NE(last.find("127.0.0.1:9"), std::string::npos) << last;
+  EXPECT_NE(last.find("127.0.0.1:10"), std::string::npos) << last;
 }
 
 }  // namespace

@@ -31,9 +31,15 @@ inline const std::vector<std::string> kSecrets = {
     "R3DISPASS", "L0CKPASS",    "BU5PASS",   "AMQPPASS7",   "KAFKA5ASL",  "RPCFRAG9MENT"};
 
 // Runs gapless with stdout and stderr together, sending SIGINT after timeout_ms (a fleet process
-// that keeps retrying an unreachable server). Returns the exit code (-1: killed) and the output.
-inline std::pair<int, std::string> RunAll(std::vector<std::string> args, int timeout_ms = 20'000) {
+// that keeps retrying an unreachable server), with `env` ("NAME=value") added to the environment.
+// Returns the exit code (-1: killed) and the output.
+inline std::pair<int, std::string> RunAll(std::vector<std::string> args, int timeout_ms = 20'000,
+                                          std::vector<std::string> env = {}) {
   args.insert(args.begin(), GaplessBinary());
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);  // the added ones first win
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int fds[2];
   if (pipe(fds) != 0) return {-1, ""};
   pid_t pid = fork();
@@ -45,7 +51,7 @@ inline std::pair<int, std::string> RunAll(std::vector<std::string> args, int tim
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   close(fds[1]);

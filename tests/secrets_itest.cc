@@ -250,5 +250,86 @@ TEST_F(SecretsTest, SecretsReadFromFilesStayOutOfTheCommandLine) {
   EXPECT_NE(missing.second.find(dir + "/nope"), std::string::npos) << missing.second;
 }
 
+// Input that does not parse, with a secret in it (issue 35, item 10): a config line without `=`, a
+// password with a raw '@', a URL without a scheme or with one the option does not take, two URLs
+// without the comma between them, a misspelt flag, given as flags, GAPLESS_* variables or config
+// lines. Each is refused at once (exit 2) naming the option, and no secret is in the whole output.
+TEST_F(SecretsTest, MalformedInputIsRefusedWithoutShowingTheSecret) {
+  const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/secrets_itest-malformed";
+  ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxy);
+  const std::string rpc = node.SecretUrl();
+  const std::string db = SecretDbUrl();
+  const std::string raw_at = "postgresql://gapless:PGPASSW0RD@R3DISPASS@127.0.0.1:9/x";
+  auto config = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir + "/" + name) << text;
+    return dir + "/" + name;
+  };
+  struct Case {
+    std::string what;
+    std::vector<std::string> args;
+    std::vector<std::string> env;
+    std::string names;  // the refusal names this (the option, and where its value came from)
+  };
+  const std::vector<Case> cases = {
+      {"config line without =",
+       {"verify", "--config",
+        config("colon.conf", "db: postgresql://gapless:PGPASSW0RD@127.0.0.1:9/x\n")},
+       {},
+       "line 1"},
+      {"config: --rpc without a scheme",
+       {"index", "--db", db, "--config",
+        config("noscheme.conf", "rpc = 127.0.0.1:9/v2/APIKEY123?key=QKEY0SECRET\n")},
+       {},
+       "noscheme.conf line 1"},
+      {"flag: a raw @ in the password", {"verify", "--db", raw_at}, {}, "percent-encode"},
+      {"env: a raw @ in the password", {"verify"}, {"GAPLESS_DB=" + raw_at}, "GAPLESS_DB"},
+      {"flag: an event bus URL with one slash",
+       {"index", "--rpc", rpc, "--db", db, "--events", "redis:/:BU5PASS@127.0.0.1:9"},
+       {},
+       "--events"},
+      {"env: an RPC URL without a scheme",
+       {"index", "--db", db},
+       {"GAPLESS_RPC=RPCUSER1:RPCPASSW0RD@127.0.0.1:9/v2/APIKEY123?key=QKEY0SECRET"},
+       "GAPLESS_RPC"},
+      {"flag: a WebSocket RPC URL",
+       {"index", "--db", db, "--rpc", "wss://RPCUSER1:RPCPASSW0RD@127.0.0.1:9/v2/APIKEY123"},
+       {},
+       "--rpc"},
+      {"flag: two RPC URLs without a comma",
+       {"index", "--db", db, "--rpc",
+        "http://127.0.0.1:9/v2/APIKEY123 http://127.0.0.1:10/v2/QKEY0SECRET"},
+       {},
+       "--rpc"},
+      {"flag: misspelt, its URL taken for an argument",
+       {"index", "--rpc", rpc, "--db", db, "--dbb", db},
+       {},
+       "not expected"},
+      {"flag: a MySQL URL",
+       {"verify", "--db", "mysql://root:PGPASSW0RD@127.0.0.1:9/x"},
+       {},
+       "mysql://"},
+      {"flag: a Redis port above 65535",
+       {"run", "--rpc", rpc, "--db", db, "--redis", "redis://:R3DISPASS@127.0.0.1:99999"},
+       {},
+       "65535"},
+      {"env: a lock node without a scheme",
+       {"run", "--rpc", rpc, "--db", db, "--redis", redis_url_},
+       {"GAPLESS_LOCK_NODES=:L0CKPASS@127.0.0.1:9"},
+       "GAPLESS_LOCK_NODES"},
+      {"status: an RPC URL without a scheme",
+       {"status", "--db", db, "--redis", redis_url_, "--rpc", "127.0.0.1:9/v2/APIKEY123"},
+       {},
+       "--rpc"},
+  };
+  for (const Case& c : cases) {
+    auto run = RunAll(c.args, 10'000, c.env);
+    ExpectNoSecret(c.what, run);
+    EXPECT_EQ(run.first, 2) << c.what << ": bad input, refused at once\n" << run.second;
+    EXPECT_NE(run.second.find(c.names), std::string::npos) << c.what << "\n" << run.second;
+  }
+}
+
 }  // namespace
 }  // namespace gapless::e2e

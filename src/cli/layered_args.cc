@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/redact.h"
+
 namespace gapless {
 namespace {
 
@@ -35,8 +37,8 @@ Result<std::vector<ConfigEntry>> ParseConfigText(const std::string& text, const 
     if (t.empty() || t[0] == '#' || t[0] == ';' || t[0] == '[') continue;
     size_t eq = t.find('=');
     if (eq == std::string::npos) {
-      return FailedPrecondition(
-          fmt::format("config file {} line {}: expected `key = value`, got `{}`", path, number, t));
+      return FailedPrecondition(fmt::format(
+          "config file {} line {}: expected `key = value`, got `{}`", path, number, RedactText(t)));
     }
     ConfigEntry e;
     e.key = Trim(t.substr(0, eq));
@@ -64,23 +66,41 @@ Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path) {
 Result<std::vector<std::string>> LayerArguments(
     const std::vector<std::string>& argv, const std::set<std::string>& known_keys,
     const std::set<std::string>& all_keys, const std::vector<ConfigEntry>& config,
-    const std::string& config_path, const std::function<const char*(const char*)>& getenv) {
+    const std::string& config_path, const std::function<const char*(const char*)>& getenv,
+    ValueOrigins* origins) {
   std::vector<std::string> out;
+  ValueOrigins from;
+  // "db-file" sets "db": the origin is the secret option's.
+  auto option_of = [](std::string key) {
+    if (key.size() > 5 && key.ends_with("-file") &&
+        SecretKeys().count(key.substr(0, key.size() - 5))) {
+      key.resize(key.size() - 5);
+    }
+    return key;
+  };
   for (const auto& e : config) {
     if (known_keys.count(e.key)) {
       out.push_back(fmt::format("--{}={}", e.key, e.value));
+      from[option_of(e.key)] = fmt::format("config file {} line {}", config_path, e.line);
     } else if (!all_keys.count(e.key)) {
-      return FailedPrecondition(
-          fmt::format("config file {} line {}: unknown key `{}`", config_path, e.line, e.key));
+      return FailedPrecondition(fmt::format("config file {} line {}: unknown key `{}`", config_path,
+                                            e.line, RedactText(e.key)));
     }
   }
   for (const auto& key : known_keys) {
     if (key == "config") continue;
     if (const char* v = getenv(EnvNameForKey(key).c_str()); v != nullptr) {
       out.push_back(fmt::format("--{}={}", key, v));
+      from[option_of(key)] = EnvNameForKey(key);
     }
   }
+  for (const std::string& arg : argv) {
+    if (!arg.starts_with("--")) continue;
+    from.erase(option_of(
+        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2)));
+  }
   out.insert(out.end(), argv.begin(), argv.end());
+  if (origins != nullptr) *origins = std::move(from);
   return out;
 }
 

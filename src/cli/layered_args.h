@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -28,9 +29,14 @@ struct ConfigEntry {
 };
 
 // Parses `key = value` lines; '#' and ';' start comments; blank lines and [section] headers are
-// ignored; values may be wrapped in double quotes. An error names the file and line.
+// ignored; values may be wrapped in double quotes. An error names the file and line, and quotes
+// the line redacted (core/redact.h RedactText): `db: postgresql://u:pw@h` shows no password.
 Result<std::vector<ConfigEntry>> ParseConfigText(const std::string& text, const std::string& path);
 Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path);
+
+// Where each option's value came from, by long name without "--": "config file PATH line N" or
+// "GAPLESS_X". An option given on the command line (which beats both) is absent.
+using ValueOrigins = std::map<std::string, std::string>;
 
 // Builds the layered argument list for one subcommand.
 //   argv:        the real arguments after the subcommand name
@@ -39,11 +45,14 @@ Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path);
 //                skipped silently, so one file can configure every subcommand)
 //   config:      entries from the config file (may be empty)
 //   getenv:      environment lookup
-// Returns config args, then env args, then argv.
+//   origins:     (nullable) filled with where each option's winning value came from
+// Returns config args, then env args, then argv. Errors quote the config file's key redacted
+// (core/redact.h RedactText): a mangled line may hold a secret.
 Result<std::vector<std::string>> LayerArguments(
     const std::vector<std::string>& argv, const std::set<std::string>& known_keys,
     const std::set<std::string>& all_keys, const std::vector<ConfigEntry>& config,
-    const std::string& config_path, const std::function<const char*(const char*)>& getenv);
+    const std::string& config_path, const std::function<const char*(const char*)>& getenv,
+    ValueOrigins* origins = nullptr);
 
 // The options whose values hold credentials (URLs with passwords or API keys). Each can also be
 // read from a file, so the secret stays out of argv, where every user sees it in `ps`:

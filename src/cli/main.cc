@@ -11,11 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/block_bounds.h"
+#include "cli/input_checks.h"
 #include "cli/json_log.h"
 #include "cli/layered_args.h"
 #include "core/status.h"
@@ -27,7 +27,7 @@ namespace {
 
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
-constexpr int kExitUsage = 2;
+constexpr int kExitUsage = kExitBadInput;  // cli/input_checks.h: one code for bad input
 constexpr int kExitInterrupted = 130;
 
 // What the flags say, as CLI11 binds them (the initial values are the documented defaults).
@@ -109,6 +109,7 @@ struct RunArgs {  // run, leader, worker
   int64_t kafka_flush_ms = 2'000;
   int64_t range_lock_ttl_ms = 60'000;
   int64_t heal_gaps_after_ms = 30'000;
+  int64_t startup_timeout_ms = 60'000;
 };
 
 // --source and the Kafka block stream's flags (run, leader, worker).
@@ -271,10 +272,12 @@ void AddMetricsAddr(CLI::App* sub, CommonArgs* common) {
 
 void AddCommon(CLI::App* sub, CommonArgs* common) {
   AddConfigAndLogging(sub, common);
-  sub->add_option("--db", common->db,
-                  "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless; a server off "
-                  "the loopback is verified (sslmode=verify-full, the system's CAs) unless the "
-                  "URL sets sslmode; sslrootcert=PATH names a private CA")
+  sub->add_option(
+         "--db", common->db,
+         "PostgreSQL URL, e.g. postgresql://user@127.0.0.1:5432/gapless; a server off "
+         "the loopback is verified (sslmode=verify-full, the system's CAs) unless the "
+         "URL sets sslmode; sslrootcert=PATH names a private CA; a password holding @ or / "
+         "percent-encoded (%40, %2F)")
       ->required();
 }
 
@@ -330,9 +333,11 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   sub->add_option("--rpc-timeout", index.rpc_timeout_ms, "JSON-RPC request timeout, ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3'600'000));
   sub->add_option("--connect-timeout", index.connect_timeout_ms, "TCP/TLS connect timeout, ms")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 600'000));
   sub->add_option("--write-mode", index.write_mode,
                   "staging: COPY into staging tables + INSERT ON CONFLICT DO NOTHING; replace: "
                   "delete the range's rows and COPY straight into the tables")
@@ -350,7 +355,8 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "thread's share is fetched and committed in parts, batches shrink to fit; a "
                   "Kafka worker writes what it holds past its share and hands back what it polls "
                   "while it cannot (0: no budget)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
   sub->add_option("--partition-blocks", index.partition_blocks,
                   "Blocks per partition of the data tables, for a database without partitions "
                   "yet (refused once it has them): smaller partitions keep a busy chain's writes "
@@ -411,7 +417,8 @@ void AddRunOptions(CLI::App* sub, Args* a) {
       ->check(CLI::Range(0, 256));
   sub->add_option("--lease-ttl", a->run.lease_ttl_ms,
                   "Lease of a claimed range, ms; --rpc-timeout must be below it")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{100}, int64_t{86'400'000}));
   sub->add_option("--prefetch", a->run.prefetch,
                   "on: each worker fetches and decodes its next range while the last one is "
                   "written (two leases and two decoded parts held; pays where workers leave cores "
@@ -420,7 +427,8 @@ void AddRunOptions(CLI::App* sub, Args* a) {
       ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--rate-limit", a->run.rate_limit,
                   "Fleet-wide JSON-RPC requests per second to this endpoint (0: unlimited)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
 }
 
 // The lock nodes of the HA leader (run, leader, worker, status).
@@ -517,6 +525,12 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
                     "A run with a numbered --to whose range is dead-lettered waits this long, ms, "
                     "for `gapless dlq retry` before it exits with the range's error (0: wait "
                     "forever)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
+    sub->add_option("--startup-timeout", a->run.startup_timeout_ms,
+                    "Without --follow: give up, naming it, when the node, PostgreSQL or the "
+                    "coordination Redis cannot be reached for this long at the start, ms (0: "
+                    "wait forever; with --follow the start always waits)")
         ->capture_default_str()
         ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
   }
@@ -707,7 +721,8 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
                   "0: the partitioner hashes the key")
         ->capture_default_str();
     p->add_option("--rpc-timeout", a->index.rpc_timeout_ms, "JSON-RPC request timeout, ms")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(1, 3'600'000));
     DocumentEnv(p);
   }
 
@@ -752,62 +767,6 @@ Subcommands DefineSubcommands(CLI::App* app, Args* a) {
     DocumentEnv(c);
   }
   return s;
-}
-
-// The command line with the config file and the environment layered under the real arguments of
-// the chosen subcommand, in the reverse order CLI11 takes. An error (unreadable config file, an
-// unknown key in it) names the file, line and key.
-Result<std::vector<std::string>> LayeredCommandLine(int argc, char** argv,
-                                                    const Subcommands& subcommands) {
-  std::vector<std::string> raw(argv + 1, argv + argc);
-  CLI::App* chosen = nullptr;
-  size_t sub_pos = 0;
-  for (size_t i = 0; i < raw.size() && chosen == nullptr; ++i) {
-    for (CLI::App* sub : subcommands.all()) {
-      if (raw[i] == sub->get_name()) {
-        chosen = sub;
-        sub_pos = i;
-        break;
-      }
-    }
-  }
-  std::vector<std::string> layered(raw.begin(), raw.end());
-  if (chosen != nullptr) {
-    std::set<std::string> known, all;
-    for (CLI::App* sub : subcommands.all()) {
-      for (CLI::Option* opt : sub->get_options()) {
-        if (opt->get_lnames().empty()) continue;
-        const std::string& key = opt->get_lnames()[0];
-        // A secret's value may come from a file (--db-file PATH): a key of its own for the
-        // config file and the environment, resolved by ReadSecretFiles below.
-        const bool secret = SecretKeys().count(key) > 0;
-        all.insert(key);
-        if (secret) all.insert(key + "-file");
-        if (sub == chosen) {
-          known.insert(key);
-          if (secret) known.insert(key + "-file");
-        }
-      }
-    }
-    std::vector<std::string> rest(raw.begin() + static_cast<long>(sub_pos) + 1, raw.end());
-    std::string config_path;
-    if (const char* env_config = std::getenv("GAPLESS_CONFIG")) config_path = env_config;
-    for (size_t i = 0; i < rest.size(); ++i) {
-      if (rest[i] == "--config" && i + 1 < rest.size()) config_path = rest[i + 1];
-      if (rest[i].rfind("--config=", 0) == 0) config_path = rest[i].substr(9);
-    }
-    std::vector<ConfigEntry> config;
-    if (!config_path.empty()) {
-      GAPLESS_ASSIGN_OR_RETURN(config, ReadConfigFile(config_path));
-    }
-    GAPLESS_ASSIGN_OR_RETURN(auto layered_args,
-                             LayerArguments(rest, known, all, config, config_path, std::getenv));
-    GAPLESS_ASSIGN_OR_RETURN(auto args, ReadSecretFiles(layered_args, SecretKeys(), ReadWholeFile));
-    layered.assign(raw.begin(), raw.begin() + static_cast<long>(sub_pos) + 1);
-    layered.insert(layered.end(), args.begin(), args.end());
-  }
-  std::reverse(layered.begin(), layered.end());  // CLI11 takes the vector in reverse order
-  return layered;
 }
 
 void SetUpLogging(const std::string& level, const std::string& format) {
@@ -924,6 +883,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.max_reorg_depth = a.run.max_reorg_depth;
   command.max_lease_expiries = a.run.max_lease_expiries;
   command.dlq_wait_ms = a.run.dlq_wait_ms;
+  command.startup_timeout_ms = a.run.startup_timeout_ms;
   command.source = a.run.source == "kafka" ? BlockSourceKind::kKafka : BlockSourceKind::kRpc;
   if (command.source == BlockSourceKind::kKafka && a.index.traces) {
     // The stream's messages carry blocks and receipts, not traces: its blocks would be stored
@@ -993,18 +953,28 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "gapless " GAPLESS_VERSION);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 done; 1 an error or problems found; 2 bad input (a flag, variable, "
+      "config line or URL to fix; nothing written); 130 interrupted.");
   Args a;
   const Subcommands sub = DefineSubcommands(&app, &a);
 
-  auto layered = LayeredCommandLine(argc, argv, sub);
-  if (!layered.ok()) {
-    std::fprintf(stderr, "gapless: %s\n", layered.status().message().c_str());
-    return kExitUsage;
-  }
+  ValueOrigins origins;
+  auto layered = LayeredCommandLine(argc, argv, sub.all(), &origins);
+  Status checked = layered.status();
   try {
-    app.parse(*layered);
+    if (checked.ok()) app.parse(*layered);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    checked = FailedPrecondition(ParseErrorMessage(e, origins) +
+                                 "\nRun with --help for more information.");
+  }
+  for (CLI::App* chosen : sub.all()) {
+    if (checked.ok() && chosen->parsed()) checked = CheckServerUrls(*chosen, origins);
+  }
+  if (!checked.ok()) {
+    std::fprintf(stderr, "gapless: %s\n", checked.message().c_str());
+    return kExitUsage;
   }
 
   SetUpLogging(a.common.log_level, a.common.log_format);

@@ -1,5 +1,6 @@
 #include "core/redact.h"
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 
@@ -50,8 +51,85 @@ bool LooksLikeKey(std::string_view segment) {
   return true;
 }
 
+// A URL without a scheme is malformed: its path is hidden as an http URL's would be.
 bool PathMayHoldKeys(std::string_view scheme) {
-  return scheme == "http" || scheme == "https" || scheme == "ws" || scheme == "wss";
+  return scheme.empty() || scheme == "http" || scheme == "https" || scheme == "ws" ||
+         scheme == "wss";
+}
+
+bool IsPasswordKey(std::string_view key) { return key == "password" || key == "sslpassword"; }
+
+// libpq's key=value form: no "://", and it opens with a word followed by '='.
+bool IsKeyValueForm(std::string_view s) {
+  if (s.find("://") != std::string_view::npos) return false;
+  size_t i = 0;
+  while (i < s.size() && IsSpace(s[i])) ++i;
+  const size_t word = i;
+  while (i < s.size() && (std::isalpha(static_cast<unsigned char>(s[i])) != 0 || s[i] == '_')) {
+    ++i;
+  }
+  if (i == word) return false;
+  while (i < s.size() && IsSpace(s[i])) ++i;
+  return i < s.size() && s[i] == '=';
+}
+
+// A URL cut into its parts, leniently: it need not be valid, only split where a client could
+// split it. The user info runs to the LAST '@' before the query: a password with a raw '@' or
+// '/' ("u:p@ss@host", "u:pa/ss@host") is hidden whole however a client would read it.
+struct UrlParts {
+  std::string_view scheme;  // "" when there is no "://"
+  size_t scheme_end = 0;    // where what follows "scheme://" starts
+  bool has_user_info = false;
+  std::string_view user_info;
+  std::string_view authority;  // "@host:port" after a user info, else "host:port"
+  std::string_view path;
+  bool has_query = false;
+  std::string_view query;
+  std::string_view fragment;
+};
+
+UrlParts SplitUrl(std::string_view url) {
+  UrlParts p;
+  if (size_t sep = url.find("://"); sep != std::string_view::npos) {
+    p.scheme = url.substr(0, sep);
+    p.scheme_end = sep + 3;
+  }
+  std::string_view rest = url.substr(p.scheme_end);
+  std::string_view before_query = rest.substr(0, rest.find_first_of("?#"));
+  size_t host_start = 0;
+  if (size_t at = before_query.rfind('@'); at != std::string_view::npos) {
+    p.has_user_info = true;
+    p.user_info = rest.substr(0, at);
+    host_start = at;
+  }
+  size_t host_end = rest.find_first_of("/?#", host_start + (p.has_user_info ? 1 : 0));
+  if (host_end == std::string_view::npos) host_end = rest.size();
+  p.authority = rest.substr(host_start, host_end - host_start);
+  std::string_view tail = rest.substr(host_end);
+  if (size_t hash = tail.find('#'); hash != std::string_view::npos) {
+    p.fragment = tail.substr(hash + 1);
+    tail = tail.substr(0, hash);
+  }
+  if (size_t q = tail.find('?'); q != std::string_view::npos) {
+    p.has_query = true;
+    p.query = tail.substr(q + 1);
+    tail = tail.substr(0, q);
+  }
+  p.path = tail;
+  return p;
+}
+
+// The end of the value that starts at or after `pos` (spaces and one '=' skipped): a quoted
+// value to its closing quote, else to the next space.
+size_t EndOfValue(std::string_view s, size_t pos) {
+  while (pos < s.size() && (IsSpace(s[pos]) || s[pos] == '=')) ++pos;
+  if (pos < s.size() && s[pos] == '\'') {
+    ++pos;
+    while (pos < s.size() && s[pos] != '\'') pos += s[pos] == '\\' ? 2 : 1;
+    return std::min(pos + 1, s.size());
+  }
+  while (pos < s.size() && !IsSpace(s[pos])) ++pos;
+  return pos;
 }
 
 std::string RedactQuery(std::string_view query) {
@@ -131,34 +209,13 @@ std::string RedactKeyValue(std::string_view s) {
 }  // namespace
 
 std::string RedactUrl(std::string_view url) {
-  size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos && url.find('=') != std::string_view::npos) {
-    return RedactKeyValue(url);
-  }
-  std::string_view scheme;
-  std::string out;
-  std::string_view rest = url;
-  if (scheme_end != std::string_view::npos) {
-    scheme = url.substr(0, scheme_end);
-    out.append(url.substr(0, scheme_end + 3));
-    rest = url.substr(scheme_end + 3);
-  }
-  size_t path_start = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, path_start);
-  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    out += kRedacted;
-    authority = authority.substr(at);
-  }
-  out.append(authority);
-  if (path_start == std::string_view::npos) return out;
-  std::string_view tail = rest.substr(path_start);
-  std::string_view path = tail.substr(0, tail.find_first_of("?#"));
-  std::string_view query;
-  if (size_t q = tail.find('?'); q != std::string_view::npos) {
-    query = tail.substr(q + 1);
-    query = query.substr(0, query.find('#'));
-  }
-  const bool keys_in_path = PathMayHoldKeys(scheme);
+  if (IsKeyValueForm(url)) return RedactKeyValue(url);
+  const UrlParts parts = SplitUrl(url);
+  std::string out(url.substr(0, parts.scheme_end));
+  if (parts.has_user_info) out += kRedacted;
+  out.append(parts.authority);
+  std::string_view path = parts.path;
+  const bool keys_in_path = PathMayHoldKeys(parts.scheme);
   size_t pos = 0;
   while (pos < path.size()) {
     if (path[pos] == '/') {
@@ -172,9 +229,9 @@ std::string RedactUrl(std::string_view url) {
     out.append(keys_in_path && LooksLikeKey(segment) ? kRedacted : segment);
     pos = end;
   }
-  if (tail.find('?') != std::string_view::npos) {
+  if (parts.has_query) {
     out.push_back('?');
-    out += RedactQuery(query);
+    out += RedactQuery(parts.query);
   }
   return out;
 }
@@ -210,8 +267,7 @@ std::vector<std::string> SecretsOf(std::string_view url) {
   auto add = [&](std::string_view s) {
     if (s.size() >= 4) out.emplace_back(s);
   };
-  size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) {
+  if (IsKeyValueForm(url)) {
     // libpq's key=value form: the values of its password keys.
     for (std::string_view key : {"password", "sslpassword"}) {
       size_t at = 0;
@@ -227,24 +283,24 @@ std::vector<std::string> SecretsOf(std::string_view url) {
     }
     return out;
   }
-  std::string_view scheme = url.substr(0, scheme_end);
-  std::string_view rest = url.substr(scheme_end + 3);
-  size_t path_start = rest.find_first_of("/?#");
-  std::string_view authority = rest.substr(0, path_start);
-  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
+  const UrlParts parts = SplitUrl(url);
+  if (parts.has_user_info) {
+    // The whole user info, and its user and password apart: a password with a raw '@' or ':'
+    // splits differently in each client, so each piece is listed.
+    std::string_view userinfo = parts.user_info;
     size_t colon = userinfo.find(':');
     add(userinfo.substr(0, colon));
     if (colon != std::string_view::npos) add(userinfo.substr(colon + 1));
+    for (size_t start = 0; start <= userinfo.size();) {
+      size_t stop = userinfo.find_first_of(":@/", start);
+      if (stop == std::string_view::npos) stop = userinfo.size();
+      if (stop - start < userinfo.size()) add(userinfo.substr(start, stop - start));
+      start = stop + 1;
+    }
   }
-  if (path_start == std::string_view::npos) return out;
-  std::string_view tail = rest.substr(path_start);
-  if (size_t hash = tail.find('#'); hash != std::string_view::npos) {
-    add(tail.substr(hash + 1));
-    tail = tail.substr(0, hash);
-  }
-  std::string_view path = tail.substr(0, tail.find('?'));
-  if (PathMayHoldKeys(scheme)) {
+  if (!parts.fragment.empty()) add(parts.fragment);
+  if (PathMayHoldKeys(parts.scheme)) {
+    std::string_view path = parts.path;
     size_t pos = 0;
     while (pos < path.size()) {
       size_t end = path.find('/', pos);
@@ -254,8 +310,8 @@ std::vector<std::string> SecretsOf(std::string_view url) {
       pos = end + 1;
     }
   }
-  if (size_t q = tail.find('?'); q != std::string_view::npos) {
-    std::string_view query = tail.substr(q + 1);
+  if (parts.has_query) {
+    std::string_view query = parts.query;
     size_t pos = 0;
     while (pos < query.size()) {
       size_t amp = query.find('&', pos);
@@ -269,6 +325,48 @@ std::vector<std::string> SecretsOf(std::string_view url) {
       }
       pos = amp + 1;
     }
+  }
+  // Dedupe, keeping the order (the user name and a piece of the user info may be the same).
+  std::vector<std::string> unique;
+  for (std::string& s : out) {
+    if (std::find(unique.begin(), unique.end(), s) == unique.end()) unique.push_back(std::move(s));
+  }
+  return unique;
+}
+
+std::string RedactText(std::string_view text) {
+  // A token ends at white space or a quote: error messages quote what they echo ('x', "x", `x`).
+  auto is_delimiter = [](char c) { return IsSpace(c) || c == '\'' || c == '"' || c == '`'; };
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (is_delimiter(text[i])) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    size_t end = i;
+    while (end < text.size() && !is_delimiter(text[end])) ++end;
+    std::string_view token = text.substr(i, end - i);
+    if (token.find("://") != std::string_view::npos || token.find('@') != std::string_view::npos) {
+      out += RedactUrlList(token);
+    } else if (size_t eq = token.find('=');
+               eq != std::string_view::npos && IsPasswordKey(token.substr(0, eq))) {
+      // "password=x", or "password='x y'" whose quoted value runs past this token.
+      out.append(token.substr(0, eq + 1));
+      out += kRedacted;
+      end = eq + 1 < token.size() ? end : EndOfValue(text, end);
+    } else if (IsPasswordKey(token) &&
+               text.find_first_not_of(" \t", end) != std::string_view::npos &&
+               text[text.find_first_not_of(" \t", end)] == '=') {
+      // "password = 'x'": libpq's key=value form spread over tokens.
+      out.append(token);
+      out += "=";
+      out += kRedacted;
+      end = EndOfValue(text, end);
+    } else {
+      out.append(token);
+    }
+    i = end;
   }
   return out;
 }

@@ -14,6 +14,10 @@
 //     with a digit in them, or 16 or more of [A-Za-z0-9_-] ("/v2/APIKEY123" becomes "/v2/***").
 //     Providers (Alchemy, Infura, QuickNode, ...) put the API key in the path. The path of the
 //     other schemes is a database, a Redis db number or a vhost: shown as is.
+// A URL that does not parse is redacted as far as it can be read, never shown raw: the user info
+// runs to the last '@' before the query (a password with a raw '@' or '/' is hidden whole, however
+// a client would split it), and a URL without a scheme ("host:port/v2/KEY", "redis:/:pw@host")
+// has its user info and key-like path segments hidden as an http URL's are.
 // A libpq key=value conninfo ("host=db password='x' dbname=y") keeps everything but the password
 // and sslpassword values. A comma-separated list of URLs is redacted element by element.
 // Pure functions.
@@ -36,6 +40,12 @@ std::string RedactUrlList(std::string_view urls);
 // fragment), each at least 4 characters long (shorter ones would match everywhere). For text that
 // did not come from the URL itself: a provider's error body can echo the key it was given.
 std::vector<std::string> SecretsOf(std::string_view url);
+
+// Free text that may echo user input (a config line that does not parse, an argument CLI11
+// did not expect, a library's error quoting what it was given): every token holding "://" or
+// '@' is redacted as a URL list, and libpq's `password=VALUE` (quoted or not, spaces around '='
+// or not) loses its value. Tokens end at white space and quotes (' " `).
+std::string RedactText(std::string_view text);
 
 // text with every occurrence of each secret replaced by "***".
 std::string ScrubSecrets(std::string text, const std::vector<std::string>& secrets);

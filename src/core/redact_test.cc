@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace gapless {
 namespace {
 
@@ -73,6 +75,47 @@ TEST(SecretsOf, ListsWhatRedactUrlHides) {
   EXPECT_EQ(SecretsOf("host=h password='s3cret' dbname=x"), std::vector<std::string>{"s3cret"});
   EXPECT_EQ(ScrubSecrets("invalid key APIKEY123 (APIKEY123)", {"APIKEY123"}),
             "invalid key *** (***)");
+}
+
+// Issue 35 item 10: input that does not parse is redacted as far as it can be read.
+TEST(RedactUrl, MalformedUrlsShowNoSecret) {
+  // A raw '@' or '/' in the password: hidden whole, whichever '@' a client takes.
+  EXPECT_EQ(RedactUrl("postgresql://u:PAS@SW0RD@127.0.0.1:9/x"), "postgresql://***@127.0.0.1:9/x");
+  EXPECT_EQ(RedactUrl("postgresql://u:PA/SSW0RD@127.0.0.1:9/x"), "postgresql://***@127.0.0.1:9/x");
+  // No scheme: the user info and key-like path segments are hidden as for http.
+  EXPECT_EQ(RedactUrl("redis:/:PASSW0RD@127.0.0.1:9"), "***@127.0.0.1:9");
+  EXPECT_EQ(RedactUrl("127.0.0.1:8545/v2/APIKEY123"), "127.0.0.1:8545/v2/***");
+  EXPECT_EQ(RedactUrl("user:PASSW0RD@host:1"), "***@host:1");
+  // Not libpq's key=value form, though it holds a '='.
+  EXPECT_EQ(RedactUrl("redis:/:PASSW0RD@h?x=1"), "***@h?x=***");
+  EXPECT_EQ(RedactUrl("mysql://root:PASSW0RD@h/db"), "mysql://***@h/db");
+}
+
+TEST(SecretsOf, ListsEveryPieceOfAMalformedUserInfo) {
+  // libpq reads "u:PAS@SW0RD@h" as password "PAS" and host "SW0RD@h": both pieces are secrets.
+  auto secrets = SecretsOf("postgresql://user:PASS@SW0RD@h/x");
+  EXPECT_NE(std::find(secrets.begin(), secrets.end(), "SW0RD"), secrets.end());
+  EXPECT_NE(std::find(secrets.begin(), secrets.end(), "PASS@SW0RD"), secrets.end());
+  auto no_scheme = SecretsOf("h:1/v2/APIKEY123");
+  EXPECT_EQ(no_scheme, std::vector<std::string>{"APIKEY123"});
+}
+
+TEST(RedactText, HidesEveryUrlAndPasswordInFreeText) {
+  EXPECT_EQ(RedactText("expected `key = value`, got `db: postgresql://u:PASSW0RD@h:5432/x`"),
+            "expected `key = value`, got `db: postgresql://***@h:5432/x`");
+  EXPECT_EQ(RedactText("The following argument was not expected: --dbb=postgresql://u:PW0RD@h/x"),
+            "The following argument was not expected: --dbb=postgresql://***@h/x");
+  EXPECT_EQ(RedactText("'https://b/v2/APIKEY123' is not a setting"),
+            "'https://b/v2/***' is not a setting");
+  EXPECT_EQ(RedactText("could not translate host name \"SW0RD@127.0.0.1\" to address"),
+            "could not translate host name \"***@127.0.0.1\" to address");
+  EXPECT_EQ(RedactText("missing \"=\" after \"host=h password='a b' x\""),
+            "missing \"=\" after \"host=h password=*** x\"");
+  EXPECT_EQ(RedactText("host=h password = s3cret dbname=x"), "host=h password=*** dbname=x");
+  EXPECT_EQ(RedactText("password authentication failed for user \"gapless\""),
+            "password authentication failed for user \"gapless\"");
+  EXPECT_EQ(RedactText("redis://:a@h1:1,redis://:b@h2:2 down"),
+            "redis://***@h1:1,redis://***@h2:2 down");
 }
 
 }  // namespace

@@ -25,12 +25,43 @@
 #include "node/progress.h"
 #include "node/reconcile.h"
 #include "node/status.h"
+#include "store/export.h"
+#include "store/migrate.h"
 #include "store/outbox.h"
 #include "store/queries.h"
 #include "store/rollback.h"
 #include "store/state.h"
 
 namespace gapless {
+
+namespace {
+
+// Waits until every relay has published the fixed range, one stopped with an error, or a signal.
+// Bounded (issue 35): a bus that confirms nothing for 3 x --events-timeout ends the wait with
+// Unavailable naming it, rather than a run that never exits; its relay continues where it left
+// off at the next run (the outbox keeps the events).
+Status WaitForRelays(const EventRelays& relays, int64_t confirm_timeout_ms) {
+  const auto stall_limit = std::chrono::milliseconds(3 * std::max<int64_t>(confirm_timeout_ms, 1));
+  SignalStop drain;
+  uint64_t published = relays.events_published();
+  auto progressed = std::chrono::steady_clock::now();
+  while (!relays.done() && !drain.flag().load() && relays.FirstError().ok()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    if (relays.events_published() != published) {
+      published = relays.events_published();
+      progressed = now;
+    } else if (now - progressed > stall_limit && !relays.done()) {
+      return Unavailable(fmt::format(
+          "the event bus {} confirmed no event for {:.1f} s (3 x --events-timeout): the blocks "
+          "are committed, their events wait in the outbox; the next run publishes them",
+          relays.Unfinished(), static_cast<double>(stall_limit.count()) / 1e3));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<Outcome> RunIndex(const IndexCommand& command) {
   const IndexingOptions& args = command.indexing;
@@ -106,12 +137,10 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   duties_thread.join();
   // A last step: the frontier over everything committed.
   if (duties_status.ok()) duties_status = duties.Tick();
+  Status relays_stalled;
   if (st.ok() && duties_status.ok() && relays->size() > 0 && !relays->done()) {
     spdlog::info("waiting for the event buses to confirm the range's events");
-    SignalStop drain;
-    while (!relays->done() && !drain.flag().load() && relays->FirstError().ok()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+    relays_stalled = WaitForRelays(*relays, command.events.publisher.confirm_timeout_ms);
   }
   if (st.ok() && duties_status.ok() && !builder_over.load()) {
     spdlog::info(
@@ -136,6 +165,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   GAPLESS_RETURN_IF_ERROR(duties_status);
   GAPLESS_RETURN_IF_ERROR(relays_status);
   GAPLESS_RETURN_IF_ERROR(builder_status);
+  GAPLESS_RETURN_IF_ERROR(relays_stalled);
   if (!builder.done()) {
     spdlog::warn("stopped before every partition written was indexed: the next run builds them");
     return Outcome::kStopped;
@@ -174,10 +204,30 @@ Result<uint64_t> UpperBound(PgConn& conn, const std::optional<uint64_t>& to) {
   return *max;
 }
 
+// verify and export only read: the database is not migrated (an empty or wrong one must not get
+// gapless's tables), its schema must be this binary's, and the session is read-only.
+Result<std::unique_ptr<PgPool>> OpenToRead(const std::string& db) {
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, PgPool::Open(db, 1));
+  auto conn = pool->Acquire();
+  GAPLESS_RETURN_IF_ERROR(CheckSchemaCurrent(*conn));
+  GAPLESS_RETURN_IF_ERROR(conn->Exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"));
+  return pool;
+}
+
+// "0..9, 20..29" for the export's warning.
+std::string Intervals(const std::vector<std::pair<uint64_t, uint64_t>>& intervals) {
+  std::string out;
+  for (const auto& [lo, hi] : intervals) {
+    out +=
+        (out.empty() ? "" : ", ") + (lo == hi ? std::to_string(lo) : fmt::format("{}..{}", lo, hi));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out) {
-  GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenDatabase(command.db, 1));
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenToRead(command.db));
   auto conn = pool->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(uint64_t to, UpperBound(*conn, command.to));
   GAPLESS_ASSIGN_OR_RETURN(VerifyReport report, Verify(*conn, command.from, to));
@@ -191,19 +241,27 @@ Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out) {
 }
 
 Result<Outcome> RunExport(const ExportCommand& command, std::ostream& out) {
-  GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenDatabase(command.db, 1));
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenToRead(command.db));
   auto conn = pool->Acquire();
   GAPLESS_ASSIGN_OR_RETURN(uint64_t to, UpperBound(*conn, command.to));
   if (command.output == "-") {
     Status st = ExportCsv(*conn, command.table, command.from, to, out, command.options);
     out.flush();
     GAPLESS_RETURN_IF_ERROR(st);
-    return Outcome::kDone;
+  } else {
+    std::ofstream file(command.output, std::ios::binary | std::ios::trunc);
+    if (!file) return FailedPrecondition("--output " + command.output + ": cannot open");
+    GAPLESS_RETURN_IF_ERROR(
+        ExportCsv(*conn, command.table, command.from, to, file, command.options));
   }
-  std::ofstream file(command.output, std::ios::binary | std::ios::trunc);
-  if (!file) return FailedPrecondition("--output " + command.output + ": cannot open");
-  GAPLESS_RETURN_IF_ERROR(ExportCsv(*conn, command.table, command.from, to, file, command.options));
-  return Outcome::kDone;
+  // Blocks not indexed have no rows, like blocks without activity: say which (exit 1).
+  constexpr size_t kShown = 10;
+  GAPLESS_ASSIGN_OR_RETURN(auto missing, MissingBlocks(*conn, command.from, to, kShown + 1));
+  if (missing.empty()) return Outcome::kDone;
+  spdlog::warn("blocks {}{} of {}..{} are not indexed: the export has no rows of them",
+               Intervals({missing.begin(), missing.begin() + std::min(missing.size(), kShown)}),
+               missing.size() > kShown ? " and more" : "", command.from, to);
+  return Outcome::kProblemsFound;
 }
 
 Result<Outcome> RunDlq(const DlqCommand& command, std::ostream& out) {

@@ -138,6 +138,9 @@ struct FleetCommand {
   // with_leader, a bounded run: how long a dead-lettered range may block it before it exits
   // (LeaderOptions::give_up_when_stuck_ms; 0: wait for `gapless dlq retry` forever).
   int64_t dlq_wait_ms = 30'000;
+  // with_leader, not following: how long the start waits for the node, PostgreSQL and the
+  // coordination Redis before it gives up naming the one away (node/startup.h; 0: forever).
+  int64_t startup_timeout_ms = 60'000;
   // with_leader: the event relay, a leader duty (node/relay.h).
   EventsOptions events;
 };

@@ -391,10 +391,14 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     return CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id, args.partition_blocks},
                       args.db, connections);
   };
+  // A run with an end gives up after --startup-timeout; one that follows the chain (or a
+  // worker, which serves until stopped) waits as long as it takes.
+  const int64_t give_up_ms =
+      command.with_leader && !command.follow ? command.startup_timeout_ms : 0;
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain,
       OpenWhenReachable<CheckedChain>(has_rpc ? "the node and the database" : "the database",
-                                      check_chain, /*stop=*/nullptr));
+                                      check_chain, /*stop=*/nullptr, give_up_ms));
   auto open_coordination = [&] {
     auto conn = chain.pool->Acquire();
     return OpenCoordination(command.redis, *conn, chain.chain_id,
@@ -405,7 +409,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   ops.SetStarting("opening the coordination Redis");
   ops.Add("coordination redis", RedisProbe(command.redis, /*coordination=*/true));
   Result<Coordination> opened = OpenWhenReachable<Coordination>(
-      "the coordination state", open_coordination, /*stop=*/nullptr);
+      "the coordination state", open_coordination, /*stop=*/nullptr, give_up_ms);
   GAPLESS_ASSIGN_OR_RETURN(Coordination coord, std::move(opened));
   ops.Add("lock quorum", LockQuorumProbe(command.election, command.redis, coord.keys));
   {

@@ -478,6 +478,15 @@ bool EventRelays::done() const {
   return true;
 }
 
+std::string EventRelays::Unfinished() const {
+  std::string out;
+  for (const auto& r : relays_) {
+    if (r->done()) continue;
+    out += (out.empty() ? "" : ", ") + BusName(std::string(r->name()).substr(6));  // "relay " + bus
+  }
+  return out;
+}
+
 uint64_t EventRelays::events_published() const {
   uint64_t n = 0;
   for (const auto& r : relays_) n += r->events_published();

@@ -224,6 +224,8 @@ class EventRelays {
   // Joins the threads; the first error that stopped a relay.
   Status Join();
   bool done() const;
+  // The buses (redacted URLs, comma-separated) whose relay is not done.
+  std::string Unfinished() const;
   uint64_t events_published() const;
   size_t size() const { return relays_.size(); }
 

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
@@ -1027,7 +1028,12 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
       continue;
     }
     if (usable == 0) {
-      // Nothing left to try now: every endpoint tried, out or cooling down.
+      // Nothing left to try now: every endpoint tried, out or cooling down. The error names
+      // them all, not only the last one tried (issue 35).
+      if (last_failure.has_value() && !last_failure->ok() && std::popcount(tried) > 1) {
+        return last_failure->status().WithContext(
+            fmt::format("every endpoint of the RPC {} failed; the last", Describe()));
+      }
       if (last_failure.has_value()) return std::move(*last_failure);
       return Unavailable(fmt::format("every endpoint of the RPC pool is out or cooling down ({})",
                                      Describe()))

@@ -220,4 +220,30 @@ Status ExportCsv(PgConn& conn, ExportTable table, uint64_t from, uint64_t to, st
   return Status::Ok();
 }
 
+Result<std::vector<std::pair<uint64_t, uint64_t>>> MissingBlocks(PgConn& conn, uint64_t from,
+                                                                 uint64_t to, size_t limit) {
+  // Gaps between the blocks present, plus the run before the first and after the last one.
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res,
+      conn.Query("WITH present AS (SELECT DISTINCT number FROM blocks"
+                 "                 WHERE number BETWEEN $1::bigint AND $2::bigint),"
+                 " gaps AS (SELECT number + 1 AS lo, lead(number) OVER (ORDER BY number) - 1 AS hi"
+                 "          FROM present)"
+                 " SELECT lo, hi FROM gaps WHERE hi >= lo"
+                 " UNION ALL SELECT $1::bigint, coalesce((SELECT min(number) FROM present) - 1,"
+                 "                                      $2::bigint)"
+                 "   WHERE NOT EXISTS (SELECT 1 FROM present WHERE number = $1::bigint)"
+                 " UNION ALL SELECT max(number) + 1, $2::bigint FROM present"
+                 "   HAVING max(number) < $2::bigint"
+                 " ORDER BY 1 LIMIT $3",
+                 {std::to_string(from), std::to_string(to), std::to_string(limit)}));
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (int i = 0; i < res.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(int64_t lo, res.GetInt64(i, 0));
+    GAPLESS_ASSIGN_OR_RETURN(int64_t hi, res.GetInt64(i, 1));
+    out.emplace_back(static_cast<uint64_t>(lo), static_cast<uint64_t>(hi));
+  }
+  return out;
+}
+
 }  // namespace gapless

@@ -45,6 +45,7 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -81,6 +82,11 @@ Result<std::vector<TokenStandard>> ParseTokenStandards(std::string_view list);
 // database errors as PgConn reports them. On error the output holds a prefix of the rows.
 Status ExportCsv(PgConn& conn, ExportTable table, uint64_t from, uint64_t to, std::ostream& out,
                  const ExportOptions& options = {});
+
+// The blocks of [from, to] the database does not hold, as inclusive intervals in order, at most
+// `limit` of them: an export of them has no rows, which must not pass for "no activity".
+Result<std::vector<std::pair<uint64_t, uint64_t>>> MissingBlocks(PgConn& conn, uint64_t from,
+                                                                 uint64_t to, size_t limit);
 
 // Appends `field` with Python csv QUOTE_MINIMAL quoting.
 void AppendCsvField(std::string_view field, std::string* out);

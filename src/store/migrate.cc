@@ -74,11 +74,11 @@ Result<std::vector<int>> AppliedMigrations(PgConn& conn) {
   return out;
 }
 
-Status Migrate(PgConn& conn, int up_to) {
-  PgTransaction txn(conn);
-  GAPLESS_RETURN_IF_ERROR(txn.Begin());
-  GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
-  GAPLESS_RETURN_IF_ERROR(conn.Exec(kCreateTableSql));
+namespace {
+
+// The versions recorded in schema_migrations, each checked against this binary's: a version it
+// does not know, or knows by another name, is FailedPrecondition.
+Result<std::vector<int>> RecordedVersions(PgConn& conn) {
   GAPLESS_ASSIGN_OR_RETURN(
       auto applied, conn.Query("SELECT version, name FROM schema_migrations ORDER BY version"));
   const auto& known = Migrations();
@@ -102,6 +102,37 @@ Status Migrate(PgConn& conn, int up_to) {
     }
     done.push_back(static_cast<int>(version));
   }
+  return done;
+}
+
+}  // namespace
+
+Status CheckSchemaCurrent(PgConn& conn) {
+  GAPLESS_ASSIGN_OR_RETURN(auto exists,
+                           conn.Query("SELECT to_regclass('schema_migrations') IS NOT NULL"));
+  if (exists.Get(0, 0) != "t") {
+    return FailedPrecondition("database " + conn.address() +
+                              " holds no gapless tables: nothing was indexed into it (is --db "
+                              "the right database?)");
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<int> done, RecordedVersions(conn));
+  for (const auto& m : Migrations()) {
+    if (std::find(done.begin(), done.end(), m.info.version) == done.end()) {
+      return FailedPrecondition("database " + conn.address() + " lacks schema version " +
+                                std::to_string(m.info.version) + " (" + m.info.name +
+                                "): `gapless index` or `run` upgrades it");
+    }
+  }
+  return Status::Ok();
+}
+
+Status Migrate(PgConn& conn, int up_to) {
+  PgTransaction txn(conn);
+  GAPLESS_RETURN_IF_ERROR(txn.Begin());
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kCreateTableSql));
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<int> done, RecordedVersions(conn));
+  const auto& known = Migrations();
   for (const auto& m : known) {
     if (m.info.version > up_to) break;
     if (std::find(done.begin(), done.end(), m.info.version) != done.end()) continue;

@@ -32,6 +32,11 @@ int LatestSchemaVersion();
 // `up_to` stops after that version (tests of a migration over data an older schema held).
 Status Migrate(PgConn& conn, int up_to = std::numeric_limits<int>::max());
 
+// For the commands that only read (verify, export): OK when the database holds this binary's whole
+// schema; FailedPrecondition otherwise (no gapless tables at all: the wrong database; an older
+// schema: `index` or `run` upgrades it; a newer or different one, as for Migrate). Writes nothing.
+Status CheckSchemaCurrent(PgConn& conn);
+
 // The versions recorded in schema_migrations (empty for a fresh database).
 Result<std::vector<int>> AppliedMigrations(PgConn& conn);
 

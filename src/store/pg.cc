@@ -59,7 +59,15 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
   if (opts == nullptr) {
     std::string why = err != nullptr ? OneLine(err) : "out of memory";
     if (err != nullptr) PQfreemem(err);
-    return FailedPrecondition("database URL " + RedactUrl(url) + " does not parse: " + why);
+    // libpq quotes what it could not read, secrets and all.
+    std::string scheme;
+    if (size_t sep = url.find("://"); sep != std::string::npos && !IsUri(url)) {
+      scheme = " (" + RedactText(url.substr(0, sep + 3)) +
+               " is not PostgreSQL: expected postgresql://user@host:port/dbname or libpq's "
+               "key=value settings)";
+    }
+    return FailedPrecondition("database URL " + RedactUrl(url) +
+                              " does not parse: " + RedactText(why) + scheme);
   }
   ParsedConninfo out;
   for (PQconninfoOption* o = opts; o->keyword != nullptr; ++o) {
@@ -74,6 +82,13 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
     if (k == "sslrootcert") out.sslrootcert = true;
   }
   PQconninfoFree(opts);
+  // libpq ends the user info at the FIRST '@': the rest of a password holding a raw '@' became
+  // the host name, and the connection would fail blaming DNS (and show that rest).
+  if (out.host.find('@') != std::string::npos) {
+    return FailedPrecondition("database URL " + RedactUrl(url) +
+                              ": the user name or password holds a raw '@'; percent-encode it "
+                              "as %40");
+  }
   auto env_or = [](const char* name, const char* fallback) {
     const char* v = std::getenv(name);
     return std::string(v != nullptr && *v != '\0' ? v : fallback);
@@ -268,7 +283,8 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return Unavailable("connect to " + address + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
-    std::string why = OneLine(PQerrorMessage(conn));
+    // libpq's message may quote the host or the connection string it was given.
+    std::string why = RedactText(OneLine(PQerrorMessage(conn)));
     PQfinish(conn);
     std::string msg = "connect to " + address + " as user " + info.user + " failed: " + why;
     // The server answered but refused us: a configuration problem, not a transient one.
