@@ -125,8 +125,9 @@ std::string_view EndpointOutcomeName(EndpointOutcome outcome);
 // Classifies `response` (or its failure) to a request of `calls` calls. Exposed for tests.
 EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls);
 
-// The methods of `request` whose calls `answer` answers with -32601, matched by id (distinct, in
-// answer order). An error without a matching id names the method only when the request has one.
+// The methods of `request` whose calls `answer` answers with -32601, matched by id as the client
+// matches them (5 and "5" alike; distinct, in answer order). An error without a matching id, or
+// with an id that calls of two methods share, names a method only when the request has one.
 std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer);
 
 struct EndpointStats {

@@ -174,6 +174,13 @@ TEST(EndpointPoolTest, AnswersAreClassifiedForThePool) {
   EXPECT_EQ(MethodsAnsweredMissing(R"({"id":1,"method":"a"})",
                                    R"({"id":null,"error":{"code":-32601,"message":"no"}})"),
             std::vector<std::string>{"a"});
+  // A repeated id names neither of its methods; an id echoed as a string of its digits is the id.
+  EXPECT_TRUE(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":1,"method":"b"}])",
+                                     R"([{"id":1,"error":{"code":-32601,"message":"no"}}])")
+                  .empty());
+  EXPECT_EQ(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":2,"method":"b"}])",
+                                   R"([{"id":"2","error":{"code":-32601,"message":"no"}}])"),
+            std::vector<std::string>{"b"});
 }
 
 TEST(EndpointPoolTest, AFailingEndpointFailsOverWithinOneRequest) {
