@@ -526,6 +526,17 @@ bool EndpointPool::CompareChainLocked(Endpoint& e, const ChainIdentity& chain, i
   return false;
 }
 
+void EndpointPool::AdoptChain(const ChainIdentity& chain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (chain_.has_value()) return;
+  chain_ = chain;
+  const int64_t now = options_.env->NowMicros();
+  for (auto& e : endpoints_) {
+    if (e->offered.has_value()) CompareChainLocked(*e, *e->offered, now);
+    e->offered.reset();
+  }
+}
+
 bool EndpointPool::OfferChain(size_t i, const ChainIdentity& chain) {
   std::lock_guard<std::mutex> lock(mu_);
   Endpoint& e = *endpoints_.at(i);
@@ -1019,8 +1030,17 @@ std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
 
 Result<HttpResponse> PoolTransport::Post(std::string_view body) {
   if (pool_->options().check_chain && !pool_->chain().has_value()) {
-    std::optional<Result<HttpResponse>> failure = SettleChain();
-    if (failure.has_value()) return std::move(*failure);
+    if (pool_->options().chain_from) {
+      // Another pool of the process decides the chain (PoolOptions::chain_from).
+      std::optional<ChainIdentity> known = pool_->options().chain_from();
+      if (!known.has_value()) {
+        return Unavailable("the RPC pool's chain is not settled yet (the node is being checked)");
+      }
+      pool_->AdoptChain(*known);
+    } else {
+      std::optional<Result<HttpResponse>> failure = SettleChain();
+      if (failure.has_value()) return std::move(*failure);
+    }
   }
   size_t calls = 1;
   const std::vector<std::string> methods = MethodsOf(body, &calls);
