@@ -19,7 +19,8 @@
 namespace gapless {
 
 RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
-                                      std::shared_ptr<EndpointPool>* pool_out) {
+                                      std::shared_ptr<EndpointPool>* pool_out,
+                                      std::shared_ptr<EndpointPool> same_chain_as) {
   JsonRpcClientOptions rpc_options;
   rpc_options.max_attempts = options.max_attempts;
   rpc_options.traces = options.traces;
@@ -36,6 +37,9 @@ RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
   }
   PoolOptions pool_options;
   pool_options.hedge = options.hedge;
+  if (same_chain_as != nullptr) {
+    pool_options.chain_from = [same_chain_as] { return same_chain_as->chain(); };
+  }
   auto pool = std::make_shared<EndpointPool>(*specs, pool_options);
   if (pool_out != nullptr) *pool_out = pool;
   return [pool, rpc_options, curl_options]() {

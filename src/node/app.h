@@ -48,9 +48,11 @@ struct RpcOptions {
 // `url` may list several endpoints (rpc/endpoint_pool.h ParseEndpointList): then every client of
 // the factory goes through one shared EndpointPool, returned in `pool` (nullable) for metrics and
 // status; with one endpoint (or a list that does not parse: the CLI checks it) a plain client and
-// no pool.
+// no pool. `same_chain_as`: a pool of this process whose settled chain this one's endpoints are
+// held to (PoolOptions::chain_from), for the helper clients (head tracker, readiness probe).
 RpcClientFactory MakeRpcClientFactory(const RpcOptions& options,
-                                      std::shared_ptr<EndpointPool>* pool = nullptr);
+                                      std::shared_ptr<EndpointPool>* pool = nullptr,
+                                      std::shared_ptr<EndpointPool> same_chain_as = nullptr);
 
 // Opens `connections` (>= 1) connections and applies the schema migrations; with
 // `partition_blocks` > 0 (--partition-blocks), sets the data tables' partition size, which only a

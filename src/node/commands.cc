@@ -68,8 +68,9 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr));
   ops.SetStarting("checking the node and opening the database");
   ops.Add("postgresql", PostgresProbe(args.db));
-  ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
-  RpcClientFactory make_client = MakeRpcClientFactory(args.rpc);
+  std::shared_ptr<EndpointPool> rpc_pool;  // with several --rpc endpoints
+  RpcClientFactory make_client = MakeRpcClientFactory(args.rpc, &rpc_pool);
+  ops.Add("rpc node", RpcProbe(args.rpc, rpc_pool), kRpcProbeInterval);
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain,

@@ -111,8 +111,8 @@ std::unique_ptr<Leader> MakeLeader(const FleetCommand& command, const CheckedCha
 
 // The head source of the elector: the chain's headers up to the bound, over an RPC client of its
 // own that fails fast (the lease waits on it), with PostgreSQL's health in every call.
-std::unique_ptr<HeadTracker> MakeHeadTracker(const FleetCommand& command,
-                                             const CheckedChain& chain) {
+std::unique_ptr<HeadTracker> MakeHeadTracker(const FleetCommand& command, const CheckedChain& chain,
+                                             std::shared_ptr<EndpointPool> serving) {
   RpcOptions rpc = command.indexing.rpc;
   rpc.max_attempts = 1;
   rpc.request_timeout_ms = std::max<int64_t>(
@@ -128,7 +128,11 @@ std::unique_ptr<HeadTracker> MakeHeadTracker(const FleetCommand& command,
   }
   options.window = command.election.head_log_window;
   options.max_reorg_depth = command.max_reorg_depth;
-  return std::make_unique<HeadTracker>(MakeRpcClientFactory(rpc)(), command.indexing.db, options);
+  // Held to the chain the workers' pool settled (the database's): a pool of its own would settle
+  // its chain by the list rule at its own start, and bind the head log to another chain when the
+  // first endpoint is slow (this client's shorter timeout) or away then.
+  return std::make_unique<HeadTracker>(MakeRpcClientFactory(rpc, nullptr, std::move(serving))(),
+                                       command.indexing.db, options);
 }
 
 // The process's workers, "host:pid:0".."host:pid:N-1". With a leader on a fixed range they also
@@ -376,9 +380,9 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   GAPLESS_ASSIGN_OR_RETURN(Ops ops, StartOps(args.metrics_addr, /*with_status=*/true));
   ops.SetStarting("checking the node and opening the database");
   ops.Add("postgresql", PostgresProbe(args.db));
-  if (has_rpc) ops.Add("rpc node", RpcProbe(args.rpc), kRpcProbeInterval);
   std::shared_ptr<EndpointPool> rpc_pool;  // with several --rpc endpoints
   RpcClientFactory make_client = MakeRpcClientFactory(args.rpc, &rpc_pool);
+  if (has_rpc) ops.Add("rpc node", RpcProbe(args.rpc, rpc_pool), kRpcProbeInterval);
   std::unique_ptr<JsonRpcClient> rpc = has_rpc ? make_client() : nullptr;
   const size_t connections =
       std::max<size_t>(args.db_connections, command.workers + 2) + command.events.buses.size();
@@ -466,7 +470,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
     GAPLESS_ASSIGN_OR_RETURN(leader_nodes,
                              OpenLockNodes(command.election, command.redis, EvictionCheck::kSkip));
     election = MakeElection(leader_nodes.get(), coord.keys, command.election);
-    tracker = MakeHeadTracker(command, chain);
+    tracker = MakeHeadTracker(command, chain, rpc_pool);
     tracker->set_election(election.get());
     ElectorOptions elector_options;
     elector_options.name = election->options().owner;

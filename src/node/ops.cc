@@ -156,7 +156,7 @@ ReadinessProber::Probe RedisProbe(std::string url, bool coordination) {
   };
 }
 
-ReadinessProber::Probe RpcProbe(RpcOptions rpc) {
+ReadinessProber::Probe RpcProbe(RpcOptions rpc, std::shared_ptr<EndpointPool> serving) {
   // Short timeouts, no retries: a probe answers fast. Over a pool (several --rpc endpoints) the
   // node is reachable while any endpoint answers (the pool fails over within the call).
   rpc.connect_timeout_ms = 1'000;
@@ -164,7 +164,7 @@ ReadinessProber::Probe RpcProbe(RpcOptions rpc) {
   rpc.max_attempts = 1;
   rpc.hedge = false;
   std::shared_ptr<EndpointPool> pool;
-  std::shared_ptr<JsonRpcClient> client = MakeRpcClientFactory(rpc, &pool)();
+  std::shared_ptr<JsonRpcClient> client = MakeRpcClientFactory(rpc, &pool, std::move(serving))();
   return [client, pool]() -> Result<std::string> {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t chain, client->ChainId());
     std::string text = fmt::format("chain {}", chain);

@@ -63,8 +63,9 @@ ReadinessProber::Probe PostgresProbe(std::string url);
 ReadinessProber::Probe RedisProbe(std::string url, bool coordination = false);
 // The RPC node's chain id; over a pool, also naming each endpoint taken out as on another chain
 // (rpc/endpoint_pool.h, the chain check), which does not make the process unready while another
-// endpoint serves the chain.
-ReadinessProber::Probe RpcProbe(RpcOptions rpc);
+// endpoint serves the chain. `serving`: the process's own pool (nullable), whose settled chain the
+// probe's endpoints are held to, so the probe names the same endpoints as taken out.
+ReadinessProber::Probe RpcProbe(RpcOptions rpc, std::shared_ptr<EndpointPool> serving = nullptr);
 // At least a quorum of the lock nodes (the coordination Redis alone when none are given) answer.
 ReadinessProber::Probe LockQuorumProbe(LeaderElectionOptions election, std::string coordination_url,
                                        Keys keys);

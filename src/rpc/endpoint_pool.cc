@@ -225,19 +225,34 @@ EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t call
   return EndpointOutcome::kGood;
 }
 
+namespace {
+
+// An id as the client matches it (rpc/json_rpc.cc ParseEnvelope): a number and a string of its
+// digits are the same id; anything else by its JSON text. "" for none.
+std::string IdKey(simdjson::dom::element parent) {
+  simdjson::dom::element id;
+  if (parent["id"].get(id) != simdjson::SUCCESS) return "";
+  std::string_view text;
+  if (id.get_string().get(text) == simdjson::SUCCESS && !text.empty() &&
+      text.find_first_not_of("0123456789") == std::string_view::npos) {
+    return std::string(text);
+  }
+  return simdjson::minify(id);
+}
+
+}  // namespace
+
 std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer) {
   std::vector<std::string> out;
   simdjson::dom::parser parser;
-  // The request's calls by id (as JSON text: ids may be numbers or strings).
+  // The request's calls by id (IdKey: ids may be numbers or strings).
   std::vector<std::pair<std::string, std::string>> calls;
   simdjson::dom::element req;
   if (parser.parse(simdjson::padded_string(request)).get(req) != simdjson::SUCCESS) return out;
   auto add_call = [&](simdjson::dom::element c) {
     std::string_view method;
-    simdjson::dom::element id;
     if (c["method"].get_string().get(method) != simdjson::SUCCESS) return;
-    std::string id_text = c["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
-    calls.emplace_back(std::move(id_text), std::string(method));
+    calls.emplace_back(IdKey(c), std::string(method));
   };
   simdjson::dom::array list;
   if (req.get_array().get(list) == simdjson::SUCCESS) {
@@ -250,18 +265,19 @@ std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::s
   auto check = [&](simdjson::dom::element a) {
     int64_t code = 0;
     if (a["error"]["code"].get_int64().get(code) != simdjson::SUCCESS || code != -32601) return;
-    simdjson::dom::element id;
-    const std::string id_text = a["id"].get(id) == simdjson::SUCCESS ? simdjson::minify(id) : "";
-    std::optional<std::string> method;
+    const std::string id_text = IdKey(a);
+    // The methods of the calls with that id: one, unless the request repeats the id.
+    std::set<std::string> matching;
     for (const auto& [call_id, call_method] : calls) {
-      if (call_id == id_text) method = call_method;
+      if (!id_text.empty() && call_id == id_text) matching.insert(call_method);
     }
-    // An answer without a usable id names a method only when the request has one.
-    if (!method.has_value()) {
-      std::set<std::string> distinct;
-      for (const auto& call : calls) distinct.insert(call.second);
-      if (distinct.size() == 1) method = *distinct.begin();
+    // An answer without a usable id (or one that two calls of other methods share) names a method
+    // only when the request has one.
+    if (matching.empty()) {
+      for (const auto& call : calls) matching.insert(call.second);
     }
+    std::optional<std::string> method;
+    if (matching.size() == 1) method = *matching.begin();
     if (method.has_value() && std::find(out.begin(), out.end(), *method) == out.end()) {
       out.push_back(std::move(*method));
     }
@@ -509,6 +525,17 @@ bool EndpointPool::CompareChainLocked(Endpoint& e, const ChainIdentity& chain, i
   e.out_until = now + options_.probe_cap_micros;
   Metrics().up.With({e.name}).Set(0);
   return false;
+}
+
+void EndpointPool::AdoptChain(const ChainIdentity& chain) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (chain_.has_value()) return;
+  chain_ = chain;
+  const int64_t now = options_.env->NowMicros();
+  for (auto& e : endpoints_) {
+    if (e->offered.has_value()) CompareChainLocked(*e, *e->offered, now);
+    e->offered.reset();
+  }
 }
 
 bool EndpointPool::OfferChain(size_t i, const ChainIdentity& chain) {
@@ -1004,8 +1031,17 @@ std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
 
 Result<HttpResponse> PoolTransport::Post(std::string_view body) {
   if (pool_->options().check_chain && !pool_->chain().has_value()) {
-    std::optional<Result<HttpResponse>> failure = SettleChain();
-    if (failure.has_value()) return std::move(*failure);
+    if (pool_->options().chain_from) {
+      // Another pool of the process decides the chain (PoolOptions::chain_from).
+      std::optional<ChainIdentity> known = pool_->options().chain_from();
+      if (!known.has_value()) {
+        return Unavailable("the RPC pool's chain is not settled yet (the node is being checked)");
+      }
+      pool_->AdoptChain(*known);
+    } else {
+      std::optional<Result<HttpResponse>> failure = SettleChain();
+      if (failure.has_value()) return std::move(*failure);
+    }
   }
   size_t calls = 1;
   const std::vector<std::string> methods = MethodsOf(body, &calls);

@@ -39,7 +39,9 @@
 //    serves once it is on the pool's chain. One that did not answer is asked before its first
 //    request, and every endpoint taken out (failures, distrust) is asked again when it comes back:
 //    a devnet restarted behind the same URL is another chain. So a database bound to the chain of
-//    the answers it got (node/app.h CheckChain) only ever receives blocks of that chain.
+//    the answers it got (node/app.h CheckChain) only ever receives blocks of that chain. A helper
+//    pool of the same process (the head tracker's, the readiness probe's) takes the chain the
+//    serving pool settled (chain_from) rather than settling its own.
 //  - Hedging: when an endpoint has not answered within its recent p95 latency (or the other
 //    endpoints', when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
 //    hedge_min), the same request also goes to the next endpoint, and to the one after if that
@@ -79,6 +81,13 @@ struct EndpointSpec {
 // URL redacted) and the setting.
 Result<std::vector<EndpointSpec>> ParseEndpointList(std::string_view text);
 
+// What an endpoint says its chain is, from one answer: eth_chainId and block 0's hash.
+struct ChainIdentity {
+  uint64_t chain_id = 0;
+  std::string genesis_hash;  // "0x" + 64 hex digits
+  bool operator==(const ChainIdentity&) const = default;
+};
+
 struct PoolOptions {
   int take_out_after = 3;  // consecutive failures
   int64_t probe_base_micros = 1'000'000;
@@ -93,15 +102,15 @@ struct PoolOptions {
   int64_t hedge_min_micros = 50'000;
   // Check each endpoint's chain before it serves (see the file comment).
   bool check_chain = true;
+  // Where another pool of the process already settled the chain (the one whose answers bound the
+  // database): this pool takes that chain instead of settling its own by the list rule, so a
+  // helper pool (the leader's head tracker, the readiness probe) cannot bind another chain when
+  // the first endpoint is slow or away at its start. While it returns nullopt (that pool not
+  // settled yet), requests fail Unavailable. Empty: the pool settles its own chain.
+  std::function<std::optional<ChainIdentity>()> chain_from;
   Env* env = nullptr;  // time and the routing draw; nullptr = Env::Default()
 };
 
-// What an endpoint says its chain is, from one answer: eth_chainId and block 0's hash.
-struct ChainIdentity {
-  uint64_t chain_id = 0;
-  std::string genesis_hash;  // "0x" + 64 hex digits
-  bool operator==(const ChainIdentity&) const = default;
-};
 // "chain 31337 (block 0 0xabc...)".
 std::string DescribeChain(const ChainIdentity& chain);
 // The batch that asks an endpoint its chain, and its answer read (InvalidData naming what is
@@ -125,8 +134,9 @@ std::string_view EndpointOutcomeName(EndpointOutcome outcome);
 // Classifies `response` (or its failure) to a request of `calls` calls. Exposed for tests.
 EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t calls);
 
-// The methods of `request` whose calls `answer` answers with -32601, matched by id (distinct, in
-// answer order). An error without a matching id names the method only when the request has one.
+// The methods of `request` whose calls `answer` answers with -32601, matched by id as the client
+// matches them (5 and "5" alike; distinct, in answer order). An error without a matching id, or
+// with an id that calls of two methods share, names a method only when the request has one.
 std::vector<std::string> MethodsAnsweredMissing(std::string_view request, std::string_view answer);
 
 struct EndpointStats {
@@ -207,6 +217,9 @@ class EndpointPool {
   bool OfferChain(size_t i, const ChainIdentity& chain);
   // Settles the pool's chain as endpoint i's answer (first one wins; later calls change nothing).
   void SettleChain(size_t i, const ChainIdentity& chain);
+  // Settles the pool's chain as `chain`, known from elsewhere (PoolOptions::chain_from); every
+  // endpoint is then checked before its first request. Does nothing once settled.
+  void AdoptChain(const ChainIdentity& chain);
   // Held by the client that settles the pool's chain, so the others wait for it.
   std::mutex& settle_mutex() { return settle_mu_; }
 

@@ -174,6 +174,13 @@ TEST(EndpointPoolTest, AnswersAreClassifiedForThePool) {
   EXPECT_EQ(MethodsAnsweredMissing(R"({"id":1,"method":"a"})",
                                    R"({"id":null,"error":{"code":-32601,"message":"no"}})"),
             std::vector<std::string>{"a"});
+  // A repeated id names neither of its methods; an id echoed as a string of its digits is the id.
+  EXPECT_TRUE(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":1,"method":"b"}])",
+                                     R"([{"id":1,"error":{"code":-32601,"message":"no"}}])")
+                  .empty());
+  EXPECT_EQ(MethodsAnsweredMissing(R"([{"id":1,"method":"a"},{"id":2,"method":"b"}])",
+                                   R"([{"id":"2","error":{"code":-32601,"message":"no"}}])"),
+            std::vector<std::string>{"b"});
 }
 
 TEST(EndpointPoolTest, AFailingEndpointFailsOverWithinOneRequest) {
@@ -461,6 +468,39 @@ TEST(EndpointPoolTest, AnEndpointOnAnotherChainIsTakenOutNamedAndNeverServes) {
     EXPECT_EQ(f.Answered(), 2) << "only the endpoint on the pool's chain may answer";
   }
   EXPECT_EQ(f.pool->Stats()[0].other_chain, DescribeChain({31337, g3}));
+}
+
+// A helper pool of the process (the leader's head tracker, the readiness probe) is held to the
+// chain the serving pool settled: when its first endpoint is away at its start, the next one, on
+// another chain, does not bind it (the list rule alone would) and is taken out as in the serving
+// pool. Nothing is asked before that chain is known.
+TEST(EndpointPoolTest, AHelperPoolTakesTheServingPoolsChainRatherThanSettlingItsOwn) {
+  const std::string g1 = "0x" + std::string(64, '1'), g2 = "0x" + std::string(64, '2');
+  bool a_down = true;
+  std::optional<ChainIdentity> serving;
+  PoolOptions options = Options(/*hedge=*/false);
+  options.chain_from = [&] { return serving; };
+  Fixture f({OnChain(31337, &g1, &a_down), OnChain(999, &g2)}, options, {}, /*check_chain=*/true);
+  auto early = f.Call("eth_getBlockByNumber");
+  ASSERT_FALSE(early.ok());
+  EXPECT_EQ(early.status().code(), Code::kUnavailable) << early.status().ToString();
+  EXPECT_EQ(f.endpoints[0]->posts_ + f.endpoints[1]->posts_, 0)
+      << "asked before the chain was known";
+
+  serving = ChainIdentity{31337, g1};
+  for (int i = 0; i < 5; ++i) {
+    auto r = f.Call("eth_getBlockByNumber");
+    EXPECT_FALSE(r.ok() && f.Answered() == 1) << "the endpoint on another chain served a request";
+  }
+  ASSERT_TRUE(f.pool->chain().has_value());
+  EXPECT_EQ(*f.pool->chain(), *serving) << "the helper pool settled a chain of its own";
+  EXPECT_EQ(f.pool->Stats()[1].other_chain, DescribeChain({999, g2}));
+
+  a_down = false;
+  f.env.Advance(PoolOptions{}.probe_cap_micros);
+  auto back = f.Call("eth_getBlockByNumber");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(f.Answered(), 0);
 }
 
 TEST(EndpointPoolTest, AnswersFoundWrongAreCountedAndTheRetryGoesElsewhere) {
