@@ -347,7 +347,14 @@ class RpcFront {
 class Scenario {
  public:
   Scenario(uint64_t seed, HarnessOptions options) : seed_(seed), options_(std::move(options)) {
-    dir_ = fmt::format("{}/seed-{}", options_.work_dir, seed_);
+    // Absolute: every path under it handed to a server or a process (certificates, logs, clock
+    // files) must hold wherever that one runs from (redis-server changes into its --dir before it
+    // loads its certificates; the default --work-dir is relative).
+    std::error_code ec;
+    const std::filesystem::path work = std::filesystem::absolute(options_.work_dir, ec);
+    dir_ = fmt::format(
+        "{}/seed-{}",
+        (ec ? std::filesystem::path(options_.work_dir) : work).lexically_normal().string(), seed_);
   }
   ~Scenario() { Teardown(); }
 

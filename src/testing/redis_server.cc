@@ -92,12 +92,16 @@ Status RedisServer::Spawn() {
                                    "--logfile",
                                    dir_ + "/redis-" + std::to_string(port_) + ".log"};
   if (tls_.has_value()) {
-    // TLS only: the plain port off, the same port number for TLS.
+    // TLS only: the plain port off, the same port number for TLS. The files by absolute paths:
+    // redis-server changes into its --dir before it loads them.
     args[4] = "0";
+    auto absolute = [](const std::string& path) {
+      return std::filesystem::absolute(path).string();
+    };
     for (const std::string& a :
          {std::string("--tls-port"), std::to_string(port_), std::string("--tls-cert-file"),
-          tls_->server_cert, std::string("--tls-key-file"), tls_->server_key,
-          std::string("--tls-ca-cert-file"), tls_->ca, std::string("--tls-auth-clients"),
+          absolute(tls_->server_cert), std::string("--tls-key-file"), absolute(tls_->server_key),
+          std::string("--tls-ca-cert-file"), absolute(tls_->ca), std::string("--tls-auth-clients"),
           std::string(require_client_cert_ ? "yes" : "no")}) {
       args.push_back(a);
     }

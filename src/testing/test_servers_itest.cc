@@ -7,11 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "coord/redis.h"
 #include "store/pg.h"
 #include "testing/free_port.h"
 #include "testing/pg_server.h"
 #include "testing/redis_server.h"
+#include "testing/tls_certs.h"
 
 namespace gapless {
 namespace {
@@ -70,6 +73,37 @@ TEST(RedisServerTest, AStartThatFailsSaysWhyTheFirstAttemptFailed) {
       << message;
   EXPECT_NE(message.find("in use"), std::string::npos) << message;
   EXPECT_EQ(message.find("No such file"), std::string::npos) << message;
+}
+
+// gapless-chaos's default --work-dir is relative ("chaos-runs"), and its TLS seeds make their
+// certificates under it; redis-server changes into its own --dir before it loads them. Every path
+// handed to a server is absolute, so a relative one works from wherever the test runs.
+TEST(RedisServerTest, CertificatesMadeUnderARelativeDirectoryLoad) {
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  const std::filesystem::path here =
+      std::filesystem::temp_directory_path() / ("gapless-relative-" + std::to_string(getpid()));
+  std::filesystem::create_directories(here);
+  std::filesystem::current_path(here);
+  auto certs = MakeTlsCertificates("chaos-runs/seed-2/tls");
+  ASSERT_TRUE(certs.ok()) << certs.status().ToString();
+  for (const std::string& path : {certs->dir, certs->ca, certs->server_cert, certs->server_key,
+                                  certs->client_cert, certs->client_key}) {
+    EXPECT_TRUE(std::filesystem::path(path).is_absolute()) << path;
+  }
+  // Certificates given by relative paths (a caller that made them by hand) load too.
+  TlsCertificates relative = *certs;
+  relative.ca = "chaos-runs/seed-2/tls/ca.pem";
+  relative.server_cert = "chaos-runs/seed-2/tls/server.pem";
+  relative.server_key = "chaos-runs/seed-2/tls/server-key.pem";
+  for (const TlsCertificates& tls : {*certs, relative}) {
+    auto server = RedisServer::StartTls(tls);
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    auto conn = RedisConn::Connect((*server)->url());
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    EXPECT_TRUE((*conn)->Command({"PING"}).ok());
+  }
+  std::filesystem::current_path(cwd);
+  std::filesystem::remove_all(here);
 }
 
 TEST(PgServerTest, AFirstPortTakenStartsOnTheNext) {
