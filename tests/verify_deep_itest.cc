@@ -259,6 +259,46 @@ TEST(VerifyDeep, TheCliExitsOneAndPrintsTheReportOnAFailure) {
   EXPECT_NE(senders.output.find("senders), 1 failed"), std::string::npos) << senders.output;
 }
 
+// `index --verify --max-attempts 2` over a node whose receipts were changed in transit: after
+// the retries the run fails with the mismatch's typed reason, not only its code and message
+// (callers tell a mismatch from a malformed field by reason(), verify/verify.h).
+TEST(VerifyDeep, AMismatchKeepsItsReasonThroughTheIndexersRetries) {
+  GAPLESS_PG_TEST_DB_OR_SKIP(db);
+  std::unique_ptr<PgPool> pool = OpenPool(db.url());
+  ASSERT_NE(pool, nullptr);
+  {
+    auto conn = pool->Acquire();
+    ASSERT_TRUE(EnsureChainId(*conn, 1).ok());
+  }
+  std::string receipts = ReadFile(kMainnet + "receipts.json");
+  const size_t data = receipts.find("\"data\": \"0x");
+  ASSERT_NE(data, std::string::npos);
+  const size_t digit = data + 12;
+  receipts[digit] = receipts[digit] == '0' ? '1' : '0';
+  ReplayTransport replay;
+  replay.SetChainId(1);
+  ASSERT_TRUE(
+      replay.AddFile("eth_getBlockByNumber", R"(["0x1036640",true])", kMainnet + "block.json")
+          .ok());
+  ASSERT_TRUE(replay.Add("eth_getBlockReceipts", R"(["0x1036640"])", receipts).ok());
+  IndexerOptions options;
+  options.from = options.to = kBlock;
+  options.chain_id = 1;
+  options.verify = VerifyOptions{};
+  options.max_attempts = 2;
+  options.retry_base_micros = 1000;
+  options.token_metadata = false;
+  Indexer indexer(
+      options, [&replay] { return std::make_unique<JsonRpcClient>(&replay); }, pool.get());
+  ASSERT_TRUE(indexer.Plan().ok());
+  Status st = indexer.Run();
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), Code::kInvalidData) << st.ToString();
+  EXPECT_EQ(st.reason(), kVerifyMismatchReason) << st.ToString();
+  EXPECT_NE(st.message().find("gave up after 2 attempts"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("receiptsRoot"), std::string::npos) << st.ToString();
+}
+
 // The execution-apis chain: pre-Byzantium receipts (a state root instead of a status),
 // contract creations, and a Prague header (requestsHash) round-trip through the writer and
 // verify from the rows.

@@ -33,8 +33,8 @@
 // it stops itself between its write and its completion; the harness re-orgs under its range,
 // waits for another worker to claim the revoked task, stops that one and resumes the first, so
 // only the queue's lease-owner check can refuse the stale completion. Every second re-org fault
-// first moves the head on a minority of the lock nodes (HeadOnAMinority in harness.cc), so only
-// the head log's height check keeps a node from holding two hashes at a height.
+// first moves the head on a minority of the lock nodes (HeadOnAMinority, faults/chain_faults.cc),
+// so only the head log's height check keeps a node from holding two hashes at a height.
 // Faults are applied at their times and healed after their durations; every fault and recovery
 // is written to the timeline (timeline.txt in the seed's directory, with milliseconds since the
 // start). After the fault window the chain stops moving and the harness waits (up to settle_ms)

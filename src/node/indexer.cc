@@ -112,8 +112,11 @@ Status Indexer::WithRetries(const std::string& what, const std::function<Status(
     if (stop_.load()) return st.code() == Code::kAborted ? st : Interrupted();
     if (!st.retriable() || attempt >= options_.max_attempts) {
       if (attempt > 1) {
+        // The code and the typed reason stay the last attempt's: callers decide on them
+        // (a verify mismatch, a stale fence), never on the message.
         return Status(st.code(),
-                      fmt::format("{} (gave up after {} attempts)", st.message(), attempt));
+                      fmt::format("{} (gave up after {} attempts)", st.message(), attempt))
+            .WithReason(st.reason());
       }
       return st;
     }

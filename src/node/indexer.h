@@ -9,8 +9,8 @@
 // pooled connection (or, under a memory budget smaller than a range needs, in parts of it, in
 // order, each part committed whole: node/memory_budget.h). A failed fetch or write is retried with
 // exponential backoff and jitter when the error is retriable; after `max_attempts` the run stops
-// with the error, which names the block and field. A range is committed whole or not at all, so a
-// stop or a crash never leaves a partial block behind.
+// with the error, which names the block and field and keeps its code and reason(). A range is
+// committed whole or not at all, so a stop or a crash never leaves a partial block behind.
 //
 // Run() blocks; Stop() may be called from any thread (e.g. a signal watcher).
 #pragma once

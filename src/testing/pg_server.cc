@@ -20,24 +20,25 @@ constexpr const char* kBin = "/usr/lib/postgresql/15/bin";
 
 }  // namespace
 
-Result<std::unique_ptr<PgServer>> PgServer::Start() { return StartWith(nullptr, ""); }
+Result<std::unique_ptr<PgServer>> PgServer::Start(std::function<int()> pick_port) {
+  return StartWith(nullptr, "", pick_port);
+}
 
 Result<std::unique_ptr<PgServer>> PgServer::StartTls(const TlsCertificates& tls,
                                                      const std::string& also_listen) {
-  return StartWith(&tls, also_listen);
+  return StartWith(&tls, also_listen, nullptr);
 }
 
 Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls,
-                                                      const std::string& also_listen) {
+                                                      const std::string& also_listen,
+                                                      const std::function<int()>& pick_port) {
   if (access((std::string(kBin) + "/pg_ctl").c_str(), X_OK) != 0) {
     return FailedPrecondition(std::string("PgServer: PostgreSQL 15 is not installed (") + kBin +
                               "/pg_ctl); run scripts/setup.sh");
   }
   std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-pg-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("PgServer: mkdtemp failed");
-  const int port = StablePort();  // a restart binds it again
-  if (port <= 0) return Internal("PgServer: no free port");
-  std::unique_ptr<PgServer> server(new PgServer(port, tmpl));
+  std::unique_ptr<PgServer> server(new PgServer(0, tmpl));
   if (getuid() == 0) {
     const passwd* pg = getpwnam("postgres");
     if (pg == nullptr) return FailedPrecondition("PgServer: no postgres user to run the server as");
@@ -71,13 +72,27 @@ Result<std::unique_ptr<PgServer>> PgServer::StartWith(const TlsCertificates* tls
     tls_options = " -c ssl=on -c ssl_cert_file=" + tmpl + "/server.pem -c ssl_key_file=" + tmpl +
                   "/server-key.pem";
   }
-  GAPLESS_RETURN_IF_ERROR(server->Run(
-      "start", {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
-                "-p " + std::to_string(port) + " -k " + tmpl + " -c listen_addresses=127.0.0.1" +
-                    (also_listen.empty() ? "" : "," + also_listen) +
-                    " -c max_connections=300 -c fsync=off" + tls_options}));
-  server->started_ = true;
-  return server;
+  // The port is picked right before the start, and picked again when another process took it
+  // meanwhile (a suite running beside this one); the error is the first attempt's.
+  constexpr int kAttempts = 3;
+  Status first;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    server->port_ = pick_port ? pick_port() : StablePort();  // a restart binds it again
+    if (server->port_ <= 0) return Internal("PgServer: no free port");
+    Status st = server->Run(
+        "start",
+        {"pg_ctl", "-D", data, "-l", tmpl + "/server.log", "-w", "-t", "60", "start", "-o",
+         "-p " + std::to_string(server->port_) + " -k " + tmpl + " -c listen_addresses=127.0.0.1" +
+             (also_listen.empty() ? "" : "," + also_listen) +
+             " -c max_connections=300 -c fsync=off" + tls_options});
+    if (st.ok()) {
+      server->started_ = true;
+      return server;
+    }
+    if (first.ok()) first = st;
+  }
+  return first.WithContext("PgServer: no start in " + std::to_string(kAttempts) +
+                           " attempts; the first");
 }
 
 PgServer::~PgServer() {

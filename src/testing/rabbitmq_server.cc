@@ -84,20 +84,25 @@ Result<std::unique_ptr<RabbitMqServer>> RabbitMqServer::StartWith(const TlsCerti
   }
   std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-rabbitmq-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return Internal("RabbitMqServer: mkdtemp failed");
-  Status last = Unavailable("RabbitMqServer: no free port");
+  // The error is the first attempt's: a later one may only repeat it, or hide it.
+  Status first;
   for (int attempt = 0; attempt < 3; ++attempt) {
     int port = StablePort();  // Restart binds them again
     int dist_port = StablePort();
-    if (port <= 0 || dist_port <= 0 || port == dist_port) continue;
+    if (port <= 0 || dist_port <= 0 || port == dist_port) {
+      if (first.ok()) first = Unavailable("RabbitMqServer: no free port");
+      continue;
+    }
     std::unique_ptr<RabbitMqServer> server(new RabbitMqServer(port, dist_port, tmpl));
     if (tls != nullptr) server->tls_ = *tls;
-    last = server->Spawn();
-    if (last.ok()) return server;
+    Status st = server->Spawn();
+    if (st.ok()) return server;
+    if (first.ok()) first = st;
     server->dir_.clear();  // keep the directory for the next attempt
   }
   std::error_code ec;
   std::filesystem::remove_all(tmpl, ec);
-  return last;
+  return first.WithContext("RabbitMqServer: no start in 3 attempts; the first");
 }
 
 RabbitMqServer::RabbitMqServer(int port, int dist_port, std::string dir)

@@ -1,5 +1,6 @@
 #include "testing/redis_server.h"
 
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,7 +9,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "coord/redis.h"
@@ -16,31 +19,40 @@
 
 namespace gapless {
 
-Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string> extra) {
-  return StartWith(std::move(extra), nullptr, false);
+Result<std::unique_ptr<RedisServer>> RedisServer::Start(std::vector<std::string> extra,
+                                                        PortPicker pick_port) {
+  return StartWith(std::move(extra), nullptr, false, pick_port);
 }
 
 Result<std::unique_ptr<RedisServer>> RedisServer::StartTls(const TlsCertificates& tls,
                                                            bool require_client_cert,
                                                            std::vector<std::string> extra) {
-  return StartWith(std::move(extra), &tls, require_client_cert);
+  return StartWith(std::move(extra), &tls, require_client_cert, nullptr);
 }
 
 Result<std::unique_ptr<RedisServer>> RedisServer::StartWith(std::vector<std::string> extra,
                                                             const TlsCertificates* tls,
-                                                            bool require_client_cert) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gapless-redis-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) return Internal("RedisServer: mkdtemp failed");
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    int port = StablePort();  // Restart binds it again
+                                                            bool require_client_cert,
+                                                            const PortPicker& pick_port) {
+  constexpr int kAttempts = 5;
+  Status first;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // A directory of this attempt's own: a failed attempt's server removes its directory when
+    // it goes, and redis-server cannot start in (or log to) a directory that is gone.
+    std::string dir = (std::filesystem::temp_directory_path() / "gapless-redis-XXXXXX").string();
+    if (mkdtemp(dir.data()) == nullptr) return Internal("RedisServer: mkdtemp failed");
+    const int port = pick_port ? pick_port() : StablePort();  // Restart binds it again
     if (port <= 0) return Internal("RedisServer: no free port");
-    std::unique_ptr<RedisServer> server(new RedisServer(port, extra, tmpl));
+    std::unique_ptr<RedisServer> server(new RedisServer(port, extra, dir));
     if (tls != nullptr) server->tls_ = *tls;
     server->require_client_cert_ = require_client_cert;
     Status st = server->Spawn();
     if (st.ok()) return server;
+    if (first.ok()) first = st;
   }
-  return Unavailable("RedisServer: redis-server did not start (is it installed?)");
+  return Status(first.code(), fmt::format("RedisServer: redis-server did not start in {} attempts "
+                                          "(is it installed?); the first: {}",
+                                          kAttempts, first.message()));
 }
 
 RedisServer::RedisServer(int port, std::vector<std::string> extra, std::string dir)
@@ -80,12 +92,16 @@ Status RedisServer::Spawn() {
                                    "--logfile",
                                    dir_ + "/redis-" + std::to_string(port_) + ".log"};
   if (tls_.has_value()) {
-    // TLS only: the plain port off, the same port number for TLS.
+    // TLS only: the plain port off, the same port number for TLS. The files by absolute paths:
+    // redis-server changes into its --dir before it loads them.
     args[4] = "0";
+    auto absolute = [](const std::string& path) {
+      return std::filesystem::absolute(path).string();
+    };
     for (const std::string& a :
          {std::string("--tls-port"), std::to_string(port_), std::string("--tls-cert-file"),
-          tls_->server_cert, std::string("--tls-key-file"), tls_->server_key,
-          std::string("--tls-ca-cert-file"), tls_->ca, std::string("--tls-auth-clients"),
+          absolute(tls_->server_cert), std::string("--tls-key-file"), absolute(tls_->server_key),
+          std::string("--tls-ca-cert-file"), absolute(tls_->ca), std::string("--tls-auth-clients"),
           std::string(require_client_cert_ ? "yes" : "no")}) {
       args.push_back(a);
     }
@@ -109,7 +125,8 @@ Status RedisServer::Spawn() {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return Unavailable("redis-server exited at start (port taken?)");
+      return Unavailable(
+          fmt::format("redis-server on port {} exited at start: {}", port_, LogTail()));
     }
     auto conn = RedisConn::Connect(url(), options);
     if (conn.ok()) {
@@ -120,7 +137,20 @@ Status RedisServer::Spawn() {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   Kill();
-  return Unavailable("redis-server did not answer on port " + std::to_string(port_));
+  return Unavailable(fmt::format("redis-server did not answer on port {}: {}", port_, LogTail()));
+}
+
+std::string RedisServer::LogTail() const {
+  std::ifstream in(dir_ + "/redis-" + std::to_string(port_) + ".log");
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    lines.push_back(line);
+    if (lines.size() > 3) lines.pop_front();
+  }
+  std::string out;
+  for (const std::string& l : lines) out += (out.empty() ? "" : " | ") + l;
+  return out.empty() ? "(no log)" : out;
 }
 
 void RedisServer::Kill() {

@@ -5,13 +5,19 @@
 // and keyspace notifications for expired and generic events (Egx, what the HA leader's followers
 // subscribe to). Kill() is SIGKILL, Pause()/Resume() SIGSTOP/SIGCONT, Restart() starts a new
 // process on the same port with an empty data set (a node restarted without persistence). The
-// destructor kills the process it started (by pid, never anything else).
+// destructor kills the process it started (by pid, never anything else) and removes its directory.
+//
+// A start tries up to 5 ports, each attempt in a temporary directory of its own (a failed attempt's
+// server removes its directory, so the next cannot share it). When every attempt fails, the error
+// carries the first attempt's (a port taken, a certificate that does not load: redis-server's own
+// last log line), which later attempts would only repeat or hide.
 //
 // Thread-safety: not thread-safe; one owner.
 #pragma once
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,9 +30,14 @@ namespace gapless {
 
 class RedisServer {
  public:
+  // Where a start attempt listens: StablePort() (testing/free_port.h) unless a test hands out
+  // ports of its own (a taken one, to see the next attempt start).
+  using PortPicker = std::function<int()>;
+
   // Starts redis-server (from PATH) and waits until it answers PING. `extra` are more
   // command-line arguments ("--rename-command", "CONFIG", "").
-  static Result<std::unique_ptr<RedisServer>> Start(std::vector<std::string> extra = {});
+  static Result<std::unique_ptr<RedisServer>> Start(std::vector<std::string> extra = {},
+                                                    PortPicker pick_port = nullptr);
   // The same over TLS only (no plain port): redis-server's --tls-port with tls's server
   // certificate. require_client_cert: tls-auth-clients yes (a client must present a certificate
   // signed by tls.ca); otherwise none is asked for. url() is then
@@ -53,7 +64,10 @@ class RedisServer {
   RedisServer(int port, std::vector<std::string> extra, std::string dir);
   static Result<std::unique_ptr<RedisServer>> StartWith(std::vector<std::string> extra,
                                                         const TlsCertificates* tls,
-                                                        bool require_client_cert);
+                                                        bool require_client_cert,
+                                                        const PortPicker& pick_port);
+  // The last lines of this attempt's redis-server log ("(no log)" when it wrote none).
+  std::string LogTail() const;
   Status Spawn();
 
   int port_;

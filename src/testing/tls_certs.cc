@@ -21,9 +21,13 @@ Status Sh(const std::string& command, const std::string& log) {
 
 }  // namespace
 
-Result<TlsCertificates> MakeTlsCertificates(const std::string& dir, const std::string& owner,
+Result<TlsCertificates> MakeTlsCertificates(const std::string& given_dir, const std::string& owner,
                                             const std::string& also_ip) {
+  // Absolute paths: a server may change directory before it loads them (redis-server changes
+  // into its --dir first).
   std::error_code ec;
+  const std::string dir = std::filesystem::absolute(given_dir, ec).lexically_normal().string();
+  if (ec) return Internal("tls certificates: no absolute path for " + given_dir);
   std::filesystem::create_directories(dir, ec);
   TlsCertificates t;
   t.dir = dir;

@@ -24,7 +24,9 @@ struct TlsCertificates {
   std::string client_key;   // PEM, mode 0600
 };
 
-// Creates the files under dir (created if missing). `owner`: a user to give them to (a server
+// Creates the files under dir (created if missing). Every path in the result is absolute (dir
+// relative to the working directory), since servers may change directory before they read them.
+// `owner`: a user to give them to (a server
 // that runs as postgres or rabbitmq must read its key; empty: keep them). `also_ip`: one more
 // IP address the server certificate names (an address of this machine off the loopback).
 // Unavailable with the openssl output when a step fails.
