@@ -60,6 +60,9 @@ local function grant_tokens(fence, dataset, record, n)
   return last - n + 1
 end
 
+-- One token: INCR of the counter (grant_tokens for one).
 local function grant_token(fence, dataset, record)
-  return grant_tokens(fence, dataset, record, 1)
+  local token = redis.call('INCR', fence)
+  if record then redis.call('SET', dataset, record) end
+  return token
 end

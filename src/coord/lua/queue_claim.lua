@@ -21,4 +21,4 @@ local pending, processing, leases, fence, dataset = KEYS[1], KEYS[2], KEYS[3], K
 local worker, ttl, count = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local bad, record = check_claim('queue_claim', fence, dataset, worker, ARGV[2], ARGV[3])
 if bad then return bad end
-return apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count)
+return apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count, {})

@@ -45,7 +45,9 @@ if pairs_given < 1 or pairs_given ~= math.floor(pairs_given) or pairs_given > ma
                            ' (task, token) pairs after the count, got ' .. (#ARGV - 3) ..
                            ' arguments')
 end
-local froms, refusals = {}, {}
+-- out gets each verdict as it is checked: {1, 'ok'} for an owned task (completed below, once
+-- every check passed), the refusal {0, reason} otherwise.
+local froms, out = {}, {}
 for i = 1, pairs_given do
   local from_s, bad = check_task(script, ARGV[2 + 2 * i])
   if bad then return bad end
@@ -56,22 +58,15 @@ if bad then return bad end
 for i = 1, pairs_given do
   local refused = check_owner(script, leases, ARGV[2 + 2 * i], worker, tonumber(ARGV[3 + 2 * i]))
   if is_error(refused) then return refused end
-  refusals[i] = refused or false
+  refused = refused or {1, 'ok'}
+  out[2 * i - 1] = refused[1]
+  out[2 * i] = refused[2]
 end
 
-local out = {}
 for i = 1, pairs_given do
-  local refused = refusals[i]
-  if refused then
-    out[#out + 1] = refused[1]
-    out[#out + 1] = refused[2]
-  else
+  if out[2 * i - 1] == 1 then
     apply_complete(processing, leases, queued, attempts, expiries, completed, ARGV[2 + 2 * i],
                    froms[i])
-    out[#out + 1] = 1
-    out[#out + 1] = 'ok'
   end
 end
-local leased = apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count)
-for _, v in ipairs(leased) do out[#out + 1] = v end
-return out
+return apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count, out)

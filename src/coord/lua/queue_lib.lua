@@ -51,29 +51,33 @@ end
 -- a token of its own, from one INCRBY of the fence counter: every grant gets a token higher than
 -- every earlier grant (as long as Redis keeps its data; see Queue::FloorFenceCounter and
 -- fence_lib.lua), the tasks of one claim in pending's order. All of them are checked by the one
--- check_claim before (fence_lib.lua: one INFO per script). Returns {task, token, expires_ms, ...}
--- (three elements per task, pending's order), or an empty table when pending is empty. Call
--- check_claim first; `record` is its second value.
-local function apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count)
+-- check_claim before (fence_lib.lua: one INFO per script). Appends {task, token, expires_ms} per
+-- task (pending's order) to `out` and returns it; nothing when pending is empty. Call check_claim
+-- first; `record` is its second value.
+local function apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count,
+                           out)
   if count == 1 then  -- what a worker sends between two tasks: one command fewer, no tables
     local task = redis.call('LMOVE', pending, processing, 'LEFT', 'RIGHT')
-    if not task then return {} end
-    local token = grant_tokens(fence, dataset, record, 1)
+    if not task then return out end
+    local token = grant_token(fence, dataset, record)
     local expires = now_ms() + ttl
     redis.call('HSET', leases, task,
                cjson.encode({worker = worker, token = token, expires_ms = expires}))
-    return {task, token, expires}
+    out[#out + 1] = task
+    out[#out + 1] = token
+    out[#out + 1] = expires
+    return out
   end
   local tasks = redis.call('LPOP', pending, count)
-  if not tasks then return {} end
+  if not tasks then return out end
   redis.call('RPUSH', processing, unpack(tasks))
   local first = grant_tokens(fence, dataset, record, #tasks)
   local expires = now_ms() + ttl
-  local fields, out = {}, {}
+  local fields = {}
   for i, task in ipairs(tasks) do
     local token = first + i - 1
-    fields[#fields + 1] = task
-    fields[#fields + 1] = cjson.encode({worker = worker, token = token, expires_ms = expires})
+    fields[2 * i - 1] = task
+    fields[2 * i] = cjson.encode({worker = worker, token = token, expires_ms = expires})
     out[#out + 1] = task
     out[#out + 1] = token
     out[#out + 1] = expires
