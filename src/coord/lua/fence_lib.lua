@@ -12,8 +12,8 @@
 -- floors the counter again (above every token granted anywhere before) and claims again.
 -- Where INFO is refused (an ACL, a proxy that hides it) no id is known and nothing is refused.
 
--- Cost: INFO is the dearest command of a grant (~2 us of Redis time, next to ~20 us for a whole
--- claim), so it runs once per script, not once per grant: a script that grants several tokens
+-- Cost: INFO is the dearest command of a grant (~3 us of Redis CPU, next to ~22 us for a whole
+-- complete-and-claim), so it runs once per script, not once per grant: a script that grants several tokens
 -- (a batch claim, queue_claim.lua) checks once for all of them, which is as safe as a check per
 -- grant because nothing runs on the server between the check and the script's last write.
 
