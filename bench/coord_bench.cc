@@ -6,6 +6,9 @@
 //                     thread's last task, so no separate Complete is needed at the end.
 //   --mode two-trips  the earlier design: Claim (queue_claim.lua) then Complete
 //                     (queue_complete.lua), two round trips per task.
+// With --batch N (one-trip only; default 1) a thread claims N tasks at a time (ClaimBatch), and
+// each CompleteAndClaimBatch completes the N it holds and claims the next N: one round trip per
+// N tasks, each task still with a lease and a token of its own (coord/queue.h).
 //
 // It pushes --tasks no-op tasks ("i-i") with Queue::Push into a namespace of its own (Keys of a
 // chain id no real chain uses, derived from the pid and the clock), then starts --concurrency
@@ -13,18 +16,18 @@
 // runs from the moment the threads are released (all connected, scripts loaded) to the last
 // completion. Per-task latency is, in two-trips, the time from sending the Claim to the answer of
 // the Complete; in one-trip, the time of the CompleteAndClaim that completes the task (which also
-// brings the next lease). At the end it checks that every task was completed exactly once
-// (accepted completions = completed set = --tasks, nothing pending or processing) and deletes the
-// namespace's keys.
+// brings the next lease; with --batch, the call that completes the task's batch). At the end it
+// checks that every task was completed exactly once (accepted completions = completed set =
+// --tasks, nothing pending or processing) and deletes the namespace's keys.
 //
 // Output: one JSON line on stdout, like bench/bullmq/noop.js, so bench/coord_bench.sh can put the
 // two side by side:
-//   {"mode":"one-trip","tasks":N,"concurrency":C,"seconds":S,"jobs_per_s":R,"round_trips":T,
-//    "p50_us":..,"p99_us":..}
+//   {"mode":"one-trip","batch":B,"tasks":N,"concurrency":C,"seconds":S,"jobs_per_s":R,
+//    "round_trips":T,"p50_us":..,"p99_us":..}
 // (two-trips adds "claim_p50_us" and "complete_p50_us").
 //
 // Usage: coord_bench [--redis redis://127.0.0.1:56379] [--tasks 20000] [--concurrency 8]
-//                    [--ttl-ms 60000] [--mode one-trip|two-trips]
+//                    [--ttl-ms 60000] [--mode one-trip|two-trips] [--batch 1]
 // The Redis must be one the caller owns (bench/coord_bench.sh starts one): the keys are deleted
 // afterwards, but the benchmark loads the server fully while it runs.
 #include <unistd.h>
@@ -60,6 +63,7 @@ struct Args {
   int concurrency = 8;
   int64_t ttl_ms = 60'000;  // far above a run's length: no lease may expire mid-benchmark
   Mode mode = Mode::kOneTrip;
+  int64_t batch = 1;
 };
 
 Args ParseArgs(int argc, char** argv) {
@@ -79,9 +83,13 @@ Args ParseArgs(int argc, char** argv) {
                  throw std::invalid_argument("want one-trip or two-trips");
                }
              })
+      .Value("--batch", [&](const std::string& v) { a.batch = std::stoll(v); })
       .Parse(argc, argv);
   if (a.tasks <= 0 || a.concurrency <= 0 || a.ttl_ms <= 0)
     bench::Die("--tasks, --concurrency, --ttl-ms must be > 0");
+  if (a.batch < 1 || a.batch > kMaxClaimBatch)
+    bench::Die("--batch must be 1.." + std::to_string(kMaxClaimBatch));
+  if (a.batch > 1 && a.mode != Mode::kOneTrip) bench::Die("--batch is for --mode one-trip");
   return a;
 }
 
@@ -140,37 +148,37 @@ void RunTwoTrips(Queue& queue, const std::string& worker, const Args& args,
   }
 }
 
-// One round trip per task: Claim once, then CompleteAndClaim until it finds pending empty (that
-// call completes the last task, so no Complete is left to send).
+// One round trip per task (per --batch tasks): Claim once, then CompleteAndClaim until it finds
+// pending empty (that call completes the last tasks, so no Complete is left to send).
 void RunOneTrip(Queue& queue, const std::string& worker, const Args& args,
                 const std::atomic<bool>& failed, WorkerStats& s) {
-  auto first = queue.Claim(worker, args.ttl_ms);
+  auto first = queue.ClaimBatch(worker, args.ttl_ms, args.batch);
   ++s.round_trips;
   if (!first.ok()) {
     s.error = "claim: " + first.status().ToString();
     return;
   }
-  if (!first->has_value()) return;  // queue empty
-  Lease lease = **first;
-  while (!failed.load(std::memory_order_relaxed)) {
+  std::vector<Lease> held = std::move(*first);
+  while (!held.empty() && !failed.load(std::memory_order_relaxed)) {
     Clock::time_point t0 = Clock::now();
-    auto r = queue.CompleteAndClaim(lease.task, worker, lease.token, args.ttl_ms);
+    auto r = queue.CompleteAndClaimBatch(held, worker, args.ttl_ms, args.batch);
     ++s.round_trips;
     Clock::time_point t1 = Clock::now();
     if (!r.ok()) {
       s.error = "complete+claim: " + r.status().ToString();
       return;
     }
-    if (!r->completed.ok()) {
-      s.error = "complete+claim: completion refused: " + r->completed.ToString();
-      return;
+    for (const Status& completed : r->completed) {
+      if (!completed.ok()) {
+        s.error = "complete+claim: completion refused: " + completed.ToString();
+        return;
+      }
+      s.cycle_us.push_back(Micros(t0, t1));
     }
-    s.cycle_us.push_back(Micros(t0, t1));
     s.last_complete = t1;
-    if (!r->next.has_value()) return;  // queue empty; our last task is completed
-    lease = *r->next;
+    held = std::move(r->next);  // empty: the queue is empty and our last tasks are completed
   }
-  // Stopped by another thread's failure while holding `lease`: the run is void anyway.
+  // Stopped by another thread's failure while holding `held`: the run is void anyway.
 }
 
 int Main(int argc, char** argv) {
@@ -283,12 +291,13 @@ int Main(int argc, char** argv) {
                ",\"complete_p50_us\":" + std::to_string(Percentile(complete, 50));
   }
   std::printf(
-      "{\"mode\":\"%s\",\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,"
+      "{\"mode\":\"%s\",\"batch\":%lld,\"tasks\":%lld,\"concurrency\":%d,\"seconds\":%.4f,"
       "\"jobs_per_s\":%.1f,\"round_trips\":%lld,\"p50_us\":%lld,\"p99_us\":%lld%s}\n",
-      args.mode == Mode::kOneTrip ? "one-trip" : "two-trips", static_cast<long long>(args.tasks),
-      args.concurrency, seconds, static_cast<double>(args.tasks) / seconds,
-      static_cast<long long>(round_trips), static_cast<long long>(Percentile(cycle, 50)),
-      static_cast<long long>(Percentile(cycle, 99)), per_step.c_str());
+      args.mode == Mode::kOneTrip ? "one-trip" : "two-trips", static_cast<long long>(args.batch),
+      static_cast<long long>(args.tasks), args.concurrency, seconds,
+      static_cast<double>(args.tasks) / seconds, static_cast<long long>(round_trips),
+      static_cast<long long>(Percentile(cycle, 50)), static_cast<long long>(Percentile(cycle, 99)),
+      per_step.c_str());
   return 0;
 }
 

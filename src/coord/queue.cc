@@ -47,6 +47,32 @@ Result<Lease> ParseLease(const RedisScript& script, const RedisReply& reply, siz
   return lease;
 }
 
+// The leases {task, token, expires_ms, ...} from reply.elements[first] to the end: at most
+// max_tasks of them (an empty Lua table comes back as an empty array or nil).
+Result<std::vector<Lease>> ParseLeases(const RedisScript& script, const RedisReply& reply,
+                                       size_t first, int64_t max_tasks) {
+  std::vector<Lease> out;
+  if (reply.is_nil()) return out;
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < first ||
+      (reply.elements.size() - first) % 3 != 0 ||
+      (reply.elements.size() - first) / 3 > static_cast<size_t>(max_tasks)) {
+    return BadReply(script, reply);
+  }
+  out.reserve((reply.elements.size() - first) / 3);
+  for (size_t i = first; i < reply.elements.size(); i += 3) {
+    GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, reply, i));
+    out.push_back(lease);
+  }
+  return out;
+}
+
+Status CheckBatchSize(int64_t n, std::string_view what) {
+  if (n < 1 || n > kMaxClaimBatch) {
+    return Internal(fmt::format("{} must be 1..{}, not {}", what, kMaxClaimBatch, n));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<TaskRange>> TaskList(const RedisScript& script, const RedisReply& reply) {
   std::vector<TaskRange> out;
   if (reply.is_nil()) return out;  // an empty Lua table comes back as an empty array or nil
@@ -105,16 +131,21 @@ Result<int64_t> Queue::Push(const std::vector<TaskRange>& tasks, uint64_t leader
 }
 
 Result<std::optional<Lease>> Queue::Claim(const std::string& worker, int64_t ttl_ms) {
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<Lease> leases, ClaimBatch(worker, ttl_ms, 1));
+  if (leases.empty()) return std::optional<Lease>();
+  return std::optional<Lease>(leases.front());
+}
+
+Result<std::vector<Lease>> Queue::ClaimBatch(const std::string& worker, int64_t ttl_ms,
+                                             int64_t max_tasks) {
   static const RedisScript& script = LoadScript("queue_claim.lua");
-  GAPLESS_ASSIGN_OR_RETURN(RedisReply r,
-                           conn_->Eval(script,
-                                       {keys_.pending(), keys_.processing(), keys_.leases(),
-                                        keys_.fence_counter(), keys_.fence_dataset()},
-                                       {worker, std::to_string(ttl_ms)}));
-  if (r.is_nil()) return std::optional<Lease>();
-  if (r.type != RedisReply::Type::kArray || r.elements.size() != 3) return BadReply(script, r);
-  GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, r, 0));
-  return std::optional<Lease>(lease);
+  GAPLESS_RETURN_IF_ERROR(CheckBatchSize(max_tasks, "max_tasks"));
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r, conn_->Eval(script,
+                                {keys_.pending(), keys_.processing(), keys_.leases(),
+                                 keys_.fence_counter(), keys_.fence_dataset()},
+                                {worker, std::to_string(ttl_ms), std::to_string(max_tasks)}));
+  return ParseLeases(script, r, 0, max_tasks);
 }
 
 Result<int64_t> Queue::Renew(const TaskRange& task, const std::string& worker, int64_t token,
@@ -142,25 +173,46 @@ Status Queue::Complete(const TaskRange& task, const std::string& worker, int64_t
 Result<CompleteAndClaimResult> Queue::CompleteAndClaim(const TaskRange& done,
                                                        const std::string& worker, int64_t token,
                                                        int64_t ttl_ms) {
-  static const RedisScript& script = LoadScript("queue_complete_claim.lua");
   GAPLESS_ASSIGN_OR_RETURN(
-      RedisReply r,
-      conn_->Eval(
-          script,
-          {keys_.pending(), keys_.processing(), keys_.leases(), keys_.queued(), keys_.attempts(),
-           keys_.completed(), keys_.expiries(), keys_.fence_counter(), keys_.fence_dataset()},
-          {done.id(), worker, std::to_string(token), std::to_string(ttl_ms)}));
-  // {completed, reason} or {completed, reason, task, token, expires_ms}.
-  if (r.type != RedisReply::Type::kArray || (r.elements.size() != 2 && r.elements.size() != 5) ||
-      r.elements[0].type != RedisReply::Type::kInteger) {
+      CompleteAndClaimBatchResult batch,
+      CompleteAndClaimBatch({Lease{.task = done, .token = token}}, worker, ttl_ms, 1));
+  CompleteAndClaimResult out;
+  out.completed = std::move(batch.completed.front());
+  if (!batch.next.empty()) out.next = batch.next.front();
+  return out;
+}
+
+Result<CompleteAndClaimBatchResult> Queue::CompleteAndClaimBatch(const std::vector<Lease>& done,
+                                                                 const std::string& worker,
+                                                                 int64_t ttl_ms,
+                                                                 int64_t max_tasks) {
+  static const RedisScript& script = LoadScript("queue_complete_claim.lua");
+  GAPLESS_RETURN_IF_ERROR(CheckBatchSize(max_tasks, "max_tasks"));
+  GAPLESS_RETURN_IF_ERROR(CheckBatchSize(static_cast<int64_t>(done.size()), "tasks to complete"));
+  std::vector<std::string> args = {worker, std::to_string(ttl_ms), std::to_string(max_tasks)};
+  args.reserve(3 + 2 * done.size());
+  for (const Lease& lease : done) {
+    args.push_back(lease.task.id());
+    args.push_back(std::to_string(lease.token));
+  }
+  GAPLESS_ASSIGN_OR_RETURN(
+      RedisReply r, conn_->Eval(script,
+                                {keys_.pending(), keys_.processing(), keys_.leases(),
+                                 keys_.queued(), keys_.attempts(), keys_.completed(),
+                                 keys_.expiries(), keys_.fence_counter(), keys_.fence_dataset()},
+                                args));
+  // {completed, reason} per task of `done`, then {task, token, expires_ms} per new lease.
+  const size_t verdicts = 2 * done.size();
+  if (r.type != RedisReply::Type::kArray || r.elements.size() < verdicts) {
     return BadReply(script, r);
   }
-  CompleteAndClaimResult out;
-  out.completed = Verdict(r.elements[0], r.elements[1], done);
-  if (r.elements.size() == 5) {
-    GAPLESS_ASSIGN_OR_RETURN(Lease lease, ParseLease(script, r, 2));
-    out.next = lease;
+  CompleteAndClaimBatchResult out;
+  for (size_t i = 0; i < done.size(); ++i) {
+    const RedisReply& code = r.elements[2 * i];
+    if (code.type != RedisReply::Type::kInteger) return BadReply(script, r);
+    out.completed.push_back(Verdict(code, r.elements[2 * i + 1], done[i].task));
   }
+  GAPLESS_ASSIGN_OR_RETURN(out.next, ParseLeases(script, r, verdicts, max_tasks));
   return out;
 }
 

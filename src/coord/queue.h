@@ -4,9 +4,11 @@
 // so no crash between two commands can orphan or double a task:
 //   Push      pending += tasks not already pending, processing, done or dead-lettered
 //   Claim     pending head -> processing + lease {worker, token = INCR fence, expiry by TIME}
+//   ClaimBatch  the same for up to n tasks at once, a lease and a token for each
 //   Renew     extend the lease, owner only
 //   Complete  owner only: drop from processing and lease, record the range in the frontier set
 //   CompleteAndClaim  Complete then Claim in one script: one round trip per task instead of two
+//   CompleteAndClaimBatch  the same for several tasks each way: one round trip per n tasks
 //   Fail      owner only: attempts += 1; below max to the back of pending, at max to the DLQ
 //   Janitor   requeue processing tasks whose lease is gone or expired; never a live one; the
 //             max_expiries-th expiry of one task dead-letters it instead (a poison range)
@@ -29,9 +31,17 @@
 // Claim. Re-sending CompleteAndClaim as is would be as safe (its completion refused, a second
 // lease granted) but also leaves the first lease to the janitor.
 //
+// Batches (ClaimBatch, CompleteAndClaimBatch) are for short tasks, where the round trip is the
+// task's largest cost (bench/coord_bench --batch): every task keeps its own lease and token, so
+// completion, renewal, failure and the janitor treat each as if claimed alone. The worker claims
+// one task at a time: a range task takes seconds, and a lease held in a batch behind it would
+// wait for the ones before it while an idle worker could take it. A batch whose answer was lost
+// (Unavailable) is n leases nobody renews: the janitor requeues each after its TTL.
+//
 // Scripts: queue_claim.lua, queue_complete.lua and queue_complete_claim.lua share their lease
 // logic through queue_lib.lua, which LoadScript prepends to them (their "-- needs:" line; Redis
-// scripts cannot include one another).
+// scripts cannot include one another). Claim and ClaimBatch are one script (queue_claim.lua), as
+// are CompleteAndClaim and CompleteAndClaimBatch (queue_complete_claim.lua).
 //
 // Thread-safety: a Queue uses one RedisConn and is not thread-safe; one per thread.
 #pragma once
@@ -88,6 +98,10 @@ struct FailResult {
   int64_t attempts = 0;  // failed attempts so far, this one included
 };
 
+// The most tasks ClaimBatch and CompleteAndClaimBatch take or complete in one call (the scripts'
+// max_claim_batch, lua/queue_lib.lua).
+inline constexpr int64_t kMaxClaimBatch = 1000;
+
 // CompleteAndClaim's two answers, apart: the caller handles a refused completion (drop the old
 // unit of work) independently of whether there is new work.
 struct CompleteAndClaimResult {
@@ -96,6 +110,13 @@ struct CompleteAndClaimResult {
   Status completed;
   // The new lease; nullopt when pending was empty (the completion counts all the same).
   std::optional<Lease> next;
+};
+
+// CompleteAndClaimBatch's answers: one verdict per task completed (as CompleteAndClaim's
+// `completed`, in the order given), and the new leases (empty when pending was empty).
+struct CompleteAndClaimBatchResult {
+  std::vector<Status> completed;
+  std::vector<Lease> next;
 };
 
 // Lease expiries after which the janitor dead-letters a task. Higher than the usual failure
@@ -143,6 +164,14 @@ class Queue {
   // it was floored on another Redis data set (a failover, a restart; FloorFenceCounter).
   Result<std::optional<Lease>> Claim(const std::string& worker, int64_t ttl_ms);
 
+  // Claims up to max_tasks (1..kMaxClaimBatch) tasks from the head of pending in one script, each
+  // with a lease of its own and its own token (ascending, in pending's order), exactly as that
+  // many Claims would; fewer when pending holds fewer, none when it is empty. The data set is
+  // checked once for the batch, atomically with its grants: IsFenceDataSetRefusal (nothing
+  // claimed) as for Claim. Internal (a bug) for max_tasks out of range.
+  Result<std::vector<Lease>> ClaimBatch(const std::string& worker, int64_t ttl_ms,
+                                        int64_t max_tasks);
+
   // Extends the lease to now + ttl_ms (Redis TIME); returns the new expiry. Aborted when
   // (worker, token) does not own the task any more.
   Result<int64_t> Renew(const TaskRange& task, const std::string& worker, int64_t token,
@@ -159,6 +188,16 @@ class Queue {
   // completion and the claim may or may not have happened).
   Result<CompleteAndClaimResult> CompleteAndClaim(const TaskRange& done, const std::string& worker,
                                                   int64_t token, int64_t ttl_ms);
+
+  // CompleteAndClaim for several tasks each way, in one script: completes each of `done` (owner
+  // only: `worker` with that lease's token; each refusal reported apart, as CompleteAndClaim's)
+  // and claims up to max_tasks as ClaimBatch does. IsFenceDataSetRefusal before any write:
+  // neither the completions nor the claim happen (the caller completes with Complete). Internal
+  // for a corrupt lease, Internal (a bug) for an empty `done`, more than kMaxClaimBatch of them or
+  // max_tasks out of range; Unavailable as for CompleteAndClaim.
+  Result<CompleteAndClaimBatchResult> CompleteAndClaimBatch(const std::vector<Lease>& done,
+                                                            const std::string& worker,
+                                                            int64_t ttl_ms, int64_t max_tasks);
 
   // Records a failed attempt (error is truncated to 2000 bytes). Aborted when not the owner.
   Result<FailResult> Fail(const TaskRange& task, const std::string& worker, int64_t token,

@@ -7,3 +7,6 @@ gapless_test(redis_itest SOURCES ${CMAKE_CURRENT_LIST_DIR}/redis_itest.cc
 gapless_test(queue_itest SOURCES ${CMAKE_CURRENT_LIST_DIR}/queue_itest.cc
   LIBS gapless_coord gapless_testing_redis gapless_core
   LABEL integration FIXTURES redis)
+gapless_test(queue_batch_itest SOURCES ${CMAKE_CURRENT_LIST_DIR}/queue_batch_itest.cc
+  LIBS gapless_coord gapless_testing_redis gapless_core
+  LABEL integration FIXTURES redis)

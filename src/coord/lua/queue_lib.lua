@@ -19,37 +19,71 @@ local function is_error(reply)
   return type(reply) == 'table' and reply.err ~= nil
 end
 
--- Claim arguments: worker id (non-empty), TTL (integer ms > 0), and a fence counter that is
--- missing or a decimal integer (INCR on anything else would fail after the LMOVE) and valid on
--- this data set (fence_lib.lua, which every script that needs this file needs first). Returns
--- the refusal or nil, and then the data set to record with the grant (for apply_claim).
-local function check_claim(script, fence, dataset, worker, ttl_arg)
+-- The most tasks one claim may take (Queue::kMaxClaimBatch): it bounds the arguments of the
+-- HSET below (Lua's stack takes a few thousand).
+local max_claim_batch = 1000
+
+-- Claim arguments: worker id (non-empty), TTL (integer ms > 0), how many tasks (an integer in
+-- 1..max_claim_batch), and a fence counter that is missing or a decimal integer (INCRBY on
+-- anything else would fail after the tasks moved) and valid on this data set (fence_lib.lua,
+-- which every script that needs this file needs first). Returns the refusal or nil, and then the
+-- data set to record with the grant (for apply_claim).
+local function check_claim(script, fence, dataset, worker, ttl_arg, count_arg)
   local ttl = tonumber(ttl_arg)
   if not worker or worker == '' then return redis.error_reply(script .. ': empty worker id') end
   if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
     return redis.error_reply(script .. ': bad ttl ' .. tostring(ttl_arg))
   end
+  local count = tonumber(count_arg)
+  if not count or count < 1 or count > max_claim_batch or count ~= math.floor(count) then
+    return redis.error_reply(script .. ': bad count ' .. tostring(count_arg))
+  end
   local counter = redis.call('GET', fence)
   if counter and not string.match(counter, '^%d+$') then
     return redis.error_reply(script .. ': ' .. fence .. ' holds ' .. counter)
   end
-  return check_fence_dataset(script, fence, dataset)
+  return check_fence_dataset(script, fence, dataset, counter ~= false)
 end
 
--- Moves the head of pending to the tail of processing and writes its lease in the same script, so
--- there is no moment in which a task sits in processing without a lease (the janitor would
--- requeue it) or is leased without being in processing. The token comes from INCR of the fence
--- counter: every grant gets a token higher than every earlier grant (as long as Redis keeps its
--- data; see Queue::FloorFenceCounter and fence_lib.lua). Returns {task, token, expires_ms}, or
--- nil when pending is empty. Call check_claim first; `record` is its second value.
-local function apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl)
-  local task = redis.call('LMOVE', pending, processing, 'LEFT', 'RIGHT')
-  if not task then return nil end
-  local token = grant_token(fence, dataset, record)
+-- Moves up to `count` tasks from the head of pending to the tail of processing and writes their
+-- leases in the same script, so there is no moment in which a task sits in processing without a
+-- lease (the janitor would requeue it) or is leased without being in processing. Each task gets
+-- a token of its own, from one INCRBY of the fence counter: every grant gets a token higher than
+-- every earlier grant (as long as Redis keeps its data; see Queue::FloorFenceCounter and
+-- fence_lib.lua), the tasks of one claim in pending's order. All of them are checked by the one
+-- check_claim before (fence_lib.lua: one INFO per script). Appends {task, token, expires_ms} per
+-- task (pending's order) to `out` and returns it; nothing when pending is empty. Call check_claim
+-- first; `record` is its second value.
+local function apply_claim(pending, processing, leases, fence, dataset, record, worker, ttl, count,
+                           out)
+  if count == 1 then  -- what a worker sends between two tasks: one command fewer, no tables
+    local task = redis.call('LMOVE', pending, processing, 'LEFT', 'RIGHT')
+    if not task then return out end
+    local token = grant_token(fence, dataset, record)
+    local expires = now_ms() + ttl
+    redis.call('HSET', leases, task,
+               cjson.encode({worker = worker, token = token, expires_ms = expires}))
+    out[#out + 1] = task
+    out[#out + 1] = token
+    out[#out + 1] = expires
+    return out
+  end
+  local tasks = redis.call('LPOP', pending, count)
+  if not tasks then return out end
+  redis.call('RPUSH', processing, unpack(tasks))
+  local first = grant_tokens(fence, dataset, record, #tasks)
   local expires = now_ms() + ttl
-  redis.call('HSET', leases, task,
-             cjson.encode({worker = worker, token = token, expires_ms = expires}))
-  return {task, token, expires}
+  local fields = {}
+  for i, task in ipairs(tasks) do
+    local token = first + i - 1
+    fields[2 * i - 1] = task
+    fields[2 * i] = cjson.encode({worker = worker, token = token, expires_ms = expires})
+    out[#out + 1] = task
+    out[#out + 1] = token
+    out[#out + 1] = expires
+  end
+  redis.call('HSET', leases, unpack(fields))
+  return out
 end
 
 -- Unlike the other checks, returns two values: the task's from block (a string, the completed
