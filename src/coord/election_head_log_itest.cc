@@ -7,13 +7,9 @@
 
 #include "coord/election_itest_util.h"
 
-namespace gapless {
+namespace gapless::election_testing {
 namespace {
 
-using election_testing::Block;
-using election_testing::ElectionTest;
-using election_testing::FakeChain;
-using election_testing::Opts;
 using testing_util::WaitFor;
 
 TEST_F(ElectionTest, APartialWriteIsRepairedByTheNextLeader) {
@@ -311,4 +307,4 @@ TEST_F(ElectionTest, TheElectorTruncatesTheLogWhenTheChainReorgs) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::election_testing

@@ -9,15 +9,11 @@
 
 #include "coord/election_itest_util.h"
 
-namespace gapless {
+namespace gapless::election_testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-using election_testing::Block;
-using election_testing::ElectionTest;
-using election_testing::FakeChain;
-using election_testing::Opts;
 using testing_util::NowMs;
 using testing_util::WaitFor;
 
@@ -309,4 +305,4 @@ TEST_F(ElectionTest, ACandidateWithoutItsLockQuorumSaysSoAndWhenItIsBack) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::election_testing

@@ -16,19 +16,9 @@
 #include "events/amqp_connection.h"
 
 namespace gapless {
+// In amqp_internal, beside the connection it is built on (amqp_connection.h).
+namespace amqp_internal {
 namespace {
-
-using amqp_internal::Bytes;
-using amqp_internal::ConfirmPublisher;
-using amqp_internal::Connection;
-using amqp_internal::DeclareExchange;
-using amqp_internal::DeclareQueue;
-using amqp_internal::kChannel;
-using amqp_internal::kSubscriberTimeoutMs;
-using amqp_internal::Message;
-using amqp_internal::NowMs;
-using amqp_internal::Str;
-using amqp_internal::ToTimeval;
 
 constexpr uint16_t kPrefetch = 256;
 
@@ -209,12 +199,13 @@ class AmqpSubscriber final : public Subscriber {
 };
 
 }  // namespace
+}  // namespace amqp_internal
 
 Result<std::unique_ptr<Subscriber>> OpenAmqpSubscriber(std::string_view url,
                                                        const SubscribeOptions& options) {
   GAPLESS_ASSIGN_OR_RETURN(AmqpUrl parsed, ParseAmqpUrl(url));
   if (options.group.empty()) return FailedPrecondition("amqp subscriber: empty group");
-  auto subscriber = std::make_unique<AmqpSubscriber>(std::move(parsed), options);
+  auto subscriber = std::make_unique<amqp_internal::AmqpSubscriber>(std::move(parsed), options);
   GAPLESS_RETURN_IF_ERROR(subscriber->Connect());
   return std::unique_ptr<Subscriber>(std::move(subscriber));
 }

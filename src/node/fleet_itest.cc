@@ -15,19 +15,8 @@
 
 #include "node/fleet_itest_util.h"
 
-namespace gapless {
+namespace gapless::fleet_testing {
 namespace {
-
-using fleet_testing::ClientsFor;
-using fleet_testing::ExpectComplete;
-using fleet_testing::FastWorker;
-using fleet_testing::FixedLeader;
-using fleet_testing::FleetRun;
-using fleet_testing::FleetTest;
-using fleet_testing::kAnvilUrl;
-using fleet_testing::LoadDevnet;
-using fleet_testing::OpenPool;
-using fleet_testing::RunFleet;
 
 TEST_F(FleetTest, LeaderAndThreeWorkersIndexTheDevnetLikeOneProcess) {
   const DevnetManifest& devnet = LoadDevnet();
@@ -296,4 +285,4 @@ TEST_F(FleetTest, AFixedRunStuckOnADeadLetterStopsNamingIt) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::fleet_testing

@@ -6,18 +6,8 @@
 
 #include "node/fleet_itest_util.h"
 
-namespace gapless {
+namespace gapless::fleet_testing {
 namespace {
-
-using fleet_testing::ClientsFor;
-using fleet_testing::ExpectComplete;
-using fleet_testing::FastWorker;
-using fleet_testing::FleetTest;
-using fleet_testing::kAnvilUrl;
-using fleet_testing::LoadDevnet;
-using fleet_testing::PrefetchingWorker;
-using fleet_testing::SlowPostgres;
-using fleet_testing::SlowPostgresFor;
 
 // Prefetch (node/worker.h): a worker claims and fetches range n+1 while range n is written. The
 // task fetched ahead waits behind that write, here for longer than its lease TTL (PostgreSQL is
@@ -176,4 +166,4 @@ TEST_F(FleetTest, AStoppedPrefetchingWorkerEndsBothStagesAndLosesNothing) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::fleet_testing

@@ -11,19 +11,8 @@
 
 #include "node/fleet_itest_util.h"
 
-namespace gapless {
+namespace gapless::fleet_testing {
 namespace {
-
-using fleet_testing::ClientsFor;
-using fleet_testing::CommitThirtyAndStep;
-using fleet_testing::ExpectComplete;
-using fleet_testing::FixedLeader;
-using fleet_testing::FleetRun;
-using fleet_testing::FleetTest;
-using fleet_testing::kAnvilUrl;
-using fleet_testing::LoadDevnet;
-using fleet_testing::RunFleet;
-using fleet_testing::ScriptedLease;
 
 TEST_F(FleetTest, RedisLossMidRunReconcilesAndCompletesWithoutAGap) {
   const uint64_t last = LoadDevnet().last_block;
@@ -289,4 +278,4 @@ TEST_F(FleetTest, AFailoverIsSeenAfterATermStartedWithoutTheReplicationId) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::fleet_testing

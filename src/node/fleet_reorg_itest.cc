@@ -8,19 +8,8 @@
 
 #include "node/fleet_itest_util.h"
 
-namespace gapless {
+namespace gapless::fleet_testing {
 namespace {
-
-using fleet_testing::ClientsFor;
-using fleet_testing::CommitThirtyAndStep;
-using fleet_testing::ExpectComplete;
-using fleet_testing::FixedLeader;
-using fleet_testing::FleetRun;
-using fleet_testing::FleetTest;
-using fleet_testing::kAnvilUrl;
-using fleet_testing::LoadDevnet;
-using fleet_testing::RunFleet;
-using fleet_testing::ScriptedLease;
 
 // After the leader rolled PostgreSQL back above a fork point, the coordination Redis follows it
 // (reconcile.h FollowRollbacks): the frontier goes down to the fork point + 1, completed ranges
@@ -238,4 +227,4 @@ TEST_F(FleetTest, ABackendThatDisagreesWithTheHeadLogNeverCommitsItsBlock) {
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::fleet_testing

@@ -6,16 +6,8 @@
 
 #include "node/fleet_itest_util.h"
 
-namespace gapless {
+namespace gapless::fleet_testing {
 namespace {
-
-using fleet_testing::ClientsFor;
-using fleet_testing::ExpectComplete;
-using fleet_testing::FastWorker;
-using fleet_testing::FleetTest;
-using fleet_testing::kAnvilUrl;
-using fleet_testing::PgPort;
-using fleet_testing::PgUrlVia;
 
 // A worker (re)started while the coordination Redis is down (restarting, failing over) waits
 // for it, as a running worker does, instead of exiting (chaos seed 170: a worker restarted
@@ -121,4 +113,4 @@ TEST_F(FleetTest, ABalancesConsumerStartedWhileItsBusAndDatabaseAreDownWaitsForT
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::fleet_testing

@@ -7,14 +7,8 @@
 
 #include "node/retraction_itest_util.h"
 
-namespace gapless {
+namespace gapless::retraction_testing {
 namespace {
-
-using retraction_testing::kChain;
-using retraction_testing::kEpoch;
-using retraction_testing::RetractionTest;
-using retraction_testing::Small;
-using testing_util::WaitFor;
 
 // Issue 16, defect 2, as a new user met it: blocks indexed without events (0..9, then a run
 // from 15: 15..19), then events enabled. The frontier must not pass the hole 10..14 (events_from
@@ -141,4 +135,4 @@ TEST_F(RetractionTest, TheRelayStopsAtABlockBelowTheFrontierThatIsNotCommitted) 
 }
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::retraction_testing

@@ -7,17 +7,8 @@
 
 #include "node/retraction_itest_util.h"
 
-namespace gapless {
+namespace gapless::retraction_testing {
 namespace {
-
-using retraction_testing::BlockNumberOf;
-using retraction_testing::GatePublisher;
-using retraction_testing::kEpoch;
-using retraction_testing::NewFork;
-using retraction_testing::RetractionTest;
-using retraction_testing::Small;
-using retraction_testing::StepThread;
-using testing_util::WaitFor;
 
 // Pipelining: while batch n waits for its confirmation the relay reads batch n+1, but the cursor
 // is never past where batch n starts, batch n+1 is not sent before batch n is confirmed, and each
@@ -203,4 +194,4 @@ TEST_P(ReadAheadTest, ABatchReadAheadDoesNotOutliveARollback) {
 INSTANTIATE_TEST_SUITE_P(ForkInFlightOrReadAhead, ReadAheadTest, ::testing::Values(12, 16));
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::retraction_testing

@@ -12,15 +12,8 @@
 
 #include "node/retraction_itest_util.h"
 
-namespace gapless {
+namespace gapless::retraction_testing {
 namespace {
-
-using retraction_testing::kEpoch;
-using retraction_testing::NewFork;
-using retraction_testing::RetractionTest;
-using retraction_testing::RevertedOf;
-using retraction_testing::Small;
-using testing_util::WaitFor;
 
 TEST_F(RetractionTest, OrphanedBlocksAreRevertedOnTheBusBeforeTheNewForkAndBalancesFollow) {
   Write(SyntheticRange(0, 19, Small(1)));
@@ -249,4 +242,4 @@ TEST_P(InFlightTest, ABatchInFlightAcrossARollbackIsRefusedAndRetracted) {
 INSTANTIATE_TEST_SUITE_P(CursorLoweredOrNot, InFlightTest, ::testing::Values(12, 16));
 
 }  // namespace
-}  // namespace gapless
+}  // namespace gapless::retraction_testing
