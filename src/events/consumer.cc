@@ -1,3 +1,6 @@
+// consumer: EventConsumer, the consumer framework's poll thread, workers and recovery
+// (events/consumer.h), and the classes of failure. The processing keys are processing_locks.cc's;
+// the status report's words are consumer_status.cc's.
 #include "events/consumer.h"
 
 #include <fmt/format.h>
@@ -29,6 +32,10 @@ void CountConsumerEvent(const std::string& consumer, std::string_view outcome) {
       "before), failed (an attempt), dead_lettered",
       {"consumer", "outcome"});
   events.With({consumer, outcome}).Inc();
+}
+
+std::string PartitionName(const std::string& topic, int32_t partition) {
+  return fmt::format("{}[{}]", topic, partition);
 }
 
 }  // namespace
@@ -72,127 +79,6 @@ int64_t RecoveryDelays::For(ErrorClass c) const {
       return other_ms;
   }
   return other_ms;
-}
-
-std::string ProcessingKey(std::string_view prefix, std::string_view event_id) {
-  std::string key(prefix);
-  key += ":processing:";
-  key += event_id;
-  return key;
-}
-
-// --- RedisProcessingLocks ---
-
-Result<std::unique_ptr<RedisProcessingLocks>> RedisProcessingLocks::Open(
-    const std::string& url, std::string key_prefix, const RedisOptions& options) {
-  if (key_prefix.empty()) return FailedPrecondition("processing locks: empty key prefix");
-  // Checks the URL now, so a bad one fails at start rather than at the first event.
-  GAPLESS_ASSIGN_OR_RETURN(auto conn, RedisConn::Connect(url, options, /*connect_now=*/false));
-  std::unique_ptr<RedisProcessingLocks> locks(
-      new RedisProcessingLocks(url, std::move(key_prefix), options));
-  locks->Give(std::move(conn));
-  return locks;
-}
-
-Result<std::unique_ptr<RedisConn>> RedisProcessingLocks::Take() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!idle_.empty()) {
-      auto conn = std::move(idle_.back());
-      idle_.pop_back();
-      return conn;
-    }
-  }
-  return RedisConn::Connect(url_, options_, /*connect_now=*/false);
-}
-
-void RedisProcessingLocks::Give(std::unique_ptr<RedisConn> conn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  idle_.push_back(std::move(conn));
-}
-
-Result<bool> RedisProcessingLocks::TryAcquire(const std::string& event_id, const std::string& token,
-                                              int64_t ttl_ms) {
-  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
-  // Idempotent: the script recognises its own token, so a resend after a lost reply is safe.
-  auto r = conn->Eval(LoadScript("consumer_acquire.lua"), {ProcessingKey(prefix_, event_id)},
-                      {token, std::to_string(ttl_ms)}, /*idempotent=*/true);
-  Give(std::move(conn));
-  if (!r.ok()) return r.status().WithContext("processing key of " + event_id);
-  return r->integer == 1;
-}
-
-Status RedisProcessingLocks::Release(const std::string& event_id, const std::string& token) {
-  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
-  auto r = conn->Eval(LoadScript("consumer_release.lua"), {ProcessingKey(prefix_, event_id)},
-                      {token}, /*idempotent=*/true);
-  Give(std::move(conn));
-  if (!r.ok()) return r.status().WithContext("release processing key of " + event_id);
-  return Status::Ok();
-}
-
-Result<bool> RedisProcessingLocks::Renew(const std::string& event_id, const std::string& token,
-                                         int64_t ttl_ms) {
-  GAPLESS_ASSIGN_OR_RETURN(auto conn, Take());
-  auto r = conn->Eval(LoadScript("consumer_renew.lua"), {ProcessingKey(prefix_, event_id)},
-                      {token, std::to_string(ttl_ms)}, /*idempotent=*/true);
-  Give(std::move(conn));
-  if (!r.ok()) return r.status().WithContext("renew processing key of " + event_id);
-  return r->integer == 1;
-}
-
-// --- status ---
-
-namespace {
-
-std::string Percent(double ratio) { return fmt::format("{:.1f}%", ratio * 100.0); }
-
-std::string Duration(int64_t ms) {
-  int64_t s = ms / 1000;
-  return fmt::format("{:02}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
-}
-
-std::string WallTime(int64_t wall_micros) {
-  time_t t = static_cast<time_t>(wall_micros / 1'000'000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-std::string PartitionName(const std::string& topic, int32_t partition) {
-  return fmt::format("{}[{}]", topic, partition);
-}
-
-}  // namespace
-
-std::string ConsumerStatus::ToString() const {
-  std::string out = fmt::format("consumer {} status:\n", name);
-  double load = capacity == 0 ? 0.0 : static_cast<double>(active) / static_cast<double>(capacity);
-  out += fmt::format("  active tasks: {}/{} ({} capacity), {} resting after a failure\n", active,
-                     capacity, Percent(load), resting);
-  out += fmt::format(
-      "  queue length: {} waiting for a slot ({} behind an earlier event of their partition), {} "
-      "scheduled for a retry\n",
-      queued, blocked, scheduled);
-  out += fmt::format(
-      "  total processed: {} ({:.2f}/min average), {} duplicates, {} dead-lettered, {} acked\n",
-      processed, per_minute, duplicates, dead_lettered, acked);
-  out += fmt::format("  success rate: {} ({} failures)\n", Percent(success_ratio), failures);
-  out += fmt::format("  uptime: {} (started {})\n", Duration(uptime_ms),
-                     WallTime(started_wall_micros));
-  out += fmt::format("  partitions: [{}], paused: [{}]\n", fmt::join(partitions, ", "),
-                     fmt::join(paused, ", "));
-  if (last_error.empty()) {
-    out += "  last error: none\n";
-  } else {
-    out += fmt::format("  last error: \"{}\" ({} s ago)\n", last_error, last_error_age_ms / 1000);
-  }
-  out += fmt::format("  memory: {:.1f} MB resident\n",
-                     static_cast<double>(rss_bytes) / (1024.0 * 1024.0));
-  out += lag ? fmt::format("  consumer lag: {}", *lag) : std::string("  consumer lag: unknown");
-  return out;
 }
 
 // --- EventConsumer ---

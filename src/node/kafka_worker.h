@@ -105,6 +105,8 @@
 
 namespace gapless {
 
+class RangeLocks;
+
 struct KafkaWorkerOptions {
   std::string worker_id;  // unique in the fleet ("host:pid:n"); the lock owner and group member
   // kafka://host:port[,host:port][?property=value...] (events/kafka_bus.h: librdkafka properties
@@ -199,6 +201,20 @@ class KafkaWorker {
   // Steps 1-5 for one window; the window is erased unless it is to be retried.
   Status ProcessWindow(uint64_t start);
   Outcome WriteWindow(Window& w, Status* error);
+  // How the part of WriteWindow under the window's lock ended: the outcome, and what is left to
+  // do once the lock is released (WriteWindow releases it in one place, whichever way it ended).
+  struct LockedWrite {
+    Outcome outcome = Outcome::kRetry;
+    enum class Then {
+      kNothing,
+      kSkip,          // nothing was left to write: a skipped window
+      kRaiseFence,    // the write was refused (*error): raise the fence counter if it was fenced
+      kCountWritten,  // every run written: a task done
+    } then = Then::kNothing;
+  };
+  // Steps 2 (again, under the lock) to 4 of WriteWindow, writing with `token`.
+  LockedWrite WriteLocked(Window& w, const TaskRange& window, uint64_t generation, int64_t token,
+                          RangeLocks& locks, Status* error);
   // Step 1: the runs of held blocks still to write, given PostgreSQL and the head log; records
   // the committed runs (fenced by `generation`) and drops blocks of another fork. *waiting: some
   // block cannot be written yet (the log has not reached it, or a rollback is pending).
@@ -214,6 +230,8 @@ class KafkaWorker {
   // Logs that the worker is above its share with nothing writable (once at info).
   void SayStuck();
   void DeadLetter(Window& w, const Status& error);
+  // "topic[partition]@offset": where a message came from, for log lines.
+  static std::string Where(const Delivery& d);
   void KeeperLoop();
 
   KafkaWorkerOptions options_;
