@@ -131,11 +131,26 @@ Status CheckOneUrl(std::string_view option, UrlKind kind, std::string_view url) 
   std::string_view rest = url.substr(sep + 3);
   std::string_view before_query = rest.substr(0, rest.find_first_of("?#"));
   size_t at = before_query.rfind('@');
+  constexpr std::string_view kRawAtOrSlash =
+      "the user name or password holds a raw '@' or '/'; percent-encode it (%40 for @, %2F for /)";
   if (at != std::string_view::npos &&
       (before_query.find('@') != at || before_query.substr(0, at).find('/') != std::string::npos)) {
-    return Refuse(option, url,
-                  "the user name or password holds a raw '@' or '/'; percent-encode it (%40 for "
-                  "@, %2F for /)");
+    return Refuse(option, url, kRawAtOrSlash);
+  }
+  // A raw '?' or '#' in the password ("u:pa#ss@h": an '@' after it, no '/' before it). libpq and
+  // the Redis client read it as part of the password, as the redactor does (core/redact.h
+  // UserInfoEnd); an http, AMQP or Kafka client would take a query or fragment.
+  if (size_t end = UserInfoEnd(rest); end != std::string_view::npos && end != at &&
+                                      rest.substr(0, end).find('/') == std::string_view::npos) {
+    if (kind != UrlKind::kPostgres && scheme != "redis" && scheme != "rediss") {
+      return Refuse(option, url,
+                    "the user name or password holds a raw '?' or '#'; percent-encode it (%3F "
+                    "for ?, %23 for #)");
+    }
+    if (rest.substr(0, end).find('@') != std::string_view::npos) {
+      return Refuse(option, url, kRawAtOrSlash);
+    }
+    at = end;
   }
   std::string_view authority = rest.substr(at == std::string_view::npos ? 0 : at + 1);
   authority = authority.substr(0, authority.find_first_of("/?#"));

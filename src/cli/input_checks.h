@@ -11,7 +11,8 @@
 // The checks:
 //  - server URLs (--db, --rpc, --redis, --redis-replica, --lock-nodes, --events, --bus): a scheme
 //    the option takes (http/https for --rpc: ws:// is refused, not retried), a host, a port of
-//    1..65535, and no raw '@' or '/' in the user info (percent-encode it);
+//    1..65535, and no raw '@' or '/' in the user info (percent-encode it), nor a raw '?' or '#'
+//    but in a PostgreSQL or Redis URL (libpq and the Redis client read it as the password's);
 //  - numbers: a value of a numeric option that is not a number ("zero"), or a negative one for an
 //    option that takes none (--memory-budget -1, which CLI11 would wrap to 2^64 - 1);
 //  - CLI11's own parse errors, reworded into the same shape and exit code.

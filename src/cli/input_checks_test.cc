@@ -23,6 +23,10 @@ TEST(CheckServerUrl, RefusesWhatNoClientCouldUseWithoutShowingTheSecret) {
   ExpectRefused("redis", "http://h:6379", "rediss://");
   ExpectRefused("lock-nodes", "redis://h:1,:S3CRET9@h:2:3", "':'");
   ExpectRefused("events", "redis:/:S3CRET9@h:1", "no scheme");
+  // A raw '?' or '#' in a password an http or AMQP client would read as a query or fragment.
+  ExpectRefused("rpc", "https://u:S3CRET9#x@h/", "%23");
+  ExpectRefused("events", "amqps://u:S3CRET9?x@h:5671/v", "%3F");
+  ExpectRefused("db", "postgresql://u:S3CRET9#x@y@h/db", "percent-encode");
 }
 
 TEST(CheckServerUrl, AcceptsEveryFormGaplessTakes) {
@@ -36,6 +40,13 @@ TEST(CheckServerUrl, AcceptsEveryFormGaplessTakes) {
            {"redis", "rediss://:pw@h:6380?cacertfile=/etc/ca.pem"},
            {"lock-nodes", "redis://a:1,redis://b:2,redis://c:3"},
            {"events", "kafka://k1:9092,k2:9092?sasl.password=x,amqps://u:p@mq:5671/v,redis://r:1"},
+           // libpq and the Redis client read a raw '?' or '#' as part of the password.
+           {"db", "postgresql://u:pa#ss@h:5432/db"},
+           {"db", "postgres://u:pa?ss@h/db?sslmode=require"},
+           {"redis", "redis://:pa#ss@h:6379/0"},
+           {"events", "rediss://:pa?ss@h:6380"},
+           // An '@' in the query of a URL without user info is no user info.
+           {"db", "postgresql://h/db?application_name=me@laptop"},
            {"config", "anything"}}) {
     EXPECT_TRUE(CheckServerUrl(option, value).ok())
         << option << " " << value << ": " << CheckServerUrl(option, value).message();

@@ -73,6 +73,24 @@ bool IsKeyValueForm(std::string_view s) {
   return i < s.size() && s[i] == '=';
 }
 
+// A token of free text that opens a URL whose user info runs past the token: "scheme://u:pa" with
+// no '@', where what follows the ':' is no port ("postgresql://u:pa ss@h" cut at the space, or at
+// a quote). The length of that "u:pa", 0 when the token is no such start.
+size_t CutUserInfo(std::string_view token) {
+  size_t sep = token.find("://");
+  if (sep == std::string_view::npos) return 0;
+  std::string_view after = token.substr(sep + 3);
+  if (after.find('@') != std::string_view::npos || after.starts_with('[')) return 0;
+  std::string_view piece = after.substr(0, after.find_first_of("/,?#"));
+  size_t colon = piece.find(':');
+  if (colon == std::string_view::npos) return 0;
+  std::string_view port = piece.substr(colon + 1);
+  const bool is_port = !port.empty() && std::all_of(port.begin(), port.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+  return is_port ? 0 : piece.size();
+}
+
 // A URL cut into its parts, leniently: it need not be valid, only split where a client could
 // split it. The user info runs to the LAST '@' before the query: a password with a raw '@' or
 // '/' ("u:p@ss@host", "u:pa/ss@host") is hidden whole however a client would read it.
@@ -95,9 +113,8 @@ UrlParts SplitUrl(std::string_view url) {
     p.scheme_end = sep + 3;
   }
   std::string_view rest = url.substr(p.scheme_end);
-  std::string_view before_query = rest.substr(0, rest.find_first_of("?#"));
   size_t host_start = 0;
-  if (size_t at = before_query.rfind('@'); at != std::string_view::npos) {
+  if (size_t at = UserInfoEnd(rest); at != std::string_view::npos) {
     p.has_user_info = true;
     p.user_info = rest.substr(0, at);
     host_start = at;
@@ -118,6 +135,22 @@ UrlParts SplitUrl(std::string_view url) {
   p.path = tail;
   return p;
 }
+
+}  // namespace
+
+size_t UserInfoEnd(std::string_view rest) {
+  // The last '@' before the query: a raw '@' or '/' in the password.
+  size_t at = rest.substr(0, rest.find_first_of("?#")).rfind('@');
+  // A raw '?' or '#' in the password (libpq and the Redis client read it as part of it): the last
+  // '@' before the first '/' after the first '@'.
+  if (size_t first = rest.find('@'); first != std::string_view::npos) {
+    size_t last = rest.substr(0, rest.find('/', first)).rfind('@');
+    if (at == std::string_view::npos || last > at) at = last;
+  }
+  return at;
+}
+
+namespace {
 
 // The end of the value that starts at or after `pos` (spaces and one '=' skipped): a quoted
 // value to its closing quote, else to the next space.
@@ -347,7 +380,33 @@ std::string RedactText(std::string_view text) {
     size_t end = i;
     while (end < text.size() && !is_delimiter(text[end])) ++end;
     std::string_view token = text.substr(i, end - i);
-    if (token.find("://") != std::string_view::npos || token.find('@') != std::string_view::npos) {
+    if (size_t cut = CutUserInfo(token); cut > 0) {
+      // "postgresql://u:pa ss@h": the URL runs on to the next token holding '@' on this line;
+      // without one, what follows "://" is hidden.
+      size_t joined = std::string_view::npos;
+      for (size_t next = end; next < text.size() && text[next] != '\n';) {
+        while (next < text.size() && is_delimiter(text[next]) && text[next] != '\n') ++next;
+        size_t stop = next;
+        while (stop < text.size() && !is_delimiter(text[stop])) ++stop;
+        std::string_view piece = text.substr(next, stop - next);
+        if (piece.empty() || piece.find("://") != std::string_view::npos) break;
+        if (piece.find('@') != std::string_view::npos) {
+          joined = stop;
+          break;
+        }
+        next = stop;
+      }
+      if (joined != std::string_view::npos) {
+        out += RedactUrlList(text.substr(i, joined - i));
+        end = joined;
+      } else {
+        const size_t user_info = token.find("://") + 3;
+        out.append(token.substr(0, user_info));
+        out += kRedacted;
+        out += RedactUrlList(token.substr(user_info + cut));
+      }
+    } else if (token.find("://") != std::string_view::npos ||
+               token.find('@') != std::string_view::npos) {
       out += RedactUrlList(token);
     } else if (size_t eq = token.find('=');
                eq != std::string_view::npos && IsPasswordKey(token.substr(0, eq))) {

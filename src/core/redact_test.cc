@@ -91,6 +91,20 @@ TEST(RedactUrl, MalformedUrlsShowNoSecret) {
   EXPECT_EQ(RedactUrl("mysql://root:PASSW0RD@h/db"), "mysql://***@h/db");
 }
 
+// libpq and the Redis client read a raw '?' or '#' as part of the password: hidden whole, not cut
+// into a shown "u:PASS" and a hidden query or fragment.
+TEST(RedactUrl, PasswordWithARawQuestionMarkOrHashIsHiddenWhole) {
+  EXPECT_EQ(RedactUrl("postgresql://u:PASS#W0RD@127.0.0.1:9/x"), "postgresql://***@127.0.0.1:9/x");
+  EXPECT_EQ(RedactUrl("postgresql://u:PASS?W0RD@127.0.0.1:9/x?sslmode=disable"),
+            "postgresql://***@127.0.0.1:9/x?sslmode=disable");
+  EXPECT_EQ(RedactUrl("redis://:PA#SS?W0RD@h:1/0"), "redis://***@h:1/0");
+  auto secrets = SecretsOf("postgresql://u:PASS#W0RD@h/x");
+  EXPECT_NE(std::find(secrets.begin(), secrets.end(), "PASS#W0RD"), secrets.end());
+  // Without an '@' there is no user info to hide: the query is redacted as before.
+  EXPECT_EQ(RedactUrl("postgresql://h:9/x?sslmode=disable#frag"),
+            "postgresql://h:9/x?sslmode=disable");
+}
+
 TEST(SecretsOf, ListsEveryPieceOfAMalformedUserInfo) {
   // libpq reads "u:PAS@SW0RD@h" as password "PAS" and host "SW0RD@h": both pieces are secrets.
   auto secrets = SecretsOf("postgresql://user:PASS@SW0RD@h/x");
@@ -116,6 +130,24 @@ TEST(RedactText, HidesEveryUrlAndPasswordInFreeText) {
             "password authentication failed for user \"gapless\"");
   EXPECT_EQ(RedactText("redis://:a@h1:1,redis://:b@h2:2 down"),
             "redis://***@h1:1,redis://***@h2:2 down");
+}
+
+// A URL cut inside its password by a space or a quote (CLI11 quotes an argument it did not expect
+// as is; a config line is split at spaces): no piece of the password shows.
+TEST(RedactText, UrlCutInsideItsPasswordShowsNoPiece) {
+  EXPECT_EQ(RedactText("The following argument was not expected: postgresql://u:PASS W0RD@h/db"),
+            "The following argument was not expected: postgresql://***@h/db");
+  EXPECT_EQ(RedactText("got `db: postgresql://u:PASS W0RD@h:5432/x`"),
+            "got `db: postgresql://***@h:5432/x`");
+  EXPECT_EQ(RedactText("got postgresql://u:PASS'W0RD@h/db, redis://h:1"),
+            "got postgresql://***@h/db, redis://h:1");
+  EXPECT_EQ(RedactText("redis://:PASS  W0RD X@h:1\nnext line"), "redis://***@h:1\nnext line");
+  // No '@' on the line: everything after "://" is hidden.
+  EXPECT_EQ(RedactText("--db=postgresql://u:PASSW0RD is wrong\nu@h"),
+            "--db=postgresql://*** is wrong\n***@h");
+  // Ports, IPv6 hosts and host lists are no password.
+  EXPECT_EQ(RedactText("http://[::1]:8545 and redis://h1:6379,h2:6379/0 down, user@x"),
+            "http://[::1]:8545 and redis://h1:6379,h2:6379/0 down, ***@x");
 }
 
 }  // namespace
