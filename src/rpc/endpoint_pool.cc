@@ -117,6 +117,16 @@ std::string_view ChainCheckRequest() {
          R"({"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x0",false]}])";
 }
 
+namespace {
+
+// The two calls of ChainCheckRequest, for an endpoint that refuses batches.
+constexpr std::string_view kChainIdCall =
+    R"({"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]})";
+constexpr std::string_view kGenesisCall =
+    R"({"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["0x0",false]})";
+
+}  // namespace
+
 Result<ChainIdentity> ParseChainCheck(std::string_view answer) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -137,8 +147,12 @@ Result<ChainIdentity> ParseChainCheck(std::string_view answer) {
       Result<uint64_t> n = ParseHexQuantity(text);
       if (n.ok()) chain_id = *n;
     } else if (id == 2 && result["hash"].get_string().get(text) == simdjson::SUCCESS &&
-               text.size() == 66 && text.starts_with("0x")) {
+               text.size() == 66 && text.starts_with("0x") &&
+               text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string_view::npos) {
+      // Hex only: the hash goes into log lines, `status` and /readyz. Lower case, so that two
+      // endpoints (and the database's binding) compare it alike.
       genesis = std::string(text);
+      for (char& c : *genesis) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     }
   }
   if (!chain_id.has_value()) return InvalidData("no usable eth_chainId in the chain check");
@@ -491,6 +505,38 @@ std::optional<ChainIdentity> EndpointPool::chain() {
   return chain_;
 }
 
+size_t EndpointPool::BatchLimit(size_t i) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return endpoints_.at(i)->batch_limit;
+}
+
+uint64_t EndpointPool::SettleTargets() {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int64_t now = options_.env->NowMicros();
+  uint64_t targets = 0;
+  for (size_t i = 0; i < endpoints_.size(); ++i) {
+    Endpoint& e = *endpoints_[i];
+    if (e.cooling_until > now) continue;
+    if (!e.in) {
+      if (now < e.out_until || e.probing) continue;
+      e.probing = true;  // a failed check is a failed probe: its interval doubles
+    }
+    targets |= uint64_t{1} << i;
+  }
+  return targets;
+}
+
+void EndpointPool::BackInLocked(Endpoint& e) {
+  e.consecutive_failures = 0;
+  e.probing = false;
+  if (e.in) return;
+  spdlog::info("rpc pool: {} answers again; back in", e.name);
+  e.in = true;
+  e.stats.in = true;
+  e.probe_interval = options_.probe_base_micros;
+  Metrics().up.With({e.name}).Set(1);
+}
+
 bool EndpointPool::NeedsChainCheck(size_t i) {
   std::lock_guard<std::mutex> lock(mu_);
   return options_.check_chain && chain_.has_value() &&
@@ -538,14 +584,16 @@ void EndpointPool::AdoptChain(const ChainIdentity& chain) {
   }
 }
 
-bool EndpointPool::OfferChain(size_t i, const ChainIdentity& chain) {
+bool EndpointPool::OfferChain(size_t i, const ChainIdentity& chain, bool back_in) {
   std::lock_guard<std::mutex> lock(mu_);
   Endpoint& e = *endpoints_.at(i);
   if (!chain_.has_value()) {
     e.offered = chain;
     return false;
   }
-  return CompareChainLocked(e, chain, options_.env->NowMicros());
+  const bool same = CompareChainLocked(e, chain, options_.env->NowMicros());
+  if (same && back_in) BackInLocked(e);
+  return same;
 }
 
 void EndpointPool::SettleChain(size_t i, const ChainIdentity& chain) {
@@ -559,10 +607,13 @@ void EndpointPool::SettleChain(size_t i, const ChainIdentity& chain) {
   const int64_t now = options_.env->NowMicros();
   for (size_t k = 0; k < endpoints_.size(); ++k) {
     Endpoint& e = *endpoints_[k];
+    // The endpoints that answered the pool's chain (the deciding one among them) serve at once,
+    // whatever failures took them out before: their answer is a good one.
     if (k == i) {
       e.chain = Endpoint::Chain::kSame;
-    } else if (e.offered.has_value()) {
-      CompareChainLocked(e, *e.offered, now);
+      BackInLocked(e);
+    } else if (e.offered.has_value() && CompareChainLocked(e, *e.offered, now)) {
+      BackInLocked(e);
     }
     e.offered.reset();
   }
@@ -902,7 +953,7 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
       // Its first request since it joined or came back: its chain first.
       Result<HttpResponse> failure = Unavailable("not sent");
       bool same = false;
-      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same);
+      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same, /*settling=*/false);
       if (!same) {
         std::lock_guard<std::mutex> lock(flight->signal->mu);
         flight->result = chain.ok() ? Result<HttpResponse>(Unavailable(
@@ -952,19 +1003,69 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
 }
 
 Result<ChainIdentity> PoolTransport::CheckChainOf(size_t i, Result<HttpResponse>* failure,
-                                                  bool* same) {
+                                                  bool* same, bool settling) {
   Env* env = pool_->options().env;
   *same = false;
-  const int64_t start = env->NowMicros();
-  Result<HttpResponse> r = transports_[i]->Post(ChainCheckRequest());
-  const int64_t latency = env->NowMicros() - start;
-  EndpointOutcome outcome = ClassifyAnswer(r, 2);
+  // One request of the check, admitted as any other request to the endpoint (its rate-limit=).
+  // No outcome: the limiter's own failure (its Redis away), not the endpoint's.
+  struct Sent {
+    std::optional<EndpointOutcome> outcome;
+    Result<HttpResponse> r = Unavailable("not sent");
+    int64_t latency = 0;
+  };
+  auto send = [&](std::string_view body, size_t calls) {
+    Sent s;
+    Status admitted = pool_->Admit(i);
+    if (!admitted.ok()) {
+      s.r = admitted;
+      return s;
+    }
+    const int64_t start = env->NowMicros();
+    s.r = transports_[i]->Post(body);
+    s.latency = env->NowMicros() - start;
+    s.outcome = ClassifyAnswer(s.r, calls);
+    return s;
+  };
+  auto record = [&](const Sent& s, EndpointOutcome outcome, size_t calls) {
+    std::optional<int64_t> retry_after;
+    if (s.r.ok()) retry_after = s.r->retry_after_micros;
+    pool_->Record(i, outcome, s.latency, calls, {}, retry_after);
+    if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
+  };
+  auto usable = [](const Sent& s) {
+    return s.outcome == EndpointOutcome::kGood || s.outcome == EndpointOutcome::kMissingMethod;
+  };
+  // In one batch, unless the endpoint refuses batches (refused now, or known to take one call):
+  // then its two calls one at a time, their answers read as the batch's.
+  Sent s;
+  size_t calls = 2;
+  std::string answer;
+  const bool takes_one = pool_->BatchLimit(i) == 1;
+  if (!takes_one) {
+    s = send(ChainCheckRequest(), calls);
+    if (usable(s)) answer = std::move(s.r->body);
+  }
+  if (takes_one || s.outcome == EndpointOutcome::kBatchRejected) {
+    if (!takes_one) record(s, *s.outcome, calls);  // learns its limit of 1
+    calls = 1;
+    for (std::string_view call : {kChainIdCall, kGenesisCall}) {
+      s = send(call, calls);
+      if (!usable(s)) break;
+      answer += (answer.empty() ? "[" : ",") + s.r->body;
+    }
+    if (usable(s)) answer += "]";
+  }
+  if (!s.outcome.has_value()) {
+    *failure = s.r.status();
+    return s.r.status();
+  }
+  EndpointOutcome outcome = *s.outcome;
   Status why =
       Unavailable(fmt::format("{}: no usable answer to the chain check", pool_->Describe(i)));
-  if (outcome == EndpointOutcome::kGood || outcome == EndpointOutcome::kMissingMethod) {
-    Result<ChainIdentity> chain = ParseChainCheck(r->body);
+  if (usable(s)) {
+    Result<ChainIdentity> chain = ParseChainCheck(answer);
     if (chain.ok()) {
-      *same = pool_->OfferChain(i, *chain);
+      *same = pool_->OfferChain(i, *chain, /*back_in=*/settling);
       return chain;
     }
     // A node that cannot say its chain (or block 0) cannot be checked: a failure of it.
@@ -972,22 +1073,38 @@ Result<ChainIdentity> PoolTransport::CheckChainOf(size_t i, Result<HttpResponse>
     why = Unavailable(fmt::format("{}: its chain id and block 0 cannot be read: {}",
                                   pool_->Describe(i), chain.status().message()));
     *failure = why;
+  } else if (s.r.ok() && s.r->status >= 200 && s.r->status < 300) {
+    // A failure in a 2xx body (the batch refused as a whole with one object): handed back, the
+    // client would read it as the answer to its own request.
+    why = Unavailable(fmt::format("{}: the chain check was refused ({})", pool_->Describe(i),
+                                  EndpointOutcomeName(outcome)));
+    if (outcome == EndpointOutcome::kRateLimited) {
+      why = why.WithReason(std::string(kRpcRateLimitedReason));
+    }
+    *failure = why;
   } else {
-    *failure = r;
+    *failure = s.r;
   }
-  std::optional<int64_t> retry_after;
-  if (r.ok()) retry_after = r->retry_after_micros;
-  pool_->Record(i, outcome, latency, 2, {}, retry_after);
-  if (outcome == EndpointOutcome::kRateLimited) pool_->SlowDown(i);
+  record(s, outcome, calls);
   return why;
 }
 
 std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
   std::lock_guard<std::mutex> settling(pool_->settle_mutex());
   if (pool_->chain().has_value()) return std::nullopt;  // another client settled it
+  // Those that may be asked now: not out (unless a probe is due) nor cooling down after a 429.
+  const uint64_t targets = pool_->SettleTargets();
+  if (targets == 0) {
+    return Unavailable(
+               fmt::format("every endpoint of the RPC pool is out or cooling down ({}); the "
+                           "pool's chain is not settled yet",
+                           Describe()))
+        .WithReason("http:429");
+  }
   auto signal = std::make_shared<FlightSignal>();
   std::vector<std::shared_ptr<Flight>> flights;
   for (size_t i = 0; i < transports_.size(); ++i) {
+    if (!(targets & (uint64_t{1} << i))) continue;
     WaitIdle(i);
     auto flight = std::make_shared<Flight>();
     flight->signal = signal;
@@ -995,7 +1112,7 @@ std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
     flight->thread = std::thread([this, flight, i] {
       Result<HttpResponse> failure = Unavailable("not sent");
       bool same = false;
-      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same);
+      Result<ChainIdentity> chain = CheckChainOf(i, &failure, &same, /*settling=*/true);
       std::lock_guard<std::mutex> lock(flight->signal->mu);
       if (chain.ok()) {
         flight->chain = *chain;
@@ -1022,7 +1139,45 @@ std::optional<Result<HttpResponse>> PoolTransport::SettleChain() {
     }
     return true;
   });
-  if (first == nullptr) return std::move(flights.back()->result);  // no endpoint answered
+  if (first == nullptr) {
+    // No endpoint answered. A pool of one: its failure as it is (the client reads an HTTP 429's
+    // Retry-After). Otherwise every endpoint asked is named (redacted), with what it did.
+    if (transports_.size() == 1) return std::move(flights.back()->result);
+    std::vector<std::string> parts;
+    bool all_client_errors = true;
+    std::optional<std::string> reason;
+    for (size_t k = 0; k < flights.size(); ++k) {
+      const Result<HttpResponse>& r = flights[k]->result;
+      const std::string& name = pool_->Describe(flights[k]->endpoint);
+      std::string what;
+      std::string why;
+      if (!r.ok()) {
+        what = r.status().message();
+        why = r.status().reason();
+        all_client_errors = all_client_errors && r.status().code() == Code::kFailedPrecondition;
+      } else {
+        what = fmt::format("HTTP {}", r->status);
+        why = HttpStatusReason(r->status);
+        all_client_errors =
+            all_client_errors && ClassifyAnswer(r, 2) == EndpointOutcome::kClientError;
+      }
+      if (what.find(name) == std::string::npos) what = name + ": " + what;
+      parts.push_back(std::move(what));
+      if (k == 0) reason = why;
+      if (reason != why) reason = "";
+    }
+    // Stop (FailedPrecondition) only when every endpoint asked refused the configuration (a bad
+    // key at each): otherwise one may come back.
+    Status st(all_client_errors ? Code::kFailedPrecondition : Code::kUnavailable,
+              fmt::format("no endpoint of the RPC pool answered its chain check{}: {}",
+                          flights.size() == transports_.size()
+                              ? std::string()
+                              : fmt::format(" ({} of {} asked, the others out or cooling down)",
+                                            flights.size(), transports_.size()),
+                          fmt::join(parts, "; ")));
+    if (reason.has_value() && !reason->empty()) st = st.WithReason(*reason);
+    return Result<HttpResponse>(st);
+  }
   const ChainIdentity chain = *first->chain;
   lock.unlock();
   pool_->SettleChain(first->endpoint, chain);

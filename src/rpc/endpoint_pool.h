@@ -30,11 +30,14 @@
 //    receipts) is routed to the others (eth_getBlockReceipts, trace_block,
 //    debug_traceBlockByNumber) and asked there again after missing_method_retry (10 min); the
 //    client's own fallback applies only when none serves it.
-//  - Chain check (check_chain): an endpoint serves requests only once it answered, in one batch,
-//    eth_chainId and block 0's hash equal to the pool's chain. The first request through the pool
-//    asks every endpoint at once (ChainCheckRequest); the pool's chain is the answer of the first
-//    endpoint of the list that answers (list order is the user's preference; a tie between two
-//    chains goes to the first). An endpoint on another chain is taken out, logged and shown in
+//  - Chain check (check_chain): an endpoint serves requests only once it answered eth_chainId
+//    and block 0's hash (64 hex digits) equal to the pool's chain: in one batch
+//    (ChainCheckRequest), or one call at a time where it refuses batches; each request admitted
+//    by its rate limit as any other. The first request through the pool asks every endpoint that
+//    may be asked now (not out before its probe is due, not cooling down) at once; the pool's
+//    chain is the answer of the first endpoint of the list that answers (list order is the
+//    user's preference; a tie between two chains goes to the first), and the endpoints that
+//    answered it are in. When none answers, the request fails naming each endpoint asked. An endpoint on another chain is taken out, logged and shown in
 //    Stats (other_chain) and never serves a request; it is asked again every probe_cap, and
 //    serves once it is on the pool's chain. One that did not answer is asked before its first
 //    request, and every endpoint taken out (failures, distrust) is asked again when it comes back:
@@ -213,10 +216,19 @@ class EndpointPool {
   // Endpoint i answered the chain check with `chain`. Before the pool's chain is settled the
   // answer is kept; afterwards (and for the kept ones when it settles) it is compared: the same
   // chain lets i serve, another takes it out (logged once, Stats::other_chain, asked again every
-  // probe_cap). Returns whether i serves the pool's chain (false while unsettled).
-  bool OfferChain(size_t i, const ChainIdentity& chain);
+  // probe_cap). Returns whether i serves the pool's chain (false while unsettled). `back_in`: the
+  // check was the whole request (settling the chain), so an endpoint out for failures that
+  // answers the pool's chain is back in; otherwise the request that follows decides.
+  bool OfferChain(size_t i, const ChainIdentity& chain, bool back_in = false);
   // Settles the pool's chain as endpoint i's answer (first one wins; later calls change nothing).
+  // The endpoints whose kept answers are that chain, i among them, are back in.
   void SettleChain(size_t i, const ChainIdentity& chain);
+  // The endpoints to ask while settling the chain (bit i: endpoint i): those in and not cooling
+  // down after a 429, and those out whose probe is due (marked probing: a failed check is a
+  // failed probe, and its interval doubles). 0: none may be asked now.
+  uint64_t SettleTargets();
+  // The batch size endpoint i is known to take (0: no limit learned).
+  size_t BatchLimit(size_t i);
   // Settles the pool's chain as `chain`, known from elsewhere (PoolOptions::chain_from); every
   // endpoint is then checked before its first request. Does nothing once settled.
   void AdoptChain(const ChainIdentity& chain);
@@ -241,6 +253,8 @@ class EndpointPool {
   double EffectiveWeightLocked(size_t i) const;
   void FailedLocked(Endpoint& e, int64_t now);
   bool CompareChainLocked(Endpoint& e, const ChainIdentity& chain, int64_t now);
+  // Endpoint e gave a good answer outside Record (the chain check while settling): in again.
+  void BackInLocked(Endpoint& e);
 
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   PoolOptions options_;
@@ -280,12 +294,17 @@ class PoolTransport : public HttpTransport {
                                  std::shared_ptr<FlightSignal> signal);
   void WaitIdle(size_t i);
   // Asks endpoint i its chain over its own transport and tells the pool (OfferChain; a failure is
-  // recorded as any request's). On failure, `failure` gets what the client is to see; `same`:
-  // whether it serves the pool's chain.
-  Result<ChainIdentity> CheckChainOf(size_t i, Result<HttpResponse>* failure, bool* same);
-  // Settles the pool's chain (the first request of any client of the pool): every endpoint asked
-  // at once, the first of the list that answers decides; the others' checks finish on their
-  // own threads. Fails with the last failure when no endpoint answered.
+  // recorded as any request's). One batch, or its two calls one at a time where the endpoint
+  // refuses batches; each request admitted as any other (EndpointPool::Admit). On failure,
+  // `failure` gets what the client is to see (never a 2xx answer: the client would read it as
+  // the answer to its own request); `same`: whether it serves the pool's chain. `settling`: the
+  // check is the whole request (SettleChain).
+  Result<ChainIdentity> CheckChainOf(size_t i, Result<HttpResponse>* failure, bool* same,
+                                     bool settling);
+  // Settles the pool's chain (the first request of any client of the pool): the endpoints that
+  // may be asked now (EndpointPool::SettleTargets) asked at once, the first of the list that
+  // answers decides; the others' checks finish on their own threads. When no endpoint answered,
+  // fails naming each one asked and its failure (a pool of one: its failure as it is).
   std::optional<Result<HttpResponse>> SettleChain();
   // Endpoints with a request of this client still running (a hedge that lost).
   uint64_t BusyMask() const;
