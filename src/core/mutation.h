@@ -22,7 +22,7 @@
 //                    height can both reach a quorum (coord/lua/election_write_head.lua)
 //
 // The Lua checks are dropped from the script text when the scripts are loaded (LoadScript,
-// coord/redis.cc): in the .lua file the check is the lines from "-- mutation: NAME" to
+// coord/redis_script.cc): in the .lua file the check is the lines from "-- mutation: NAME" to
 // "-- end mutation: NAME", and a mutation build run with GAPLESS_MUTATION=NAME blanks them (the
 // script then runs under the changed text's SHA1). Other builds load the files unchanged.
 //
