@@ -160,6 +160,7 @@ class Queue {
   Result<int64_t> Push(const std::vector<TaskRange>& tasks, uint64_t leader_epoch = 0);
 
   // Claims the head of pending for `worker` with a lease of ttl_ms; nullopt when pending is empty.
+  // ttl_ms must be 1..10^12 (about 31 years); the script refuses others before any write.
   // IsFenceDataSetRefusal (nothing claimed) when the fence counter must be floored again first:
   // it was floored on another Redis data set (a failover, a restart; FloorFenceCounter).
   Result<std::optional<Lease>> Claim(const std::string& worker, int64_t ttl_ms);

@@ -149,6 +149,47 @@ TEST_F(QueueBatchItest, BadBatchSizesAreRefusedBeforeAnyWrite) {
   EXPECT_EQ(Processing(), (V{"0-9"}));
 }
 
+// A TTL that passes as a number but cannot make a lease (inf, or so large that the expiry leaves
+// the integers cjson and the reply keep exactly) is refused with the other arguments, before any
+// write: otherwise the tasks moved and the tokens were taken before cjson refused the lease.
+TEST_F(QueueBatchItest, AClaimWithATtlThatCannotMakeALeaseIsRefusedBeforeAnyWrite) {
+  ASSERT_TRUE(q().Push(SplitRange(0, 29, 10)).ok());
+  const RedisScript& claim = LoadScript("queue_claim.lua");
+  for (const char* ttl : {"inf", "1e300", "1000000000001"}) {
+    for (const char* count : {"1", "3"}) {
+      auto r = conn().Eval(claim,
+                           {keys().pending(), keys().processing(), keys().leases(),
+                            keys().fence_counter(), keys().fence_dataset()},
+                           {"w1", ttl, count});
+      ASSERT_FALSE(r.ok()) << "ttl " << ttl << " count " << count << " claimed";
+      EXPECT_NE(r.status().message().find("bad ttl"), std::string::npos) << r.status().ToString();
+    }
+  }
+  EXPECT_EQ(Pending(), (V{"0-9", "10-19", "20-29"}));
+  EXPECT_TRUE(Processing().empty());
+  EXPECT_EQ(HLen(conn(), keys().leases()), 0);
+  EXPECT_EQ(q().FenceCounter().value(), std::nullopt) << "a refused claim took tokens";
+  auto longest = q().ClaimBatch("w1", 1'000'000'000'000, 2);  // the longest TTL still takes
+  ASSERT_TRUE(longest.ok()) << longest.status().ToString();
+  ASSERT_EQ(longest->size(), 2u);
+  EXPECT_GT((*longest)[0].expires_ms, 1'000'000'000'000);
+}
+
+// A processing list of the wrong type (corrupt state) is an error that moves nothing: the batch
+// must not take its tasks off pending before it knows it can put them in processing (LMOVE, the
+// single-task path, checks both lists first; a batch's pop and push are two commands).
+TEST_F(QueueBatchItest, ABatchIntoACorruptProcessingListLosesNoTask) {
+  ASSERT_TRUE(q().Push(SplitRange(0, 29, 10)).ok());
+  ASSERT_TRUE(conn().Command({"SET", keys().processing(), "not a list"}).ok());
+  for (int64_t n : {int64_t{1}, int64_t{3}}) {
+    EXPECT_FALSE(q().ClaimBatch("w1", 60'000, n).ok()) << n;
+    EXPECT_EQ(Pending(), (V{"0-9", "10-19", "20-29"}))
+        << "a failed claim of " << n << " lost tasks";
+  }
+  EXPECT_EQ(HLen(conn(), keys().leases()), 0);
+  EXPECT_EQ(q().FenceCounter().value(), std::nullopt);
+}
+
 // The data-set check runs once per script, for every grant of the batch: on a data set the
 // counter was not floored on, a batch is refused whole, before any write: no task moves, no
 // token is taken, and a CompleteAndClaimBatch completes nothing either.

@@ -9,7 +9,7 @@
 -- KEYS[4]  fence counter string
 -- KEYS[5]  the fence counter's data set (fence_lib.lua)
 -- ARGV[1]  worker id (non-empty)
--- ARGV[2]  lease TTL in milliseconds (integer > 0)
+-- ARGV[2]  lease TTL in milliseconds (integer 1..10^12, queue_lib.lua max_lease_ttl_ms)
 -- ARGV[3]  how many tasks at most (integer 1..1000)
 -- Returns  {task, token, expires_ms, ...}: three elements per task claimed, pending's order,
 --          tokens ascending; empty when pending is empty.

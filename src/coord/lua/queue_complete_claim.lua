@@ -19,7 +19,7 @@
 -- KEYS[8]  fence counter string
 -- KEYS[9]  the fence counter's data set (fence_lib.lua)
 -- ARGV[1]  worker id (non-empty; the owner of the tasks to complete and of the new leases)
--- ARGV[2]  TTL of the new leases in milliseconds (integer > 0)
+-- ARGV[2]  TTL of the new leases in milliseconds (integer 1..10^12, as queue_claim.lua)
 -- ARGV[3]  how many tasks to claim at most (integer 1..1000)
 -- ARGV[4], ARGV[5], ...  the tasks to complete, each "from-to" followed by its lease's fencing
 --          token (one pair at least, at most 1000)

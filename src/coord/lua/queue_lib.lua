@@ -23,15 +23,21 @@ end
 -- HSET below (Lua's stack takes a few thousand).
 local max_claim_batch = 1000
 
--- Claim arguments: worker id (non-empty), TTL (integer ms > 0), how many tasks (an integer in
--- 1..max_claim_batch), and a fence counter that is missing or a decimal integer (INCRBY on
+-- The longest lease TTL a claim grants (about 31 years). A TTL is a number of the caller's, and
+-- inf, or one large enough that Redis TIME + ttl leaves the integers that cjson's 14 digits (the
+-- lease) and the integer reply keep exactly, would fail only at cjson.encode, after the tasks
+-- moved and their tokens were taken.
+local max_lease_ttl_ms = 1000000000000
+
+-- Claim arguments: worker id (non-empty), TTL (integer ms in 1..max_lease_ttl_ms), how many
+-- tasks (an integer in 1..max_claim_batch), and a fence counter that is missing or a decimal integer (INCRBY on
 -- anything else would fail after the tasks moved) and valid on this data set (fence_lib.lua,
 -- which every script that needs this file needs first). Returns the refusal or nil, and then the
 -- data set to record with the grant (for apply_claim).
 local function check_claim(script, fence, dataset, worker, ttl_arg, count_arg)
   local ttl = tonumber(ttl_arg)
   if not worker or worker == '' then return redis.error_reply(script .. ': empty worker id') end
-  if not ttl or ttl <= 0 or ttl ~= math.floor(ttl) then
+  if not ttl or ttl <= 0 or ttl > max_lease_ttl_ms or ttl ~= math.floor(ttl) then
     return redis.error_reply(script .. ': bad ttl ' .. tostring(ttl_arg))
   end
   local count = tonumber(count_arg)
@@ -68,9 +74,13 @@ local function apply_claim(pending, processing, leases, fence, dataset, record, 
     out[#out + 1] = expires
     return out
   end
-  local tasks = redis.call('LPOP', pending, count)
-  if not tasks then return out end
+  -- Read, push, then trim: RPUSH is the first write, so a processing list that cannot take the
+  -- tasks (a wrong type) fails before pending lost them, as LMOVE above does (an LPOP first would
+  -- drop them: popped, never pushed, and Push skips them while they stay in the queued set).
+  local tasks = redis.call('LRANGE', pending, 0, count - 1)
+  if #tasks == 0 then return out end
   redis.call('RPUSH', processing, unpack(tasks))
+  redis.call('LTRIM', pending, #tasks, -1)
   local first = grant_tokens(fence, dataset, record, #tasks)
   local expires = now_ms() + ttl
   local fields = {}
