@@ -11,6 +11,8 @@ namespace {
 // Arbitrary but fixed, and not the migration lock's (store/migrate.cc).
 constexpr const char* kLockSql = "SELECT pg_advisory_xact_lock(7350693551146172770)";
 constexpr std::string_view kLayoutFlag = "partition_layout=";
+// ATTACH PARTITION's answer when the new partition overlaps an existing one.
+constexpr std::string_view kInvalidObjectDefinition = "42P17";
 
 std::string PartitionName(const char* table, uint64_t start) {
   return std::string(table) + "_p" + std::to_string(start);
@@ -86,30 +88,27 @@ Status SetPartitionBlocks(PgConn& conn, uint64_t blocks) {
   return txn.Commit();
 }
 
-Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
-  if (from > to) return Status::Ok();
-  if (conn.in_transaction()) return Internal("EnsurePartitions inside a transaction");
-  PartitionLayout layout;
-  if (std::string_view cached = conn.session_flag_with_prefix(kLayoutFlag); !cached.empty()) {
-    cached.remove_prefix(kLayoutFlag.size());
-    size_t slash = cached.find('/');
-    std::from_chars(cached.data(), cached.data() + slash, layout.blocks);
-    std::from_chars(cached.data() + slash + 1, cached.data() + cached.size(), layout.floor);
-  } else {
-    GAPLESS_ASSIGN_OR_RETURN(layout, LoadPartitionLayout(conn));
-    conn.set_session_flag(std::string(kLayoutFlag) + std::to_string(layout.blocks) + "/" +
-                          std::to_string(layout.floor));
-  }
+namespace {
+
+// The partition starts of [from, to] under `layout` that this session has not ensured yet.
+std::vector<uint64_t> Missing(PgConn& conn, const PartitionLayout& layout, uint64_t from,
+                              uint64_t to) {
   std::vector<uint64_t> missing;
   for (uint64_t start = std::max(layout.floor, from / layout.blocks * layout.blocks); start <= to;
        start += layout.blocks) {
     if (!conn.session_flag(EnsuredFlag(start))) missing.push_back(start);
   }
-  if (missing.empty()) return Status::Ok();
+  return missing;
+}
 
+// Takes the creators' lock, then reads the layout (under it: partitions.h), then creates every
+// missing partition, and commits. Remembers the layout for the session once it is fixed.
+Status EnsureUnderLock(PgConn& conn, uint64_t from, uint64_t to) {
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
   GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
+  GAPLESS_ASSIGN_OR_RETURN(PartitionLayout layout, LoadPartitionLayout(conn));
+  std::vector<uint64_t> missing = Missing(conn, layout, from, to);
   for (uint64_t start : missing) {
     for (DataTable t : kDataTables) {
       const char* parent = TableInfo(t).name;
@@ -123,12 +122,38 @@ Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
                     "ALTER TABLE " +
                     std::string(parent) + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
                     std::to_string(start) + ") TO (" + std::to_string(start + layout.blocks) + ")")
-              .WithContext("partition " + name));
+              .WithContext("partition " + name + " of " + std::to_string(layout.blocks) +
+                           " blocks"));
     }
   }
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
   for (uint64_t start : missing) conn.set_session_flag(EnsuredFlag(start));
+  // Now a partition exists (or every block asked for is below the floor, which is above 0): the
+  // layout can no longer change (SetPartitionBlocks), so the session may keep it.
+  conn.set_session_flag(std::string(kLayoutFlag) + std::to_string(layout.blocks) + "/" +
+                        std::to_string(layout.floor));
   return Status::Ok();
+}
+
+}  // namespace
+
+Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
+  if (from > to) return Status::Ok();
+  if (conn.in_transaction()) return Internal("EnsurePartitions inside a transaction");
+  if (std::string_view cached = conn.session_flag_with_prefix(kLayoutFlag); !cached.empty()) {
+    PartitionLayout layout;
+    cached.remove_prefix(kLayoutFlag.size());
+    size_t slash = cached.find('/');
+    std::from_chars(cached.data(), cached.data() + slash, layout.blocks);
+    std::from_chars(cached.data() + slash + 1, cached.data() + cached.size(), layout.floor);
+    if (Missing(conn, layout, from, to).empty()) return Status::Ok();
+  }
+  Status st = EnsureUnderLock(conn, from, to);
+  if (st.reason() != PgSqlStateReason(kInvalidObjectDefinition)) return st;
+  // A partition of another size overlaps, although the layout was read under the lock: one made
+  // by a gapless that read it outside (issue 35), or by hand. Aborted, so the unit of work is
+  // redone (it reads the layout again) rather than dead-lettered as an internal error.
+  return Aborted(st.message()).WithReason(st.reason());
 }
 
 }  // namespace gapless

@@ -13,7 +13,12 @@
 // PARTITION, which holds SHARE UPDATE EXCLUSIVE on the parent (writers hold ROW EXCLUSIVE, readers
 // ACCESS SHARE: neither conflicts) and builds the parent's indexes on the empty table at once.
 // Creators serialise on a transaction-scoped advisory lock, so two processes ensuring the same
-// partition create it once. What a connection has ensured is remembered for its session.
+// partition create it once. SetPartitionBlocks changes the size under the same lock, so a creator
+// reads the size only once it holds the lock: a size read before could be one another process is
+// replacing, and a partition of the old size would overlap every partition of the new one (issue
+// 35: blocks_p0 made for 1,000,000 blocks while a size of 40 committed, after which every write
+// failed). What a connection has ensured is remembered for its session, the size too once a
+// partition exists (it cannot change after that).
 //
 // Thread-safety: as for the PgConn passed in.
 #pragma once
@@ -40,6 +45,9 @@ Status SetPartitionBlocks(PgConn& conn, uint64_t blocks);
 
 // Creates every missing partition that blocks from..to need, in all data tables. Must be called
 // outside a transaction (it commits its own). Cheap when the session already ensured them.
+// A new partition overlapping one of another size (which the lock above keeps from happening;
+// one made by an older gapless or by hand) is Aborted with reason "sqlstate:42P17": the unit of
+// work is redone, not failed as internal.
 Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to);
 
 // The first blocks of the block partitions that exist (the legacy one excluded), ascending.

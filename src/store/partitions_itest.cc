@@ -116,6 +116,51 @@ TEST_F(PartitionsTest, TheLayoutWaitsForACreatorInFlight) {
   EXPECT_EQ(layout->blocks, 10u);
 }
 
+// The size a creator uses is the one committed when it holds the creators' lock (issue 35): a
+// creator that read it before waiting made blocks_p0 of the old size (1,000,000 blocks) while the
+// new one (40) committed, and every partition after it then overlapped p0 (SQLSTATE 42P17).
+TEST_F(PartitionsTest, ACreatorUsesTheSizeCommittedUnderTheLock) {
+  auto setter = db().Connect();
+  ASSERT_TRUE(setter.ok());
+  ASSERT_TRUE((*setter)
+                  ->Exec("BEGIN; SELECT pg_advisory_xact_lock(7350693551146172770);"
+                         " UPDATE indexer_state SET value = '40' WHERE key = 'partition_blocks'")
+                  .ok());
+  Status created;
+  std::thread thread([&] {
+    auto c = db().Connect();
+    created = c.ok() ? EnsurePartitions(**c, 0, 9) : c.status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE((*setter)->Exec("COMMIT").ok());
+  thread.join();
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  auto bound = conn().Query(
+      "SELECT pg_get_expr(relpartbound, oid) FROM pg_class WHERE relname = 'blocks_p0'");
+  ASSERT_TRUE(bound.ok()) << bound.status().ToString();
+  ASSERT_EQ(bound->rows(), 1);
+  EXPECT_EQ(bound->Get(0, 0), "FOR VALUES FROM ('0') TO ('40')");
+  // The next partitions fit beside it, and rows go where they belong.
+  Status st = WriteRange(conn(), SyntheticRange(30, 89, SmallSyntheticOptions()));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(QueryCount(conn(), "SELECT count(*) FROM blocks_p40"), 40);
+}
+
+// A partition of another size already there (made by a gapless before the fix above, or by
+// hand): creating an overlapping one is redone (Aborted), not dead-lettered as internal.
+TEST_F(PartitionsTest, AnOverlappingPartitionIsAbortedNotInternal) {
+  ASSERT_TRUE(SetPartitionBlocks(conn(), 40).ok());
+  ASSERT_TRUE(conn()
+                  .Exec("CREATE TABLE blocks_p0 (LIKE blocks INCLUDING DEFAULTS);"
+                        " ALTER TABLE blocks ATTACH PARTITION blocks_p0"
+                        " FOR VALUES FROM (0) TO (1000000)")
+                  .ok());
+  Status st = EnsurePartitions(conn(), 40, 79);
+  EXPECT_EQ(st.code(), Code::kAborted) << st.ToString();
+  EXPECT_EQ(st.reason(), "sqlstate:42P17") << st.ToString();
+  EXPECT_NE(st.message().find("blocks_p40 of 40 blocks"), std::string::npos) << st.ToString();
+}
+
 TEST_F(PartitionsTest, ConcurrentCreatorsCreateEachPartitionOnce) {
   ASSERT_TRUE(SetPartitionBlocks(conn(), 10).ok());
   std::vector<Status> results(4);

@@ -14,7 +14,8 @@
 // refused too (a coordination-Redis failover to a lagging replica rolls the counter back, so one
 // token can be granted twice: the second holder must not write over the first). A write without
 // a token (single-process mode) is not checked and keeps the highest token recorded; one without
-// an owner does not restrict by owner.
+// an owner does not restrict by owner. Rows the frontier passed are merged (store/state.h
+// "Compaction": what this check refuses, it still refuses after a merge).
 //
 // Modes:
 //  kStagingUpsert (default)  COPY every table's rows into session-local temporary staging tables
