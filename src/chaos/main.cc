@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
          "--scenario", scenario,
          "Fault kinds: all, processes, network, redis, servers, reorgs, or a list of kill, stop, "
          "clock-skew, rpc, lock-node, coord-redis, coord-failover, pg-restart, partition, cut, "
-         "latency, reorg, flip-flop, bus-down")
+         "latency, reorg, flip-flop, bus-down; opt-in (not in all): rpc-other-chain")
       ->capture_default_str();
   app.add_option("--faults-per-minute", options.faults_per_minute, "Fault rate")
       ->capture_default_str();

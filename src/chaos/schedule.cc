@@ -32,7 +32,7 @@ class Stream {
   uint64_t state_;
 };
 
-constexpr std::array<std::pair<FaultKind, std::string_view>, 14> kNames = {{
+constexpr std::array<std::pair<FaultKind, std::string_view>, 15> kNames = {{
     {FaultKind::kKill, "kill"},
     {FaultKind::kStop, "stop"},
     {FaultKind::kLockNode, "lock-node"},
@@ -47,7 +47,21 @@ constexpr std::array<std::pair<FaultKind, std::string_view>, 14> kNames = {{
     {FaultKind::kCoordFailover, "coord-failover"},
     {FaultKind::kClockSkew, "clock-skew"},
     {FaultKind::kFlipFlop, "flip-flop"},
+    {FaultKind::kRpcOtherChain, "rpc-other-chain"},
 }};
+
+// Drawn only when a --scenario list names them: `all` stays the kinds it was, and so do the
+// schedules of existing seeds (a kind in the draw changes every later pick of the seed's stream).
+bool OptIn(FaultKind k) { return k == FaultKind::kRpcOtherChain; }
+
+// rpc-other-chain's targets: the processes with an RPC pool of two (workers, Kafka workers).
+std::vector<std::string> PoolClients(const std::vector<std::string>& rpc_clients) {
+  std::vector<std::string> out;
+  for (const std::string& c : rpc_clients) {
+    if (c.rfind("leader", 0) != 0) out.push_back(c);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -61,7 +75,9 @@ std::string_view FaultKindName(FaultKind kind) {
 const std::vector<FaultKind>& AllFaultKinds() {
   static const std::vector<FaultKind> all = [] {
     std::vector<FaultKind> v;
-    for (const auto& [k, name] : kNames) v.push_back(k);
+    for (const auto& [k, name] : kNames) {
+      if (!OptIn(k)) v.push_back(k);
+    }
     return v;
   }();
   return all;
@@ -107,6 +123,7 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
     if (needs_process && options.processes.empty()) continue;
     if (needs_link && options.links.empty()) continue;
     if (k == FaultKind::kRpc && options.rpc_clients.empty()) continue;
+    if (k == FaultKind::kRpcOtherChain && PoolClients(options.rpc_clients).empty()) continue;
     if (k == FaultKind::kBusDown && options.buses.empty()) continue;
     if (k == FaultKind::kLockNode && options.lock_nodes < 3) continue;
     kinds.push_back(k);
@@ -115,6 +132,7 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
   if (kinds.empty() || options.duration_ms <= 0 || options.faults_per_minute <= 0) return out;
   const int64_t gap_ms =
       std::max<int64_t>(100, static_cast<int64_t>(60'000.0 / options.faults_per_minute));
+  const std::vector<std::string> pool_clients = PoolClients(options.rpc_clients);
   int64_t lock_node_down_until = 0;
   for (int64_t at = rng.Between(0, gap_ms); at < options.duration_ms;
        at += rng.Between(gap_ms / 2, gap_ms * 3 / 2)) {
@@ -192,6 +210,10 @@ std::vector<Fault> MakeSchedule(uint64_t seed, const ScheduleOptions& options) {
         f.duration_ms = rng.Between(1'000, 6'000);
         break;
       }
+      case FaultKind::kRpcOtherChain:
+        f.target = rng.Pick(pool_clients);
+        f.duration_ms = rng.Between(2'000, 8'000);
+        break;
       case FaultKind::kPgRestart:
         break;
       case FaultKind::kCoordFailover:

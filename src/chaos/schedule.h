@@ -42,6 +42,11 @@
 //                block on top
 //   clock-skew   a process's wall clock runs `skew_ms` off (libfaketime; the monotonic clock is
 //                left alone, as NTP leaves it) for duration
+//   rpc-other-chain  one endpoint of a process's RPC pool (a worker's or Kafka worker's first
+//                one, never a leader's: a leader has no second endpoint) answers as another chain
+//                for duration: another eth_chainId, another block 0 and other blocks. Opt-in:
+//                not in AllFaultKinds (so `all` draws what it drew before), named in a --scenario
+//                list
 //
 // Thread-safety: pure functions and values.
 #pragma once
@@ -68,12 +73,14 @@ enum class FaultKind {
   kCoordFailover,
   kClockSkew,
   kFlipFlop,
+  kRpcOtherChain,  // opt-in: not in AllFaultKinds (see above)
 };
 
 std::string_view FaultKindName(FaultKind kind);
-// All kinds, in declaration order.
+// The kinds `all` draws, in declaration order: every kind but the opt-in ones (kRpcOtherChain),
+// so that a kind added later leaves the schedules of existing seeds as they were.
 const std::vector<FaultKind>& AllFaultKinds();
-// "kill" -> kKill; false for an unknown name.
+// "kill" -> kKill (an opt-in kind too); false for an unknown name.
 bool ParseFaultKind(std::string_view name, FaultKind* out);
 
 struct Fault {
@@ -95,7 +102,8 @@ struct ScheduleOptions {
   std::vector<FaultKind> kinds = AllFaultKinds();
   std::vector<std::string> processes;    // kill / stop / clock-skew targets
   std::vector<std::string> links;        // partition / cut / latency targets
-  std::vector<std::string> rpc_clients;  // rpc targets (leaders and workers)
+  std::vector<std::string> rpc_clients;  // rpc targets (leaders and workers); rpc-other-chain:
+                                         // those not named leader-* (a pool of two endpoints)
   std::vector<std::string> buses;        // bus-down targets: "redis", "amqp", "kafka-1", ...
   int lock_nodes = 3;
   uint64_t max_reorg_depth = 8;

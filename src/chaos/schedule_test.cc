@@ -145,6 +145,37 @@ TEST(ScheduleTest, KindNamesRoundTrip) {
   }
   FaultKind unused;
   EXPECT_FALSE(ParseFaultKind("meteor", &unused));
+  FaultKind other;
+  ASSERT_TRUE(ParseFaultKind("rpc-other-chain", &other));
+  EXPECT_EQ(other, FaultKind::kRpcOtherChain);
+}
+
+// rpc-other-chain is opt-in: `all` draws what it drew before the kind existed (so existing seeds
+// replay the same faults), and a --scenario list that names it draws it, on processes with a pool
+// of two only (never a leader).
+TEST(ScheduleTest, TheOtherChainIsOptInAndHitsPoolsOnly) {
+  for (FaultKind k : AllFaultKinds()) EXPECT_NE(k, FaultKind::kRpcOtherChain);
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    for (const Fault& f : MakeSchedule(seed, Options())) {
+      EXPECT_NE(f.kind, FaultKind::kRpcOtherChain) << f.Describe();
+    }
+  }
+  ScheduleOptions o = Options();
+  o.kinds = {FaultKind::kRpcOtherChain, FaultKind::kKill};
+  size_t drawn = 0;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    for (const Fault& f : MakeSchedule(seed, o)) {
+      if (f.kind != FaultKind::kRpcOtherChain) continue;
+      ++drawn;
+      EXPECT_TRUE(f.target == "worker-1" || f.target == "worker-2") << f.Describe();
+      EXPECT_GE(f.duration_ms, 2'000);
+      EXPECT_LE(f.duration_ms, 8'000);
+      EXPECT_EQ(f.Describe().rfind("rpc-other-chain worker-", 0), 0u) << f.Describe();
+    }
+  }
+  EXPECT_GT(drawn, 20u);
+  o.rpc_clients = {"leader-a", "leader-b"};  // no pool of two: not drawn
+  for (const Fault& f : MakeSchedule(3, o)) EXPECT_EQ(f.kind, FaultKind::kKill) << f.Describe();
 }
 
 }  // namespace

@@ -16,6 +16,7 @@ Faults::Faults(Deployment* d) : d_(d) {
   types_[FaultKind::kBusDown] = MakeBusDownFault(d);
   types_[FaultKind::kPgRestart] = MakePgRestartFault(d);
   types_[FaultKind::kRpc] = MakeRpcFault(d);
+  types_[FaultKind::kRpcOtherChain] = MakeRpcOtherChainFault(d);
   types_[FaultKind::kReorg] = MakeReorgFault(d);
   types_[FaultKind::kFlipFlop] = MakeFlipFlopFault(d);
 }

@@ -3,7 +3,8 @@
 //   process_faults.cc  kill, stop, clock-skew (a gapless process)
 //   network_faults.cc  partition, cut, latency (a link's TCP proxy)
 //   server_faults.cc   lock-node, coord-redis, coord-failover, bus-down, pg-restart
-//   rpc_faults.cc      rpc (a process's RPC front answers badly)
+//   rpc_faults.cc      rpc (a process's RPC front answers badly), rpc-other-chain (as another
+//                      chain)
 //   chain_faults.cc    reorg (every second one moving the head on a minority first), flip-flop
 // Faults writes "fault: ..." to the timeline before each Inject and "healed: ..." after each Heal
 // that healed something.
@@ -55,6 +56,7 @@ std::unique_ptr<FaultType> MakeCoordFailoverFault(Deployment* d);
 std::unique_ptr<FaultType> MakeBusDownFault(Deployment* d);
 std::unique_ptr<FaultType> MakePgRestartFault(Deployment* d);
 std::unique_ptr<FaultType> MakeRpcFault(Deployment* d);
+std::unique_ptr<FaultType> MakeRpcOtherChainFault(Deployment* d);
 std::unique_ptr<FaultType> MakeReorgFault(Deployment* d);
 std::unique_ptr<FaultType> MakeFlipFlopFault(Deployment* d);
 

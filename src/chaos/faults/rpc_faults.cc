@@ -1,6 +1,7 @@
 // rpc_faults: the `rpc` fault (faults.h): a process's RPC front answers badly (429, 5xx,
 // truncated or malformed bodies every other request, or not at all: down) until healed; or, mode
-// other-hash, every worker's front serves a block about to be fetched under another hash.
+// other-hash, every worker's front serves a block about to be fetched under another hash; and the
+// `rpc-other-chain` fault: one worker's front (its pool's first endpoint) answers as another chain.
 #include <fmt/format.h>
 
 #include "chaos/faults/faults.h"
@@ -43,8 +44,41 @@ class RpcFault : public FaultType {
   Deployment* d_;
 };
 
+// The target's front, its pool's first endpoint, turns into another chain's node (a load balancer
+// that routes to a backend of another network, a devnet restarted behind the URL): another chain
+// id, another block 0, every block under other hashes that chain to each other
+// (deployment/rpc_front.h OtherChain). Its spare stays on the real chain. Nothing of the other
+// chain may be stored: canonical-chain and equals-clean-run compare every stored block with the
+// node's. The pool meets it as an endpoint in service whose blocks are not the head log's (the
+// range fails, the endpoint is distrusted, then taken out), and its chain check, when the endpoint
+// is asked again or the worker restarts meanwhile (the first endpoint of the list that answers
+// settles a pool's chain: then the worker's database binding refuses it).
+class RpcOtherChainFault : public FaultType {
+ public:
+  explicit RpcOtherChainFault(Deployment* d) : d_(d) {}
+  void Inject(const Fault& f) override {
+    auto it = d_->rpc_fronts_.find(f.target);
+    if (it == d_->rpc_fronts_.end()) return;
+    it->second->Set("other-chain");
+    d_->Note(fmt::format("  {}'s first endpoint serves chain id + {:#x}, every hash complemented",
+                         f.target, kOtherChainOffset));
+  }
+  bool Heal(const Fault& f) override {
+    auto it = d_->rpc_fronts_.find(f.target);
+    if (it == d_->rpc_fronts_.end()) return false;
+    it->second->Set("");
+    return true;
+  }
+
+ private:
+  Deployment* d_;
+};
+
 }  // namespace
 
 std::unique_ptr<FaultType> MakeRpcFault(Deployment* d) { return std::make_unique<RpcFault>(d); }
+std::unique_ptr<FaultType> MakeRpcOtherChainFault(Deployment* d) {
+  return std::make_unique<RpcOtherChainFault>(d);
+}
 
 }  // namespace gapless::chaos
