@@ -609,8 +609,8 @@ JsonRpcClient::JsonRpcClient(std::unique_ptr<HttpTransport> transport, JsonRpcCl
 JsonRpcClient::~JsonRpcClient() = default;
 
 Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const RpcRequest> calls,
-                                                                bool single,
-                                                                bool retry_rpc_errors) {
+                                                                bool single, bool retry_rpc_errors,
+                                                                std::span<uint64_t> served_by) {
   for (const RpcRequest& call : calls) {
     if (!IsMethodName(call.method)) {
       return Internal(fmt::format("invalid JSON-RPC method name \"{}\"", Snippet(call.method)));
@@ -651,6 +651,9 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
       failure = ParseAnswer(parser_->parser, response->body, single, base_id, calls, pending,
                             results, what, endpoint);
       for (size_t i : pending) results[i] = ScrubbedResult(std::move(results[i]));
+      if (!served_by.empty()) {
+        for (size_t i : pending) served_by[i] = response->served_by;
+      }
     }
     failure = Scrubbed(failure);
     if (!failure.ok()) {
@@ -723,14 +726,18 @@ Result<std::string> JsonRpcClient::CallNoRpcRetry(std::string_view method,
 }
 
 Result<std::vector<Result<std::string>>> JsonRpcClient::Batch(const std::vector<RpcRequest>& calls,
-                                                              bool retry_rpc_errors) {
+                                                              bool retry_rpc_errors,
+                                                              std::vector<uint64_t>* served_by) {
   std::vector<Result<std::string>> all;
   all.reserve(calls.size());
+  if (served_by != nullptr) served_by->assign(calls.size(), 0);
   std::span<const RpcRequest> rest(calls);
   while (!rest.empty()) {
     const size_t chunk = options_.max_batch_size == 0 ? calls.size() : options_.max_batch_size;
     size_t n = std::min(chunk, rest.size());
-    auto part = Execute(rest.first(n), /*single=*/false, retry_rpc_errors);
+    std::span<uint64_t> served;
+    if (served_by != nullptr) served = std::span<uint64_t>(*served_by).subspan(all.size(), n);
+    auto part = Execute(rest.first(n), /*single=*/false, retry_rpc_errors, served);
     if (!part.ok() && n > 1 &&
         (part.status().reason() == kBatchTooLargeReason ||
          part.status().reason() == HttpStatusReason(413))) {
@@ -824,7 +831,6 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
   }
   const std::string range = count == 1 ? fmt::format("block {}", first)
                                        : fmt::format("blocks {}..{}", first, first + count - 1);
-  transport_->MarkAnswers();  // one unit: DistrustAnswers names the endpoints that served it
   const bool with_receipts = block_receipts_supported_;
   std::vector<RpcRequest> calls;
   calls.reserve(with_receipts ? 2 * count : count);
@@ -833,7 +839,8 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
     calls.push_back({"eth_getBlockByNumber", fmt::format(R"(["{}",true])", hex)});
     if (with_receipts) calls.push_back({"eth_getBlockReceipts", fmt::format(R"(["{}"])", hex)});
   }
-  Result<std::vector<Result<std::string>>> batch = Batch(calls);
+  std::vector<uint64_t> served_by;
+  Result<std::vector<Result<std::string>>> batch = Batch(calls, true, &served_by);
   if (!batch.ok()) return batch.status().WithContext(range);
 
   const size_t stride = with_receipts ? 2 : 1;
@@ -854,6 +861,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
                       n, Describe()));
     }
     block.block_json = std::move(*b);
+    block.served_by |= served_by[i * stride];
     if (!with_receipts) continue;
     Result<std::string>& r = (*batch)[i * stride + 1];
     if (!r.ok()) {
@@ -870,6 +878,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
                       n, Describe()));
     }
     block.receipts_json = std::move(*r);
+    block.served_by |= served_by[i * stride + 1];
   }
   if (fallback) {
     if (with_receipts) {
@@ -890,7 +899,9 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
         receipt_calls.push_back({"eth_getTransactionReceipt", fmt::format(R"(["{}"])", hash)});
       }
     }
-    Result<std::vector<Result<std::string>>> receipts = Batch(receipt_calls);
+    std::vector<uint64_t> receipts_served_by;
+    Result<std::vector<Result<std::string>>> receipts =
+        Batch(receipt_calls, true, &receipts_served_by);
     if (!receipts.ok()) return receipts.status().WithContext(range + " receipts");
     size_t next = 0;
     for (uint64_t i = 0; i < count; ++i) {
@@ -917,6 +928,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
         }
         if (k > 0) block.receipts_json.push_back(',');
         block.receipts_json.append(*r);
+        block.served_by |= receipts_served_by[next];
       }
       block.receipts_json.push_back(']');
     }
@@ -940,7 +952,8 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
             {"debug_traceBlockByNumber", fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hex)});
       }
     }
-    Result<std::vector<Result<std::string>>> batch = Batch(calls);
+    std::vector<uint64_t> served_by;
+    Result<std::vector<Result<std::string>>> batch = Batch(calls, true, &served_by);
     if (!batch.ok()) {
       return batch.status().WithContext(
           fmt::format("traces of blocks {}..{}", blocks.front().number, blocks.back().number));
@@ -969,6 +982,7 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
       blocks[i].traces_api = api;
       blocks[i].traces_json = std::move(*r);
       blocks[i].traces_json.reserve(blocks[i].traces_json.size() + kPadding);
+      blocks[i].served_by |= served_by[i];
     }
     if (!switched) return Status::Ok();
   }

@@ -90,8 +90,11 @@ class JsonRpcClient {
   // (e.g. per-call rate limiting) are re-sent, alone, within the max_attempts budget.
   // retry_rpc_errors false: an element's JSON-RPC error is returned as is, never re-sent (calls
   // whose errors are answers, e.g. eth_call's reverts).
+  // served_by (nullable): element i gets the endpoint that gave answer i, over an endpoint pool
+  // (HttpResponse::served_by; 0 over one endpoint).
   Result<std::vector<Result<std::string>>> Batch(const std::vector<RpcRequest>& calls,
-                                                 bool retry_rpc_errors = true);
+                                                 bool retry_rpc_errors = true,
+                                                 std::vector<uint64_t>* served_by = nullptr);
 
   // eth_chainId, eth_blockNumber as numbers.
   Result<uint64_t> ChainId();
@@ -114,6 +117,8 @@ class JsonRpcClient {
   // the receipts against the transactions and the block hash are checked by the decoder, the one
   // place every block source goes through (source/block_source.h DecodeRawBlock).
   // With traces on, a second batch fetches each block's traces (FetchTraces).
+  // Over an endpoint pool each block records the endpoints that served its answers (block,
+  // receipts, traces: RawBlock::served_by), so a wrong block is blamed on them (Distrust).
   // Failures: a null block is NotFound "block N not found" (above the node's head); null receipts
   // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; a node
   // that serves neither tracing API is FailedPrecondition; others as for Batch, with "block N" in
@@ -135,10 +140,14 @@ class JsonRpcClient {
   // The endpoint, redacted (HttpTransport::Describe).
   std::string Describe() const { return transport_->Describe(); }
 
-  // The answers of the last FetchBlocks were wrong (a block hash not the head log's): over an
-  // endpoint pool, the endpoints that gave them count a failure and the next fetch goes
-  // elsewhere (HttpTransport::DistrustAnswers). A no-op over one endpoint.
-  void DistrustAnswers() { transport_->DistrustAnswers(); }
+  // Answers of the endpoints in served_by (RawBlock::served_by) were wrong (a block hash not
+  // the head log's): over an endpoint pool, those endpoints count a failure and this client's
+  // next requests go elsewhere (HttpTransport::Distrust). A no-op over one endpoint.
+  void Distrust(uint64_t served_by) { transport_->Distrust(served_by); }
+  // The endpoints in served_by, redacted (HttpTransport::DescribeServers).
+  std::string DescribeServers(uint64_t served_by) const {
+    return transport_->DescribeServers(served_by);
+  }
 
   // The most calls Batch sends in one POST now: options' max_batch_size, lowered when the node
   // refused a batch as too large (HTTP 413, or one error object naming the batch).
@@ -149,7 +158,8 @@ class JsonRpcClient {
   // Sends calls (as one object when single, else as an array), retrying per the policy, and fills
   // one Result per call.
   Result<std::vector<Result<std::string>>> Execute(std::span<const RpcRequest> calls, bool single,
-                                                   bool retry_rpc_errors);
+                                                   bool retry_rpc_errors,
+                                                   std::span<uint64_t> served_by = {});
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
