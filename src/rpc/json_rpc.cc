@@ -939,14 +939,35 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
 
 Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
   if (blocks.empty()) return Status::Ok();
-  for (int round = 0; round < 2; ++round) {
+  // The debug API is asked by the block's hash, so its answer is of this very block or an error
+  // (another endpoint, or the node after a re-org, may hold another block at this height).
+  // trace_block takes a number only; every trace of its answer states its blockHash, which the
+  // decoder checks (decode/traces.h DecodeParityTraces).
+  std::vector<std::string> hashes;
+  for (int round = 0; round < 3; ++round) {
     const RawBlock::TraceApi api = trace_api_;
+    const bool by_hash = api == RawBlock::TraceApi::kDebugTrace && debug_trace_by_hash_;
+    if (by_hash && hashes.empty()) {
+      for (RawBlock& b : blocks) {
+        BlockSummary summary;
+        Status st = ScanBlock(parser_->parser, b.block_json, &summary);
+        if (!st.ok()) return st.WithContext(fmt::format("block {}", b.number));
+        if (!IsHexData(summary.hash)) {
+          return InvalidData(fmt::format("block {}: eth_getBlockByNumber: no \"hash\" from {}",
+                                         b.number, Describe()));
+        }
+        hashes.push_back(std::move(summary.hash));
+      }
+    }
     std::vector<RpcRequest> calls;
     calls.reserve(blocks.size());
-    for (const RawBlock& b : blocks) {
-      const std::string hex = HexQuantity(b.number);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string hex = HexQuantity(blocks[i].number);
       if (api == RawBlock::TraceApi::kTraceBlock) {
         calls.push_back({"trace_block", fmt::format(R"(["{}"])", hex)});
+      } else if (by_hash) {
+        calls.push_back({"debug_traceBlockByHash",
+                         fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hashes[i])});
       } else {
         calls.push_back(
             {"debug_traceBlockByNumber", fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hex)});
@@ -965,8 +986,17 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
         if (RpcErrorCode(r.status()) == -32601 && api == RawBlock::TraceApi::kTraceBlock) {
           trace_api_ = RawBlock::TraceApi::kDebugTrace;
           spdlog::info(
-              "{} does not serve trace_block; tracing with debug_traceBlockByNumber "
+              "{} does not serve trace_block; tracing with debug_traceBlockByHash "
               "(callTracer)",
+              Describe());
+          switched = true;
+          break;
+        }
+        if (RpcErrorCode(r.status()) == -32601 && by_hash) {
+          debug_trace_by_hash_ = false;
+          spdlog::info(
+              "{} does not serve debug_traceBlockByHash; tracing with debug_traceBlockByNumber "
+              "(each transaction's trace checked against the block's)",
               Describe());
           switched = true;
           break;

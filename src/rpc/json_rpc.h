@@ -62,7 +62,8 @@ struct JsonRpcClientOptions {
   // batch sizes, commonly at 100..1000). 0 = no limit.
   size_t max_batch_size = 1000;
   // FetchBlocks also fetches every block's traces (--traces): trace_block(n), or, once the node
-  // answers it with "method not found", debug_traceBlockByNumber(n, {"tracer": "callTracer"}).
+  // answers it with "method not found", debug_traceBlockByHash(hash, {"tracer": "callTracer"})
+  // (debug_traceBlockByNumber on a node without that either).
   bool traces = false;
   // Sleeps and the RNG for jitter. Not owned; nullptr = Env::Default().
   Env* env = nullptr;
@@ -164,7 +165,7 @@ class JsonRpcClient {
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
   // Fills traces_json of every block in one batch (traces on); switches to the debug API on
-  // "method not found" and asks again. "block N" in every error.
+  // "method not found" (by hash, then by number) and asks again. "block N" in every error.
   Status FetchTraces(std::vector<RawBlock>& blocks);
   // A failure without what the transport's Scrub removes (an answer quoting the API key).
   Status Scrubbed(const Status& st) const;
@@ -177,6 +178,7 @@ class JsonRpcClient {
   uint64_t next_id_ = 1;
   bool block_receipts_supported_ = true;
   RawBlock::TraceApi trace_api_ = RawBlock::TraceApi::kTraceBlock;
+  bool debug_trace_by_hash_ = true;  // false once the node lacks debug_traceBlockByHash
   Stats stats_;
 };
 
