@@ -124,8 +124,9 @@ std::string EmptyBlock(uint64_t n, const std::string& hash) {
       zero32, std::string(40, '0'), 1'700'000'000 + n);
 }
 
-// A node of a pool serving empty blocks: block `forked_at` from another fork when `forked`, and
-// (forked) no answer to a request without that block. Records the blocks it served.
+// A node of a pool (chain 1) serving empty blocks: block `forked_at` from another fork when
+// `forked`, and (forked) no answer to a request for full blocks without that block (the pool's
+// chain check, which asks block 0's header, is answered). Records the full blocks it served.
 class BlockEndpoint : public HttpTransport {
  public:
   BlockEndpoint(std::string name, bool forked, uint64_t forked_at)
@@ -135,19 +136,21 @@ class BlockEndpoint : public HttpTransport {
     auto calls = ParseJsonRpcRequests(body, &batch);
     if (!calls.ok()) return calls.status();
     const std::string wanted = fmt::format(R"(["0x{:x}")", forked_at_);
-    if (forked_ && body.find(wanted) == std::string_view::npos) {
+    if (forked_ && body.find(",true]") != std::string_view::npos &&
+        body.find(wanted) == std::string_view::npos) {
       return Unavailable(name_ + ": connection refused");
     }
     std::string out;
     for (const JsonRpcCall& c : *calls) {
       std::string result = "null";
+      if (c.method == "eth_chainId") result = "\"0x1\"";
       if (c.method == "eth_getBlockByNumber" || c.method == "eth_getBlockReceipts") {
         auto n = ParseHexQuantity(c.params_json.substr(2, c.params_json.find('"', 2) - 2));
         if (!n.ok()) return n.status();
         if (c.method == "eth_getBlockReceipts") {
           result = "[]";
         } else {
-          served_.insert(*n);
+          if (c.params_json.find("true") != std::string::npos) served_.insert(*n);
           result = EmptyBlock(*n, forked_ && *n == forked_at_ ? ForkHash(*n) : RealHash(*n));
         }
       }
