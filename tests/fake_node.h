@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -115,13 +116,26 @@ class FakeNode {
     // kProxy, but a node without trace_block (geth): each trace_block call in a batch is answered
     // "method not found", so a client falls back to debug_traceBlockByNumber.
     kProxyWithoutTraceBlock,
-    // kProxy, but a node with no tracing API at all (neither of the two).
+    // kProxy, but a node with no tracing API at all (neither trace_block nor the debug tracer).
     kProxyWithoutTracing,
+    // kProxy, but its first trace_block answer with a transaction's trace is another fork's
+    // block at those heights (a backend behind the same URL, or a re-org between the block and
+    // its traces): the same top-level frames, one more internal call (under the first
+    // transaction, carrying value) and another blockHash on every trace. Then it answers right.
+    kProxyOtherForkTracesOnce,
   };
   FakeNode()
       : server_([this](const HttpTestServer::Request& r) { return Answer(r); }),
         devnet_(GAPLESS_TEST_ANVIL_URL) {}
   void Set(Mode mode) { mode_ = mode; }
+  // Answers kProxyOtherForkTracesOnce changed; JSON-RPC methods asked, in order of first use.
+  int forked_answers() const { return forked_answers_; }
+  std::vector<std::string> methods() const {
+    std::lock_guard<std::mutex> lock(devnet_mu_);
+    return methods_;
+  }
+  // The blockHash every trace of the other fork's answer states.
+  static std::string OtherForkHash() { return "0x" + std::string(64, 'e'); }
   // The node's URL with a secret in each part: user info, path (the API key, as Alchemy puts it),
   // query and fragment.
   std::string SecretUrl() const {
@@ -140,6 +154,16 @@ class FakeNode {
       return HttpTestServer::Response::Json(R"({"jsonrpc":"2.0","id":)" + id_of() +
                                             R"(,"result":)" + json + "}");
     };
+    {
+      std::lock_guard<std::mutex> lock(devnet_mu_);
+      std::regex method(R"re("method":"([A-Za-z0-9_]+)")re");
+      for (auto it = std::sregex_iterator(r.body.begin(), r.body.end(), method);
+           it != std::sregex_iterator(); ++it) {
+        if (std::find(methods_.begin(), methods_.end(), (*it)[1].str()) == methods_.end()) {
+          methods_.push_back((*it)[1].str());
+        }
+      }
+    }
     switch (mode_.load()) {
       case Mode::kUnauthorized:
         // Providers echo the key they were given.
@@ -158,7 +182,8 @@ class FakeNode {
       case Mode::kProxyWithoutTracing:
         if (r.body.find("\"trace_block\"") != std::string::npos ||
             (mode_.load() == Mode::kProxyWithoutTracing &&
-             r.body.find("\"debug_traceBlockByNumber\"") != std::string::npos)) {
+             (r.body.find("\"debug_traceBlockByNumber\"") != std::string::npos ||
+              r.body.find("\"debug_traceBlockByHash\"") != std::string::npos))) {
           std::string errors = "[";
           std::regex id(R"re("id":(\d+))re");
           for (auto it = std::sregex_iterator(r.body.begin(), r.body.end(), id);
@@ -170,10 +195,15 @@ class FakeNode {
           return HttpTestServer::Response::Json(errors + "]");
         }
         [[fallthrough]];
-      case Mode::kProxy: {
+      case Mode::kProxy:
+      case Mode::kProxyOtherForkTracesOnce: {
         std::lock_guard<std::mutex> lock(devnet_mu_);
         auto answer = devnet_.Post(r.body);
         if (!answer.ok()) return HttpTestServer::Response::Json("devnet down", 502);
+        if (mode_.load() == Mode::kProxyOtherForkTracesOnce && forked_answers_ == 0 &&
+            r.body.find("\"trace_block\"") != std::string::npos && OtherFork(&answer->body)) {
+          ++forked_answers_;
+        }
         return HttpTestServer::Response::Json(answer->body, static_cast<int>(answer->status));
       }
       case Mode::kMalformedBlock:
@@ -186,10 +216,36 @@ class FakeNode {
     return HttpTestServer::Response::Json("{}", 500);
   }
 
+  // A trace_block answer made another fork's (see kProxyOtherForkTracesOnce); false when it has
+  // no transaction's trace to copy.
+  static bool OtherFork(std::string* body) {
+    // anvil writes each trace as {"action":{..},"blockHash":..,..,"traceAddress":[..],
+    // "transactionHash":..,"transactionPosition":N,"type":".."}.
+    size_t top = body->find(R"("traceAddress":[])");
+    if (top == std::string::npos) return false;
+    size_t begin = body->rfind(R"({"action")", top);
+    size_t end = body->find(R"("type":")", top);
+    if (begin == std::string::npos || end == std::string::npos) return false;
+    end = body->find('}', end) + 1;
+    // An internal call of the same transaction, moving value to an address of its own.
+    std::string internal = body->substr(begin, end - begin);
+    internal.replace(internal.find(R"("traceAddress":[])"), 17, R"("traceAddress":[999])");
+    internal = std::regex_replace(internal, std::regex(R"re("to":"0x[0-9a-f]{40}")re"),
+                                  R"("to":"0x00000000000000000000000000000000000e1e1e")");
+    internal = std::regex_replace(internal, std::regex(R"re("value":"0x[0-9a-f]+")re"),
+                                  R"("value":"0x7")");
+    body->insert(end, "," + internal);
+    *body = std::regex_replace(*body, std::regex(R"re("blockHash":"0x[0-9a-f]{64}")re"),
+                               R"("blockHash":")" + OtherForkHash() + "\"");
+    return true;
+  }
+
   std::atomic<Mode> mode_{Mode::kUnauthorized};
   HttpTestServer server_;
-  std::mutex devnet_mu_;
+  mutable std::mutex devnet_mu_;
   CurlTransport devnet_;
+  std::atomic<int> forked_answers_{0};
+  std::vector<std::string> methods_;  // guarded by devnet_mu_
 };
 
 }  // namespace gapless::e2e

@@ -201,6 +201,12 @@ TEST_F(RpcPoolTest, AFaultyPoolIndexesLikeItsHealthyEndpointsAlone) {
     return std::regex_search(line, c, std::regex("(\\d+) " + what)) ? std::stoi(c[1]) : -1;
   };
   std::printf("rpc pool: %d answers distrusted\n", count(forked.url(), "distrusted"));
+  // A wrong block is blamed on the endpoint that served it (issue 35 item 1), never on one that
+  // answered the part's other batches or its enrichment calls.
+  for (const auto* e : {&healthy_a, &healthy_b}) {
+    EXPECT_EQ(count(e->url(), "distrusted"), 0) << e->url() << " blamed for another's block\n"
+                                                << out;
+  }
   EXPECT_GT(count(limited.url(), "rate-limited"), 0) << out;
   EXPECT_GT(count(healthy_a.url(), "calls served"), 0) << out;
   // `gapless status` shows the pool per endpoint (published by the run, kept 15 s past it).

@@ -1,11 +1,13 @@
 // `gapless index --traces` against the test devnet (anvil), both tracing APIs: trace_block
-// directly, and debug_traceBlockByNumber (callTracer) through a node that lacks trace_block. Every
+// directly, and debug_traceBlockByHash (callTracer) through a node that lacks trace_block. Every
 // transaction gets its one top-level trace (checked against it before the write), both APIs give
 // the same rows apart from the columns the tracers define differently (gas, gas_used, output),
 // and `gapless export --table traces` writes them in ethereum-etl's format. Against the devnet's
 // manifest (devnet/traffic.js: forwarders, a CREATE/CREATE2 factory, self-destructs, reverted
 // inner calls, odd tokens): every internal value transfer is a trace, every contract created is
 // in `contracts` (factory-made ones with --traces only), every token in `tokens` with its NULLs.
+// A trace_block answer of another fork's block at the same height is refused by its blockHash
+// and fetched again (issue 35 item 3).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -139,7 +141,7 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
   const std::string from_trace_block = ComparableRows(**conn);
   ExpectTheDevnetsContractsAndTokens(**conn, /*traces=*/true);
 
-  // debug_traceBlockByNumber, through a node without trace_block.
+  // debug_traceBlockByHash, through a node without trace_block.
   PgTestDb second;
   ASSERT_FALSE(second.failed()) << second.error().ToString();
   FakeNode node;
@@ -150,6 +152,10 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
              120'000);
   ASSERT_EQ(code2, 0) << out2;
   EXPECT_NE(out2.find("does not serve trace_block"), std::string::npos) << out2;
+  // Asked by the block's hash, so an answer is of that very block (issue 35 item 3).
+  const std::vector<std::string> methods = node.methods();
+  EXPECT_NE(std::find(methods.begin(), methods.end(), "debug_traceBlockByHash"), methods.end());
+  EXPECT_EQ(std::find(methods.begin(), methods.end(), "debug_traceBlockByNumber"), methods.end());
   auto conn2 = PgConn::Connect(second.url());
   ASSERT_TRUE(conn2.ok()) << conn2.status().ToString();
   EXPECT_EQ(QueryCount(**conn2, "SELECT count(*) FROM traces WHERE trace_type = 'reward'"), 0);
@@ -170,6 +176,63 @@ TEST_F(TracesTest, BothTracingApisGiveTheSameCheckedRows) {
             "error,status,trace_id");
   EXPECT_EQ(static_cast<int64_t>(std::count(csv.begin(), csv.end(), '\n')) - 1,
             QueryCount(**conn2, "SELECT count(*) FROM traces"));
+}
+
+// Every row of the tables traces fill (traces, contracts), in order, one text line each.
+std::string TraceTables(PgConn& conn) {
+  std::string out;
+  for (const char* sql :
+       {"SELECT string_agg(t::text, E'\\n' ORDER BY block_number, trace_index) FROM traces t",
+        "SELECT string_agg((to_jsonb(c) - 'bytecode')::text, E'\\n' ORDER BY address) FROM "
+        "contracts c",
+        "SELECT count(*)::text FROM traces WHERE trace_address <> '{}' AND value > 0"}) {
+    auto r = conn.Query(sql);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (r.ok()) out += std::string(r->Get(0, 0)) + "\n--\n";
+  }
+  return out;
+}
+
+// Issue 35 item 3: trace_block is asked by number, so its answer can be another fork's block at
+// that height (another backend behind the URL, or a re-org between the block and its traces):
+// the same top-level frames, which the checks against the block accept, with an internal call
+// and a blockHash of its own. It is refused by its hash and fetched again: the rows equal a run
+// that never met it, without the other fork's internal call.
+TEST_F(TracesTest, TracesOfAnotherForksBlockAreRefusedAndFetchedAgain) {
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(GAPLESS_TEST_ANVIL_URL));
+  auto head = rpc.BlockNumber();
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  const std::string to = std::to_string(std::min<uint64_t>(*head, 60));
+
+  auto [clean_code, clean_out] =
+      RunAll({"index", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--from", "0", "--to",
+              to, "--traces", "--progress", "off"},
+             120'000);
+  ASSERT_EQ(clean_code, 0) << clean_out;
+  auto clean = PgConn::Connect(db_.url());
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  const std::string expected = TraceTables(**clean);
+  ASSERT_GT(QueryCount(**clean, "SELECT count(*) FROM traces"), 0);
+
+  PgTestDb forked_db;
+  ASSERT_FALSE(forked_db.failed()) << forked_db.error().ToString();
+  FakeNode node;
+  node.Set(FakeNode::Mode::kProxyOtherForkTracesOnce);
+  auto [code, out] = RunAll({"index", "--rpc", node.SecretUrl(), "--db", forked_db.url(), "--from",
+                             "0", "--to", to, "--traces", "--progress", "off"},
+                            120'000);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_EQ(node.forked_answers(), 1) << "the other fork's traces were never served";
+  EXPECT_NE(out.find(FakeNode::OtherForkHash()), std::string::npos)
+      << "the refusal does not name the other fork's hash: " << out;
+  auto conn = PgConn::Connect(forked_db.url());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  EXPECT_EQ(QueryCount(**conn,
+                       "SELECT count(*) FROM traces WHERE to_address = "
+                       "'\\x00000000000000000000000000000000000e1e1e'"),
+            0)
+      << "the other fork's internal call was stored";
+  EXPECT_EQ(TraceTables(**conn), expected);
 }
 
 // Without --traces: the deployment transactions' contracts (code from eth_getCode at their

@@ -20,7 +20,13 @@ struct RawBlock {
   // it; kNone when traces were not fetched.
   enum class TraceApi { kNone, kTraceBlock, kDebugTrace };
   TraceApi traces_api = TraceApi::kNone;
-  std::string traces_json;  // trace_block(n), or debug_traceBlockByNumber(n, callTracer)
+  // trace_block(n), or debug_traceBlockByHash(hash, callTracer) (debug_traceBlockByNumber(n,
+  // callTracer) from a node without it): both debug answers decode alike.
+  std::string traces_json;
+  // Over an endpoint pool (rpc/endpoint_pool.h): the endpoints whose answers make up this block
+  // (its block, receipts and traces), bit i for endpoint i, so a block found wrong is blamed on
+  // them alone (BlockSource::Distrust). 0 when the source does not say (one endpoint, Kafka).
+  uint64_t served_by = 0;
 };
 
 }  // namespace gapless

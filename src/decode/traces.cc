@@ -89,7 +89,8 @@ std::string AddressText(const std::vector<uint32_t>& address) {
 }
 
 // One element of trace_block's answer.
-Status DecodeParityTrace(dom::element e, uint64_t block_number, Trace* t) {
+Status DecodeParityTrace(dom::element e, uint64_t block_number, std::string_view block_hash,
+                         Trace* t) {
   dom::object o;
   if (e.get_object().get(o) != simdjson::SUCCESS) {
     return InvalidData(std::string("not an object but ") + JsonTypeName(e.type()));
@@ -99,6 +100,18 @@ Status DecodeParityTrace(dom::element e, uint64_t block_number, Trace* t) {
   GAPLESS_RETURN_IF_ERROR(ReadNumberOrQuantity(v, "blockNumber", kBigintMax, &t->block_number));
   if (t->block_number != block_number) {
     return FieldError("blockNumber", "a trace of block " + std::to_string(t->block_number));
+  }
+  // The same height on another fork (another endpoint, or the node re-orged between the block
+  // and its traces): its top-level frames can match the block's transactions while its internal
+  // calls and rewards differ, so the hash decides.
+  if (!block_hash.empty() && Find(o, "blockHash", &v) && !v.is_null()) {
+    bool equal = false;
+    std::string_view text;
+    GAPLESS_RETURN_IF_ERROR(ReadHexAndCompare(v, "blockHash", 32, block_hash, &equal, &text));
+    if (!equal) {
+      return FieldError("blockHash", "a trace of block " + std::string(text) +
+                                         " (another fork's), not of " + std::string(block_hash));
+    }
   }
   if (!Find(o, "type", &v)) return FieldError("type", "missing");
   std::string_view type;
@@ -371,8 +384,8 @@ Status CheckTracesAgainstBlock(const BlockData& data) {
   return Status::Ok();
 }
 
-Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
-                                              uint64_t block_number) {
+Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json, uint64_t block_number,
+                                              std::string_view block_hash) {
   const std::string where = "block " + std::to_string(block_number) + ": trace_block";
   GAPLESS_ASSIGN_OR_RETURN(dom::array list, ParseList(result_json, where));
   std::vector<Trace> out;
@@ -380,7 +393,7 @@ Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
   size_t position = 0;
   for (dom::element e : list) {
     Trace t;
-    GAPLESS_RETURN_IF_ERROR(Where(DecodeParityTrace(e, block_number, &t),
+    GAPLESS_RETURN_IF_ERROR(Where(DecodeParityTrace(e, block_number, block_hash, &t),
                                   where + " trace " + std::to_string(position)));
     out.push_back(std::move(t));
     ++position;
@@ -391,7 +404,7 @@ Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
 
 Result<std::vector<Trace>> DecodeGethTraces(const std::string& result_json, uint64_t block_number,
                                             const std::vector<std::string>& tx_hashes) {
-  const std::string where = "block " + std::to_string(block_number) + ": debug_traceBlockByNumber";
+  const std::string where = "block " + std::to_string(block_number) + ": the debug tracer's answer";
   GAPLESS_ASSIGN_OR_RETURN(dom::array list, ParseList(result_json, where));
   if (!tx_hashes.empty() && list.size() != tx_hashes.size()) {
     return InvalidData(where + ": " + std::to_string(list.size()) + " traces for " +

@@ -3,8 +3,8 @@
 //   trace_block(n)                                   Parity, OpenEthereum, Erigon, reth, anvil: a
 //                                                    flat list of traces with traceAddress, plus
 //                                                    the block and uncle rewards
-//   debug_traceBlockByNumber(n, {tracer: callTracer}) geth and most others: one call tree per
-//                                                    transaction, in block order
+//   debug_traceBlockByHash(h, {tracer: callTracer})   geth and most others: one call tree per
+//   (or ..ByNumber(n, ..) on nodes without it)       transaction, in block order
 //
 // The mapping follows ethereum-etl's (its trace_mapper and geth_trace_to_traces), checked against
 // its recorded answers and expected outputs in ../shared/fixtures/ethereum-etl (TRACES.md states
@@ -22,12 +22,16 @@
 //
 // Errors: InvalidData naming the block, the trace (its position, or the transaction index and
 // trace address) and the field, for malformed JSON, a bad hex value, a missing required field, a
-// trace of another block, a child whose parent is missing, or a tree deeper than 1024 frames.
+// trace of another block (its number, or its blockHash where the answer states one: the same
+// height on another fork), a child whose parent is missing, or a tree deeper than 1024 frames.
+// The geth answers state no block hash: the client asks for them by hash
+// (debug_traceBlockByHash), and each entry's txHash must be the block's transaction's.
 // Thread-safe (a parser per thread).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/model.h"
@@ -36,10 +40,13 @@
 namespace gapless {
 
 // `result` of trace_block(block_number): a JSON array ("null" is NotFound: no such block yet).
-Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json,
-                                              uint64_t block_number);
+// block_hash (lower-case 0x-hex; empty: unchecked): every trace that states a blockHash must name
+// it, else InvalidData ("a trace of block 0x..": another fork's block at this height, whose
+// internal calls and rewards would be stored under this one).
+Result<std::vector<Trace>> DecodeParityTraces(const std::string& result_json, uint64_t block_number,
+                                              std::string_view block_hash = {});
 
-// `result` of debug_traceBlockByNumber(block_number, {"tracer": "callTracer"}): one
+// `result` of debug_traceBlockByHash(hash, {"tracer": "callTracer"}) (or ..ByNumber): one
 // {"result": frame} (or {"txHash", "result"}) per transaction, in block order. tx_hashes: the
 // block's transaction hashes in order, or empty; when given, there must be one per entry (and an
 // entry's txHash, when present, must equal its hash), and transaction_hash, status and trace_id

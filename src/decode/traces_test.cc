@@ -227,6 +227,42 @@ TEST(TracesTest, BadAnswersNameWhatIsWrong) {
       << bad_frame.status().ToString();
 }
 
+// Issue 35 item 3: trace_block asked by number can answer another fork's block at that height,
+// whose top-level frames match the block's transactions. Every trace states its blockHash: one
+// that is not the block's is refused, naming both hashes; a trace without one (older nodes) and a
+// caller without the hash (empty) are not checked.
+TEST(TracesTest, ATraceOfAnotherForksBlockIsRefusedByItsHash) {
+  const std::string ours = "0x" + std::string(64, 'a');
+  const std::string other = "0x" + std::string(64, 'b');
+  auto trace = [](const std::string& hash_field) {
+    return R"([{"action": {"callType": "call", "from": "0x00000000000000000000000000000000000000aa",
+        "gas": "0x1", "input": "0x", "to": "0x00000000000000000000000000000000000000bb",
+        "value": "0x1"}, )" +
+           hash_field + R"("blockNumber": 5, "result": {"gasUsed": "0x1", "output": "0x"},
+        "subtraces": 0, "traceAddress": [], "transactionHash":
+        "0x1111111111111111111111111111111111111111111111111111111111111111",
+        "transactionPosition": 0, "type": "call"}])";
+  };
+  auto refused = DecodeParityTraces(trace(R"("blockHash": ")" + other + R"(", )"), 5, ours);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::kInvalidData) << refused.status().ToString();
+  for (const std::string& part : {std::string("block 5"), std::string("blockHash"), other, ours}) {
+    EXPECT_NE(refused.status().message().find(part), std::string::npos)
+        << part << " not in " << refused.status().ToString();
+  }
+  // The same hash in upper case is the same block.
+  std::string upper = ours;
+  std::transform(upper.begin() + 2, upper.end(), upper.begin() + 2, ::toupper);
+  EXPECT_TRUE(DecodeParityTraces(trace(R"("blockHash": ")" + upper + R"(", )"), 5, ours).ok());
+  EXPECT_TRUE(DecodeParityTraces(trace(R"("blockHash": ")" + ours + R"(", )"), 5, ours).ok());
+  EXPECT_TRUE(DecodeParityTraces(trace(""), 5, ours).ok());
+  EXPECT_TRUE(DecodeParityTraces(trace(R"("blockHash": ")" + other + R"(", )"), 5).ok());
+  auto malformed = DecodeParityTraces(trace(R"("blockHash": "0x12", )"), 5, ours);
+  ASSERT_FALSE(malformed.ok());
+  EXPECT_NE(malformed.status().message().find("blockHash"), std::string::npos)
+      << malformed.status().ToString();
+}
+
 // Traces that disagree with their block are refused before anything is written: each field of
 // a top-level trace, a missing or doubled one, a trace of a transaction the block lacks.
 TEST(TracesTest, TracesThatDisagreeWithTheBlockAreRefused) {

@@ -161,8 +161,8 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(
     options.limiter = limiter;
     if (leader != nullptr && !command.follow) options.done = [leader] { return leader->done(); };
     if (done) options.done = done;
-    options.check_blocks = [head_log](const std::vector<BlockData>& blocks) {
-      return HeadLogCheck(*head_log, blocks);
+    options.check_blocks = [head_log](std::span<const BlockData> blocks, size_t* wrong) {
+      return HeadLogCheck(*head_log, blocks, wrong);
     };
     workers.push_back(std::make_unique<Worker>(options, RpcBlockSources(make_client), command.redis,
                                                keys, chain.pool.get()));

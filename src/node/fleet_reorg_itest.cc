@@ -204,8 +204,8 @@ TEST_F(FleetTest, ABackendThatDisagreesWithTheHeadLogNeverCommitsItsBlock) {
   FleetRun run = RunFleet(
       redis_.url(), keys(), pool_.get(), FixedLeader(0, last, 10), 2, backend.url(), nullptr, 120,
       [&](WorkerOptions& w) {
-        w.check_blocks = [&](const std::vector<BlockData>& blocks) {
-          return HeadLogCheck(worker_view, blocks);
+        w.check_blocks = [&](std::span<const BlockData> blocks, size_t* wrong) {
+          return HeadLogCheck(worker_view, blocks, wrong);
         };
       },
       &lease);

@@ -172,15 +172,17 @@ Result<HeadUpdate> HeadTracker::Next(const std::optional<HeadEntry>& tip, size_t
   return out;
 }
 
-Status HeadLogCheck(const Election& election, const std::vector<BlockData>& blocks) {
+Status HeadLogCheck(const Election& election, std::span<const BlockData> blocks, size_t* wrong) {
   if (blocks.empty()) return Status::Ok();
   uint64_t from = blocks.front().block.number;
   uint64_t to = blocks.back().block.number;
   GAPLESS_ASSIGN_OR_RETURN(auto committed,
                            election.Committed(std::min(from, to), std::max(from, to)));
-  for (const BlockData& b : blocks) {
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const BlockData& b = blocks[i];
     auto it = committed.find(b.block.number);
     if (it == committed.end() || it->second.hash == b.block.hash) continue;
+    if (wrong != nullptr) *wrong = i;
     return InvalidData(
                fmt::format("block {}: hash {} differs from the head log's {} at this height (the "
                            "RPC node answered from another fork or backend)",

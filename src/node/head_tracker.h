@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -84,8 +85,9 @@ class HeadTracker : public HeadSource {
 Result<std::vector<HeadEntry>> FetchHeaders(JsonRpcClient& rpc, uint64_t first, uint64_t last);
 
 // InvalidData (reason kHeadLogMismatchReason) naming the first block whose hash differs from the
-// head log's committed entry at its height; Ok when all agree or have no entry. Unavailable when
-// the lock nodes cannot be read on a quorum.
-Status HeadLogCheck(const Election& election, const std::vector<BlockData>& blocks);
+// head log's committed entry at its height, and *wrong (nullable) set to its index in `blocks`;
+// Ok when all agree or have no entry. Unavailable when the lock nodes cannot be read on a quorum.
+Status HeadLogCheck(const Election& election, std::span<const BlockData> blocks,
+                    size_t* wrong = nullptr);
 
 }  // namespace gapless

@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
+#include <map>
+#include <span>
 
 namespace gapless {
 
@@ -23,13 +26,17 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out, const EnrichOptions* enrich,
-                           MemoryBudget* budget) {
+                           MemoryBudget* budget, const RangeCheck* check) {
   const size_t start = out->size();
   if (from > to) return Internal("FetchAndDecodeRange: from above to");
   if (!source.rate_limited()) limiter = nullptr;
   uint64_t per_request = std::max<uint32_t>(1, blocks_per_request);
   out->reserve(out->size() + (to - from + 1));
   const std::string described = source.Describe();
+  // Who served each block appended here (RawBlock::served_by), for the check below.
+  std::vector<uint64_t> served_by;
+  served_by.reserve(to - from + 1);
+  std::map<uint64_t, std::string> servers;  // served_by -> DescribeServers
   for (uint64_t first = from; first <= to;) {
     if (stop != nullptr && stop->load()) return Interrupted();
     uint64_t count = std::min<uint64_t>(per_request, to - first + 1);
@@ -47,16 +54,46 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
       budget->Observe(raw->size(), json);
     }
     for (RawBlock& block : *raw) {
-      Result<BlockData> data = DecodeRawBlock(block, checks, described);
+      // Errors name the endpoint that served the block, not the whole pool.
+      auto named = block.served_by == 0 ? servers.end() : servers.find(block.served_by);
+      if (block.served_by != 0 && named == servers.end()) {
+        named = servers.emplace(block.served_by, source.DescribeServers(block.served_by)).first;
+      }
+      Result<BlockData> data =
+          DecodeRawBlock(block, checks, named == servers.end() ? described : named->second);
       if (!data.ok()) {
-        // Inconsistent answers (a block and receipts of two forks, a wrong hash): a source over
-        // several endpoints asks another one next time.
-        if (data.status().code() == Code::kInvalidData) source.Distrust();
+        // Inconsistent answers (a block and receipts of two forks, traces of another block): a
+        // source over several endpoints asks others next time.
+        if (data.status().code() == Code::kInvalidData) source.Distrust(block.served_by);
         return data.status();
       }
       out->push_back(std::move(data).value());
+      served_by.push_back(block.served_by);
     }
     first += count;
+  }
+  if (check != nullptr && *check && out->size() > start) {
+    size_t wrong = SIZE_MAX;
+    Status st = (*check)(std::span<const BlockData>(*out).subspan(start), &wrong);
+    if (!st.ok()) {
+      if (st.code() == Code::kInvalidData) {
+        // The endpoints that served the wrong block, not the ones that answered last (issue 35):
+        // a part of several batches can have each from another endpoint.
+        uint64_t blamed = 0;
+        if (wrong < served_by.size()) {
+          blamed = served_by[wrong];
+        } else {
+          for (uint64_t s : served_by) blamed |= s;
+        }
+        if (blamed != 0) {
+          st = Status(st.code(), fmt::format("{} (served by {})", st.message(),
+                                             source.DescribeServers(blamed)))
+                   .WithReason(st.reason());
+        }
+        source.Distrust(blamed);
+      }
+      return st;
+    }
   }
   if (enrich == nullptr || out->size() == start) return Status::Ok();
   JsonRpcClient* rpc = source.rpc();

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,6 +54,10 @@ inline bool IsInterrupted(const Status& status) {
 // Makes one RPC client per worker thread (clients are not thread-safe).
 using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 
+// A check of a decoded range against what the fleet knows (node/head_tracker.h HeadLogCheck: the
+// head log's hashes). A failure about one block sets *wrong to its index in `blocks`.
+using RangeCheck = std::function<Status(std::span<const BlockData> blocks, size_t* wrong)>;
+
 // Appends the decoded blocks from..to (inclusive, in order) to *out, fetching them in batches of
 // blocks_per_request (>= 1) blocks from `source` and decoding each with every check
 // (DecodeRawBlock: the chain id, and with checks.verify the block proven against its header). The
@@ -70,11 +75,16 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // without one (blocks from Kafka without --rpc) leaves them unread, said once per process.
 // With `budget` (nullable), each batch's JSON size is reported to it (MemoryBudget::Observe); the
 // caller sizes the range and the batches by it (node/memory_budget.h).
+// With `check` (nullable), the decoded range is checked before it is enriched; its failure is
+// returned, naming the endpoint that served the wrong block.
+// A block found wrong (InvalidData from the decoder or the check) is blamed on the endpoints that
+// served that very block (RawBlock::served_by, BlockSource::Distrust), not on whichever answered
+// last: the retry of a pool's source then asks the others.
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr,
-                           MemoryBudget* budget = nullptr);
+                           MemoryBudget* budget = nullptr, const RangeCheck* check = nullptr);
 
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);

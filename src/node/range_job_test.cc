@@ -6,16 +6,21 @@
 // message.
 #include "node/range_job.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <memory>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "rpc/curl_transport.h"
+#include "rpc/endpoint_pool.h"
 #include "rpc/http_transport.h"
 #include "testing/http_test_server.h"
+#include "testing/replay_transport.h"
 
 namespace gapless {
 namespace {
@@ -101,6 +106,127 @@ TEST(InterruptedTest, StoppedFetchReturnsInterruptedWithoutARequest) {
   EXPECT_TRUE(IsInterrupted(st)) << st.ToString();
   EXPECT_EQ(posts, 0);
   EXPECT_TRUE(blocks.empty());
+}
+
+// The hash of block n on the chain the head log holds, and on another fork.
+std::string RealHash(uint64_t n) { return fmt::format("0x{:064x}", n + 1); }
+std::string ForkHash(uint64_t n) { return fmt::format("0x{:f>60}{:04x}", "", n); }
+
+// eth_getBlockByNumber(n, true) of an empty block with this hash.
+std::string EmptyBlock(uint64_t n, const std::string& hash) {
+  const std::string zero32 = "0x" + std::string(64, '0');
+  return fmt::format(
+      R"({{"number":"0x{:x}","hash":"{}","parentHash":"{}","nonce":"0x0000000000000000",)"
+      R"("sha3Uncles":"{}","logsBloom":"0x{}","transactionsRoot":"{}","stateRoot":"{}",)"
+      R"("receiptsRoot":"{}","miner":"0x{}","difficulty":"0x0","size":"0x200","extraData":"0x",)"
+      R"("gasLimit":"0x1c9c380","gasUsed":"0x0","timestamp":"0x{:x}","transactions":[]}})",
+      n, hash, n == 0 ? zero32 : RealHash(n - 1), zero32, std::string(512, '0'), zero32, zero32,
+      zero32, std::string(40, '0'), 1'700'000'000 + n);
+}
+
+// A node of a pool (chain 1) serving empty blocks: block `forked_at` from another fork when
+// `forked`, and (forked) no answer to a request for full blocks without that block (the pool's
+// chain check, which asks block 0's header, is answered). Records the full blocks it served.
+class BlockEndpoint : public HttpTransport {
+ public:
+  BlockEndpoint(std::string name, bool forked, uint64_t forked_at)
+      : name_(std::move(name)), forked_(forked), forked_at_(forked_at) {}
+  Result<HttpResponse> Post(std::string_view body) override {
+    bool batch = false;
+    auto calls = ParseJsonRpcRequests(body, &batch);
+    if (!calls.ok()) return calls.status();
+    const std::string wanted = fmt::format(R"(["0x{:x}")", forked_at_);
+    if (forked_ && body.find(",true]") != std::string_view::npos &&
+        body.find(wanted) == std::string_view::npos) {
+      return Unavailable(name_ + ": connection refused");
+    }
+    std::string out;
+    for (const JsonRpcCall& c : *calls) {
+      std::string result = "null";
+      if (c.method == "eth_chainId") result = "\"0x1\"";
+      if (c.method == "eth_getBlockByNumber" || c.method == "eth_getBlockReceipts") {
+        auto n = ParseHexQuantity(c.params_json.substr(2, c.params_json.find('"', 2) - 2));
+        if (!n.ok()) return n.status();
+        if (c.method == "eth_getBlockReceipts") {
+          result = "[]";
+        } else {
+          if (c.params_json.find("true") != std::string::npos) served_.insert(*n);
+          result = EmptyBlock(*n, forked_ && *n == forked_at_ ? ForkHash(*n) : RealHash(*n));
+        }
+      }
+      if (!out.empty()) out += ",";
+      out += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":{}}})", c.id_json, result);
+    }
+    return HttpResponse{200, batch ? "[" + out + "]" : out, std::nullopt};
+  }
+  std::string Describe() const override { return name_; }
+  std::set<uint64_t> served_;
+
+ private:
+  std::string name_;
+  bool forked_;
+  uint64_t forked_at_;
+};
+
+// Issue 35 item 1: a part fetched in two batches, the first (with the forked block 1) from a
+// forked endpoint, the last from a healthy one. The head-log check blames the forked endpoint,
+// not the one that answered last, and the refetch gets the block from the healthy one.
+TEST(DistrustTest, TheEndpointThatServedTheWrongBlockIsDistrustedNotTheLastToAnswer) {
+  SimEnv env(7);
+  PoolOptions pool_options;
+  pool_options.hedge = false;
+  pool_options.env = &env;
+  // The forked endpoint is the first choice whenever it may be asked.
+  auto pool =
+      std::make_shared<EndpointPool>(std::vector<EndpointSpec>{{"http://forked:8545/", 1000, 0},
+                                                               {"http://healthy:8545/", 0.001, 0}},
+                                     pool_options);
+  auto forked = std::make_unique<BlockEndpoint>("forked", /*forked=*/true, /*forked_at=*/1);
+  auto healthy = std::make_unique<BlockEndpoint>("healthy", /*forked=*/false, 1);
+  BlockEndpoint* forked_ep = forked.get();
+  BlockEndpoint* healthy_ep = healthy.get();
+  std::vector<std::unique_ptr<HttpTransport>> transports;
+  transports.push_back(std::move(forked));
+  transports.push_back(std::move(healthy));
+  JsonRpcClientOptions client_options;
+  client_options.env = &env;
+  RpcBlockSource source(std::make_unique<JsonRpcClient>(
+      std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
+  // The head log's view: every block must have its real hash.
+  RangeCheck check = [](std::span<const BlockData> blocks, size_t* wrong) -> Status {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].block.hash != RealHash(blocks[i].block.number)) {
+        *wrong = i;
+        return InvalidData(fmt::format("block {}: not the head log's", blocks[i].block.number));
+      }
+    }
+    return Status::Ok();
+  };
+
+  // Blocks 0..3 in batches of 2: 0..1 from the forked endpoint, 2..3 (it refuses) the healthy one.
+  std::vector<BlockData> blocks;
+  Status st = FetchAndDecodeRange(source, 0, 3, 2, BlockChecks(), nullptr, nullptr, &blocks,
+                                  nullptr, nullptr, &check);
+  ASSERT_EQ(st.code(), Code::kInvalidData) << st.ToString();
+  EXPECT_NE(st.message().find("served by forked"), std::string::npos) << st.ToString();
+  ASSERT_EQ(forked_ep->served_, (std::set<uint64_t>{0, 1}));
+  ASSERT_EQ(healthy_ep->served_, (std::set<uint64_t>{2, 3}));
+  auto stats = pool->Stats();
+  EXPECT_EQ(stats[0].distrusted, 1u) << "the forked endpoint was not distrusted";
+  EXPECT_EQ(stats[1].distrusted, 0u) << "the healthy endpoint, which answered last, was blamed";
+
+  // The refetch: every block from the healthy endpoint, with the head log's hashes.
+  forked_ep->served_.clear();
+  healthy_ep->served_.clear();
+  blocks.clear();
+  st = FetchAndDecodeRange(source, 0, 3, 2, BlockChecks(), nullptr, nullptr, &blocks, nullptr,
+                           nullptr, &check);
+  EXPECT_TRUE(st.ok()) << "the refetch was served by the forked endpoint again: " << st.ToString();
+  ASSERT_EQ(blocks.size(), 4u);
+  EXPECT_TRUE(forked_ep->served_.empty());
+  EXPECT_EQ(healthy_ep->served_, (std::set<uint64_t>{0, 1, 2, 3}));
+  stats = pool->Stats();
+  EXPECT_EQ(stats[1].distrusted, 0u);
 }
 
 }  // namespace

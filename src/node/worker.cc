@@ -493,16 +493,13 @@ Status Worker::FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* 
   const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   write->blocks.clear();
   int64_t fetch_start = options_.env->NowMicros();
-  Status st =
-      FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
-                          BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
-                          task.abort.get(), &write->blocks, &enrich, options_.memory_budget);
-  if (st.ok() && options_.check_blocks) {
-    st = options_.check_blocks(write->blocks);
-    // A block the head log does not have at its height: the endpoint that served it answered
-    // from another fork or a lagging backend; the retry asks another (a pool's).
-    if (!st.ok() && st.code() == Code::kInvalidData) source.Distrust();
-  }
+  // A block the check refuses (not the head log's at its height) was served from another fork or
+  // a lagging backend: FetchAndDecodeRange distrusts the endpoint that served it, and the retry
+  // asks another (a pool's).
+  Status st = FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
+                                  BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
+                                  task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
+                                  &options_.check_blocks);
   AddSince(options_.env, fetch_start, counters_.fetch_micros);
   return st;
 }

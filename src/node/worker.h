@@ -116,8 +116,9 @@ struct WorkerOptions {
   RateLimiter* limiter = nullptr;
   // Checks a fetched range before it is written (nullable): the HA leader's head log
   // (node/head_tracker.h HeadLogCheck). A failure is handled like a fetch failure — retried
-  // locally, then failed back to the queue — so a block the check refuses is never committed.
-  std::function<Status(const std::vector<BlockData>&)> check_blocks;
+  // locally, then failed back to the queue — so a block the check refuses is never committed;
+  // the endpoint that served that block is distrusted (FetchAndDecodeRange).
+  RangeCheck check_blocks;
   // Asked when there is nothing to claim; returning true makes Run return Ok (e.g. "the leader's
   // fixed range is done"). Nullable: run until stopped.
   std::function<bool()> done;

@@ -1200,10 +1200,11 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
   }
   size_t calls = 1;
   const std::vector<std::string> methods = MethodsOf(body, &calls);
-  // Endpoints whose answers the caller found wrong are not asked again by this retry (unless
-  // that is all of them).
+  // Endpoints whose answers this client found wrong are not asked for a while (unless that is
+  // all of them).
   const uint64_t all =
       transports_.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << transports_.size()) - 1;
+  if (avoid_ != 0 && pool_->options().env->NowMicros() >= avoid_until_) avoid_ = 0;
   uint64_t tried = (avoid_ & all) == all ? 0 : avoid_;
   std::optional<Result<HttpResponse>> last_failure;
   while (true) {
@@ -1288,7 +1289,7 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
     if (winner && winner != flights[0]) pool_->CountHedgeWin(winner->endpoint);
     if (winner) {
       answered_ |= uint64_t{1} << winner->endpoint;
-      avoid_ = 0;
+      if (winner->result.ok()) winner->result->served_by = uint64_t{1} << winner->endpoint;
       return std::move(winner->result);
     }
     // Nothing usable: the next endpoint. (A flight still running finishes on its own thread.)
@@ -1314,14 +1315,23 @@ std::string PoolTransport::Scrub(std::string text) const {
   return text;
 }
 
-void PoolTransport::MarkAnswers() { answered_ = 0; }
-
-void PoolTransport::DistrustAnswers() {
+void PoolTransport::Distrust(uint64_t served_by) {
   for (size_t i = 0; i < transports_.size(); ++i) {
-    if (answered_ & (uint64_t{1} << i)) pool_->Distrust(i);
+    if (served_by & (uint64_t{1} << i)) pool_->Distrust(i);
   }
-  avoid_ = answered_;
-  answered_ = 0;
+  if (served_by == 0) return;
+  avoid_ |= served_by;
+  avoid_until_ = pool_->options().env->NowMicros() + kAvoidDistrustedMicros;
+}
+
+std::string PoolTransport::DescribeServers(uint64_t served_by) const {
+  std::string out;
+  for (size_t i = 0; i < transports_.size(); ++i) {
+    if (!(served_by & (uint64_t{1} << i))) continue;
+    if (!out.empty()) out += ", ";
+    out += transports_[i]->Describe();
+  }
+  return out.empty() ? Describe() : out;
 }
 
 }  // namespace gapless

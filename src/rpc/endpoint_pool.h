@@ -20,9 +20,11 @@
 //  - Health: `take_out_after` consecutive failures take an endpoint out; it is probed back in
 //    with one request after probe_base (doubling up to probe_cap while it keeps failing). A 429
 //    cools that endpoint alone for its Retry-After (or a backoff). An answer the caller found
-//    wrong (DistrustAnswers: a block hash that differs from the head log, a lagging or forked
-//    backend) counts as a failure of the endpoints that gave the answers since MarkAnswers, and
-//    the caller's next request goes to another endpoint.
+//    wrong (a block hash that differs from the head log, a lagging or forked backend) counts as
+//    a failure ("distrusted") of the endpoint that gave it, named by the answer's
+//    HttpResponse::served_by (the client keeps it per block: core/raw_block.h), and that
+//    client's requests go to the other endpoints for kAvoidDistrustedMicros (all of them ask it
+//    again when the others are out or cooling).
 //  - Learned limits: a batch refused as a whole (HTTP 413, or one error object naming the batch)
 //    records that the endpoint takes fewer calls; larger batches go elsewhere (and when no
 //    endpoint takes them, to the one with the highest limit, where the client splits them). A
@@ -278,10 +280,12 @@ class PoolTransport : public HttpTransport {
   // "pool of 3 (http://a/***, http://b, ...)".
   std::string Describe() const override;
   std::string Scrub(std::string text) const override;
-  void MarkAnswers() override;
-  void DistrustAnswers() override;
+  void Distrust(uint64_t served_by) override;
+  // "http://a/***, http://b" for the endpoints in served_by.
+  std::string DescribeServers(uint64_t served_by) const override;
 
-  // The endpoints (bit i: endpoint i) that gave answers since MarkAnswers (for tests).
+  // For tests: the endpoints (bit i: endpoint i) that gave answers since MarkAnswers.
+  void MarkAnswers() { answered_ = 0; }
   uint64_t answered() const { return answered_; }
 
  private:
@@ -313,8 +317,14 @@ class PoolTransport : public HttpTransport {
   std::vector<std::unique_ptr<HttpTransport>> transports_;
   std::vector<std::shared_ptr<Flight>> in_flight_;  // per endpoint, the last async request
   uint64_t answered_ = 0;                           // since MarkAnswers
-  uint64_t avoid_ = 0;                              // distrusted: not asked by the next request
+  uint64_t avoid_ = 0;  // distrusted: not asked by this client until avoid_until_
+  int64_t avoid_until_ = 0;
 };
+
+// How long a client keeps its requests away from an endpoint whose answer it found wrong: long
+// enough for the unit of work's retries (a range refetched after the worker's backoff) to be
+// served elsewhere, short enough that a backend that lagged a moment is soon asked again.
+inline constexpr int64_t kAvoidDistrustedMicros = 10'000'000;
 
 // The methods of a request body ("method":"..." of each call, distinct, in order) and the number of
 // calls in it. Exposed for tests.

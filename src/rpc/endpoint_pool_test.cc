@@ -666,13 +666,15 @@ TEST(EndpointPoolTest, TheChainCheckIsAdmittedByTheEndpointsRateLimit) {
 TEST(EndpointPoolTest, AnswersFoundWrongAreCountedAndTheRetryGoesElsewhere) {
   Fixture f({Healthy(), Healthy()}, Options(/*hedge=*/false));
   for (int i = 0; i < 20; ++i) {
-    f.transport->MarkAnswers();
-    ASSERT_TRUE(f.Call().ok());
+    auto answer = f.Call();
+    ASSERT_TRUE(answer.ok());
     const int wrong = f.Answered();
-    f.transport->DistrustAnswers();
-    ASSERT_TRUE(f.Call().ok());
-    EXPECT_NE(f.Answered(), wrong) << "the retry went to the endpoint that answered wrong";
-    f.transport->MarkAnswers();
+    EXPECT_EQ(answer->served_by, uint64_t{1} << wrong) << "the answer does not say who gave it";
+    f.transport->Distrust(answer->served_by);
+    for (int k = 0; k < 5; ++k) {  // this client's next requests, within kAvoidDistrustedMicros
+      ASSERT_TRUE(f.Call().ok());
+      EXPECT_NE(f.Answered(), wrong) << "a request went to the endpoint that answered wrong";
+    }
     f.env.Advance(60'000'000);  // let a taken-out endpoint's probe come due
   }
   auto stats = f.pool->Stats();

@@ -24,6 +24,9 @@ struct HttpResponse {
   // The server's Retry-After (429/503), converted to a delay from now; nullopt when absent or
   // unparseable.
   std::optional<int64_t> retry_after_micros;
+  // Which endpoint gave this answer, for a transport over several (rpc/endpoint_pool.h): bit i
+  // for endpoint i. 0 from a transport over one endpoint.
+  uint64_t served_by = 0;
 };
 
 class HttpTransport {
@@ -43,12 +46,16 @@ class HttpTransport {
   // an error, can echo the API key or user it was sent with (core/redact.h SecretsOf).
   virtual std::string Scrub(std::string text) const { return text; }
 
-  // For a transport over several endpoints (rpc/endpoint_pool.h): MarkAnswers starts a group of
-  // requests (one unit of work: a range's blocks, receipts and traces); DistrustAnswers says the
-  // answers since then were wrong (a block hash not the head log's), so the endpoints that gave
-  // them are counted as failing and the next request goes elsewhere. No-ops for one endpoint.
-  virtual void MarkAnswers() {}
-  virtual void DistrustAnswers() {}
+  // For a transport over several endpoints (rpc/endpoint_pool.h): answers of the endpoints in
+  // `served_by` (HttpResponse::served_by, or several of them OR-ed) were wrong (a block hash not
+  // the head log's), so those endpoints count a failure and this transport's next requests go
+  // elsewhere. A no-op for one endpoint.
+  virtual void Distrust(uint64_t served_by) { (void)served_by; }
+  // The endpoints in `served_by`, safe for logs ("http://a/***, http://b"); Describe() for one.
+  virtual std::string DescribeServers(uint64_t served_by) const {
+    (void)served_by;
+    return Describe();
+  }
 };
 
 }  // namespace gapless

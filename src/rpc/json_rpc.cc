@@ -609,8 +609,8 @@ JsonRpcClient::JsonRpcClient(std::unique_ptr<HttpTransport> transport, JsonRpcCl
 JsonRpcClient::~JsonRpcClient() = default;
 
 Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const RpcRequest> calls,
-                                                                bool single,
-                                                                bool retry_rpc_errors) {
+                                                                bool single, bool retry_rpc_errors,
+                                                                std::span<uint64_t> served_by) {
   for (const RpcRequest& call : calls) {
     if (!IsMethodName(call.method)) {
       return Internal(fmt::format("invalid JSON-RPC method name \"{}\"", Snippet(call.method)));
@@ -651,6 +651,9 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
       failure = ParseAnswer(parser_->parser, response->body, single, base_id, calls, pending,
                             results, what, endpoint);
       for (size_t i : pending) results[i] = ScrubbedResult(std::move(results[i]));
+      if (!served_by.empty()) {
+        for (size_t i : pending) served_by[i] = response->served_by;
+      }
     }
     failure = Scrubbed(failure);
     if (!failure.ok()) {
@@ -723,14 +726,18 @@ Result<std::string> JsonRpcClient::CallNoRpcRetry(std::string_view method,
 }
 
 Result<std::vector<Result<std::string>>> JsonRpcClient::Batch(const std::vector<RpcRequest>& calls,
-                                                              bool retry_rpc_errors) {
+                                                              bool retry_rpc_errors,
+                                                              std::vector<uint64_t>* served_by) {
   std::vector<Result<std::string>> all;
   all.reserve(calls.size());
+  if (served_by != nullptr) served_by->assign(calls.size(), 0);
   std::span<const RpcRequest> rest(calls);
   while (!rest.empty()) {
     const size_t chunk = options_.max_batch_size == 0 ? calls.size() : options_.max_batch_size;
     size_t n = std::min(chunk, rest.size());
-    auto part = Execute(rest.first(n), /*single=*/false, retry_rpc_errors);
+    std::span<uint64_t> served;
+    if (served_by != nullptr) served = std::span<uint64_t>(*served_by).subspan(all.size(), n);
+    auto part = Execute(rest.first(n), /*single=*/false, retry_rpc_errors, served);
     if (!part.ok() && n > 1 &&
         (part.status().reason() == kBatchTooLargeReason ||
          part.status().reason() == HttpStatusReason(413))) {
@@ -824,7 +831,6 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
   }
   const std::string range = count == 1 ? fmt::format("block {}", first)
                                        : fmt::format("blocks {}..{}", first, first + count - 1);
-  transport_->MarkAnswers();  // one unit: DistrustAnswers names the endpoints that served it
   const bool with_receipts = block_receipts_supported_;
   std::vector<RpcRequest> calls;
   calls.reserve(with_receipts ? 2 * count : count);
@@ -833,7 +839,8 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
     calls.push_back({"eth_getBlockByNumber", fmt::format(R"(["{}",true])", hex)});
     if (with_receipts) calls.push_back({"eth_getBlockReceipts", fmt::format(R"(["{}"])", hex)});
   }
-  Result<std::vector<Result<std::string>>> batch = Batch(calls);
+  std::vector<uint64_t> served_by;
+  Result<std::vector<Result<std::string>>> batch = Batch(calls, true, &served_by);
   if (!batch.ok()) return batch.status().WithContext(range);
 
   const size_t stride = with_receipts ? 2 : 1;
@@ -854,6 +861,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
                       n, Describe()));
     }
     block.block_json = std::move(*b);
+    block.served_by |= served_by[i * stride];
     if (!with_receipts) continue;
     Result<std::string>& r = (*batch)[i * stride + 1];
     if (!r.ok()) {
@@ -870,6 +878,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
                       n, Describe()));
     }
     block.receipts_json = std::move(*r);
+    block.served_by |= served_by[i * stride + 1];
   }
   if (fallback) {
     if (with_receipts) {
@@ -890,7 +899,9 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
         receipt_calls.push_back({"eth_getTransactionReceipt", fmt::format(R"(["{}"])", hash)});
       }
     }
-    Result<std::vector<Result<std::string>>> receipts = Batch(receipt_calls);
+    std::vector<uint64_t> receipts_served_by;
+    Result<std::vector<Result<std::string>>> receipts =
+        Batch(receipt_calls, true, &receipts_served_by);
     if (!receipts.ok()) return receipts.status().WithContext(range + " receipts");
     size_t next = 0;
     for (uint64_t i = 0; i < count; ++i) {
@@ -917,6 +928,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
         }
         if (k > 0) block.receipts_json.push_back(',');
         block.receipts_json.append(*r);
+        block.served_by |= receipts_served_by[next];
       }
       block.receipts_json.push_back(']');
     }
@@ -927,20 +939,42 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
 
 Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
   if (blocks.empty()) return Status::Ok();
-  for (int round = 0; round < 2; ++round) {
+  // The debug API is asked by the block's hash, so its answer is of this very block or an error
+  // (another endpoint, or the node after a re-org, may hold another block at this height).
+  // trace_block takes a number only; every trace of its answer states its blockHash, which the
+  // decoder checks (decode/traces.h DecodeParityTraces).
+  std::vector<std::string> hashes;
+  for (int round = 0; round < 3; ++round) {
     const RawBlock::TraceApi api = trace_api_;
+    const bool by_hash = api == RawBlock::TraceApi::kDebugTrace && debug_trace_by_hash_;
+    if (by_hash && hashes.empty()) {
+      for (RawBlock& b : blocks) {
+        BlockSummary summary;
+        Status st = ScanBlock(parser_->parser, b.block_json, &summary);
+        if (!st.ok()) return st.WithContext(fmt::format("block {}", b.number));
+        if (!IsHexData(summary.hash)) {
+          return InvalidData(fmt::format("block {}: eth_getBlockByNumber: no \"hash\" from {}",
+                                         b.number, Describe()));
+        }
+        hashes.push_back(std::move(summary.hash));
+      }
+    }
     std::vector<RpcRequest> calls;
     calls.reserve(blocks.size());
-    for (const RawBlock& b : blocks) {
-      const std::string hex = HexQuantity(b.number);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string hex = HexQuantity(blocks[i].number);
       if (api == RawBlock::TraceApi::kTraceBlock) {
         calls.push_back({"trace_block", fmt::format(R"(["{}"])", hex)});
+      } else if (by_hash) {
+        calls.push_back({"debug_traceBlockByHash",
+                         fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hashes[i])});
       } else {
         calls.push_back(
             {"debug_traceBlockByNumber", fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", hex)});
       }
     }
-    Result<std::vector<Result<std::string>>> batch = Batch(calls);
+    std::vector<uint64_t> served_by;
+    Result<std::vector<Result<std::string>>> batch = Batch(calls, true, &served_by);
     if (!batch.ok()) {
       return batch.status().WithContext(
           fmt::format("traces of blocks {}..{}", blocks.front().number, blocks.back().number));
@@ -952,8 +986,17 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
         if (RpcErrorCode(r.status()) == -32601 && api == RawBlock::TraceApi::kTraceBlock) {
           trace_api_ = RawBlock::TraceApi::kDebugTrace;
           spdlog::info(
-              "{} does not serve trace_block; tracing with debug_traceBlockByNumber "
+              "{} does not serve trace_block; tracing with debug_traceBlockByHash "
               "(callTracer)",
+              Describe());
+          switched = true;
+          break;
+        }
+        if (RpcErrorCode(r.status()) == -32601 && by_hash) {
+          debug_trace_by_hash_ = false;
+          spdlog::info(
+              "{} does not serve debug_traceBlockByHash; tracing with debug_traceBlockByNumber "
+              "(each transaction's trace checked against the block's)",
               Describe());
           switched = true;
           break;
@@ -969,6 +1012,7 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
       blocks[i].traces_api = api;
       blocks[i].traces_json = std::move(*r);
       blocks[i].traces_json.reserve(blocks[i].traces_json.size() + kPadding);
+      blocks[i].served_by |= served_by[i];
     }
     if (!switched) return Status::Ok();
   }

@@ -62,7 +62,8 @@ struct JsonRpcClientOptions {
   // batch sizes, commonly at 100..1000). 0 = no limit.
   size_t max_batch_size = 1000;
   // FetchBlocks also fetches every block's traces (--traces): trace_block(n), or, once the node
-  // answers it with "method not found", debug_traceBlockByNumber(n, {"tracer": "callTracer"}).
+  // answers it with "method not found", debug_traceBlockByHash(hash, {"tracer": "callTracer"})
+  // (debug_traceBlockByNumber on a node without that either).
   bool traces = false;
   // Sleeps and the RNG for jitter. Not owned; nullptr = Env::Default().
   Env* env = nullptr;
@@ -90,8 +91,11 @@ class JsonRpcClient {
   // (e.g. per-call rate limiting) are re-sent, alone, within the max_attempts budget.
   // retry_rpc_errors false: an element's JSON-RPC error is returned as is, never re-sent (calls
   // whose errors are answers, e.g. eth_call's reverts).
+  // served_by (nullable): element i gets the endpoint that gave answer i, over an endpoint pool
+  // (HttpResponse::served_by; 0 over one endpoint).
   Result<std::vector<Result<std::string>>> Batch(const std::vector<RpcRequest>& calls,
-                                                 bool retry_rpc_errors = true);
+                                                 bool retry_rpc_errors = true,
+                                                 std::vector<uint64_t>* served_by = nullptr);
 
   // eth_chainId, eth_blockNumber as numbers.
   Result<uint64_t> ChainId();
@@ -114,6 +118,8 @@ class JsonRpcClient {
   // the receipts against the transactions and the block hash are checked by the decoder, the one
   // place every block source goes through (source/block_source.h DecodeRawBlock).
   // With traces on, a second batch fetches each block's traces (FetchTraces).
+  // Over an endpoint pool each block records the endpoints that served its answers (block,
+  // receipts, traces: RawBlock::served_by), so a wrong block is blamed on them (Distrust).
   // Failures: a null block is NotFound "block N not found" (above the node's head); null receipts
   // are NotFound; a null receipt in the fallback is InvalidData naming the transaction; a node
   // that serves neither tracing API is FailedPrecondition; others as for Batch, with "block N" in
@@ -135,10 +141,14 @@ class JsonRpcClient {
   // The endpoint, redacted (HttpTransport::Describe).
   std::string Describe() const { return transport_->Describe(); }
 
-  // The answers of the last FetchBlocks were wrong (a block hash not the head log's): over an
-  // endpoint pool, the endpoints that gave them count a failure and the next fetch goes
-  // elsewhere (HttpTransport::DistrustAnswers). A no-op over one endpoint.
-  void DistrustAnswers() { transport_->DistrustAnswers(); }
+  // Answers of the endpoints in served_by (RawBlock::served_by) were wrong (a block hash not
+  // the head log's): over an endpoint pool, those endpoints count a failure and this client's
+  // next requests go elsewhere (HttpTransport::Distrust). A no-op over one endpoint.
+  void Distrust(uint64_t served_by) { transport_->Distrust(served_by); }
+  // The endpoints in served_by, redacted (HttpTransport::DescribeServers).
+  std::string DescribeServers(uint64_t served_by) const {
+    return transport_->DescribeServers(served_by);
+  }
 
   // The most calls Batch sends in one POST now: options' max_batch_size, lowered when the node
   // refused a batch as too large (HTTP 413, or one error object naming the batch).
@@ -149,12 +159,13 @@ class JsonRpcClient {
   // Sends calls (as one object when single, else as an array), retrying per the policy, and fills
   // one Result per call.
   Result<std::vector<Result<std::string>>> Execute(std::span<const RpcRequest> calls, bool single,
-                                                   bool retry_rpc_errors);
+                                                   bool retry_rpc_errors,
+                                                   std::span<uint64_t> served_by = {});
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
   // Fills traces_json of every block in one batch (traces on); switches to the debug API on
-  // "method not found" and asks again. "block N" in every error.
+  // "method not found" (by hash, then by number) and asks again. "block N" in every error.
   Status FetchTraces(std::vector<RawBlock>& blocks);
   // A failure without what the transport's Scrub removes (an answer quoting the API key).
   Status Scrubbed(const Status& st) const;
@@ -167,6 +178,7 @@ class JsonRpcClient {
   uint64_t next_id_ = 1;
   bool block_receipts_supported_ = true;
   RawBlock::TraceApi trace_api_ = RawBlock::TraceApi::kTraceBlock;
+  bool debug_trace_by_hash_ = true;  // false once the node lacks debug_traceBlockByHash
   Stats stats_;
 };
 

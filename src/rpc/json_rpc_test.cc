@@ -632,6 +632,44 @@ TEST(FetchBlocksTest, NullReceiptInFallbackIsInvalidDataNamingTheTx) {
   EXPECT_TRUE(Contains(r.status(), "block 5")) << r.status().message();
 }
 
+// Issue 35 item 3: the debug tracer is asked by the block's hash (its answer is then of this very
+// block, or an error), never by the number another fork may hold; a node without
+// debug_traceBlockByHash is asked by number, and remembered.
+TEST(FetchBlocksTest, TheDebugTracerIsAskedByTheBlocksHash) {
+  for (bool by_hash : {true, false}) {
+    ReplayTransport node;  // no trace_block: "method not found"
+    AddBlocks(node, 100, 102, /*block_receipts=*/true);
+    for (uint64_t n = 100; n <= 102; ++n) {
+      const std::string traces = fmt::format(R"([{{"txHash":"{}","result":{{}}}}])", TxHash(n, 0));
+      ASSERT_TRUE(
+          (by_hash
+               ? node.Add("debug_traceBlockByHash",
+                          fmt::format(R"(["{}",{{"tracer":"callTracer"}}])", BlockHash(n)), traces)
+               : node.Add("debug_traceBlockByNumber",
+                          fmt::format(R"(["0x{:x}",{{"tracer":"callTracer"}}])", n), traces))
+              .ok());
+    }
+    HttpTestServer server(HttpTestServer::ForwardTo(&node));
+    CurlTransport transport(server.url());
+    SimEnv env;
+    JsonRpcClientOptions options;
+    options.env = &env;
+    options.traces = true;
+    JsonRpcClient client(&transport, options);
+    for (uint64_t first : {100, 102}) {
+      auto blocks = client.FetchBlocks(first, first == 100 ? 2 : 1);
+      ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+      for (const RawBlock& b : *blocks) {
+        EXPECT_EQ(b.traces_api, RawBlock::TraceApi::kDebugTrace);
+        EXPECT_NE(b.traces_json.find(TxHash(b.number, 0)), std::string::npos) << b.traces_json;
+      }
+    }
+    EXPECT_EQ(node.calls("trace_block"), 2) << "trace_block asked again after \"method not found\"";
+    EXPECT_EQ(node.calls("debug_traceBlockByHash"), by_hash ? 3 : 2);
+    EXPECT_EQ(node.calls("debug_traceBlockByNumber"), by_hash ? 0 : 3);
+  }
+}
+
 TEST(FetchBlocksTest, TransportFailureNamesTheRange) {
   Fixture f([](const Request&) { return Response::Json("down", 503); }, 2);
   Result<std::vector<RawBlock>> r = f.client->FetchBlocks(300, 5);

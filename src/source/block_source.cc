@@ -69,7 +69,7 @@ Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
     for (const Transaction& tx : data->transactions) hashes.push_back(tx.hash);
     Result<std::vector<Trace>> traces =
         block.traces_api == RawBlock::TraceApi::kTraceBlock
-            ? DecodeParityTraces(block.traces_json, block.number)
+            ? DecodeParityTraces(block.traces_json, block.number, data->block.hash)
             : DecodeGethTraces(block.traces_json, block.number, hashes);
     if (!traces.ok()) return traces.status().WithContext("from " + source);
     data->traces = std::move(traces).value();

@@ -42,10 +42,16 @@ class BlockSource {
   virtual std::string Describe() const = 0;
   // True when fetching costs a rate-limited request (the fleet's RPC limiter applies).
   virtual bool rate_limited() const { return false; }
-  // The blocks of the last Fetch were wrong (their hash is not the head log's, they do not decode
-  // consistently): a source over several endpoints counts it against the ones that served them
-  // and asks another next time (rpc/endpoint_pool.h). Others ignore it.
-  virtual void Distrust() {}
+  // A block this source gave was wrong (its hash is not the head log's, it does not decode
+  // consistently): a source over several endpoints counts it against the ones that served it,
+  // `served_by` (RawBlock::served_by), and asks others next time (rpc/endpoint_pool.h). Others
+  // ignore it.
+  virtual void Distrust(uint64_t served_by) { (void)served_by; }
+  // The endpoints in served_by, for messages; Describe() when the source does not tell them apart.
+  virtual std::string DescribeServers(uint64_t served_by) const {
+    (void)served_by;
+    return Describe();
+  }
   // The JSON-RPC node behind the source, for what blocks do not carry (node/enrich.h: contracts'
   // code, token metadata); nullptr when there is none.
   virtual JsonRpcClient* rpc() { return nullptr; }
@@ -62,7 +68,10 @@ class RpcBlockSource : public BlockSource {
   }
   std::string Describe() const override { return client_->Describe(); }
   bool rate_limited() const override { return true; }
-  void Distrust() override { client_->DistrustAnswers(); }
+  void Distrust(uint64_t served_by) override { client_->Distrust(served_by); }
+  std::string DescribeServers(uint64_t served_by) const override {
+    return client_->DescribeServers(served_by);
+  }
   JsonRpcClient* rpc() override { return client_.get(); }
   JsonRpcClient& client() { return *client_; }
 
@@ -87,6 +96,14 @@ class HeldBlockSource : public BlockSource {
   Result<std::vector<RawBlock>> Fetch(uint64_t first, uint64_t count) override;
   std::string Describe() const override { return description_; }
   bool rate_limited() const override { return false; }
+  // Blocks it holds carry no endpoint (served_by 0); those from the fallback are the fallback's.
+  void Distrust(uint64_t served_by) override {
+    if (fallback_ != nullptr && served_by != 0) fallback_->Distrust(served_by);
+  }
+  std::string DescribeServers(uint64_t served_by) const override {
+    return fallback_ != nullptr && served_by != 0 ? fallback_->DescribeServers(served_by)
+                                                  : description_;
+  }
   JsonRpcClient* rpc() override { return fallback_ != nullptr ? fallback_->rpc() : nullptr; }
 
  private:
