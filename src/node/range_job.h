@@ -31,6 +31,7 @@
 #include "node/memory_budget.h"
 #include "rpc/json_rpc.h"
 #include "source/block_source.h"
+#include "store/datasets.h"
 
 namespace gapless {
 
@@ -70,11 +71,15 @@ using RpcClientFactory = std::function<std::unique_ptr<JsonRpcClient>()>;
 // without one (blocks from Kafka without --rpc) leaves them unread, said once per process.
 // With `budget` (nullable), each batch's JSON size is reported to it (MemoryBudget::Observe); the
 // caller sizes the range and the batches by it (node/memory_budget.h).
+// With `held` (nullable), on success: the datasets the decoded blocks hold besides the blocks
+// (store/datasets.h), for RangeWrite::datasets: traces when every block came with its traces,
+// token_metadata when the enrichment read the tokens (`enrich` asks for it and the source has a
+// node to ask). What was fetched, not what was asked: the record never claims more.
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr,
-                           MemoryBudget* budget = nullptr);
+                           MemoryBudget* budget = nullptr, Datasets* held = nullptr);
 
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);

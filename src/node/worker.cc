@@ -493,10 +493,10 @@ Status Worker::FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* 
   const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);
   write->blocks.clear();
   int64_t fetch_start = options_.env->NowMicros();
-  Status st =
-      FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
-                          BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
-                          task.abort.get(), &write->blocks, &enrich, options_.memory_budget);
+  Status st = FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
+                                  BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
+                                  task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
+                                  &write->datasets);
   if (st.ok() && options_.check_blocks) {
     st = options_.check_blocks(write->blocks);
     // A block the head log does not have at its height: the endpoint that served it answered
