@@ -235,8 +235,11 @@ std::string DescribeGaps(const std::vector<DatasetGap>& gaps, size_t max_listed)
       out += "; and " + std::to_string(gaps.size() - listed) + " more";
       break;
     }
-    out += (out.empty() ? "" : "; ") + std::string("blocks ") + std::to_string(g.from) +
-           (g.to != g.from ? "-" + std::to_string(g.to) : "") + " lack " + g.dataset;
+    out +=
+        (out.empty() ? "" : "; ") +
+        (g.to != g.from ? "blocks " + std::to_string(g.from) + "-" + std::to_string(g.to) + " lack "
+                        : "block " + std::to_string(g.from) + " lacks ") +
+        g.dataset;
     ++listed;
   }
   return out;

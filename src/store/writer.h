@@ -97,7 +97,7 @@ struct RangeWrite {
   std::string fence_owner;
   // What the blocks hold besides "blocks" (always recorded): traces, token metadata, ... as the
   // fetch reports it (node/range_job.h FetchAndDecodeRange). See "Datasets".
-  Datasets datasets;
+  Datasets datasets{};  // {}: aggregate initialisers that stop before it stay warning-free
 };
 
 struct WriteOptions {
