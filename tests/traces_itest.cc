@@ -19,6 +19,7 @@
 #include "rpc/curl_transport.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
+#include "store/queries.h"
 #include "testing/devnet_manifest.h"
 #include "testing/pg_test_db.h"
 
@@ -274,6 +275,75 @@ TEST_F(TracesTest, ANodeWithoutTracingIsRefusedWithAClearError) {
   auto conn = PgConn::Connect(db_.url());
   ASSERT_TRUE(conn.ok()) << conn.status().ToString();
   EXPECT_EQ(QueryCount(**conn, "SELECT count(*) FROM blocks"), 0);
+}
+
+// Turning --traces on for a database indexed without it (issue 35): `index 0..mid`, then `index
+// 0..head --traces` used to skip 0..mid as committed, leaving traces for mid+1..head only while
+// verify said OK. Now the committed ranges that lack traces are written again with them (cut
+// differently from the first run's ranges, so a longer recorded range is cut too): every table
+// equals a --traces run from empty, a third run finds nothing to do, verify --deep is OK. A fleet
+// is refused over such a database, naming the `index` run that backfills it.
+TEST_F(TracesTest, TracesTurnedOnLaterAreBackfilled) {
+  JsonRpcClient rpc(std::make_unique<CurlTransport>(GAPLESS_TEST_ANVIL_URL));
+  auto head = rpc.BlockNumber();
+  ASSERT_TRUE(head.ok()) << head.status().ToString();
+  ASSERT_GE(*head, 10u);
+  const std::string to = std::to_string(*head);
+  const std::string mid = std::to_string(*head * 2 / 3);
+  auto index = [&](const std::string& db, const std::string& last, const std::string& range_size,
+                   bool traces) {
+    std::vector<std::string> args = {
+        "index", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db",     db,           "--from", "0",
+        "--to",  last,    "--range-size",         range_size, "--progress", "off",    "--log-level",
+        "info"};
+    if (traces) args.push_back("--traces");
+    return RunAll(args, 120'000);
+  };
+  auto [code1, out1] = index(db_.url(), mid, "7", /*traces=*/false);
+  ASSERT_EQ(code1, 0) << out1;
+  auto conn = PgConn::Connect(db_.url());
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  ASSERT_EQ(QueryCount(**conn, "SELECT count(*) FROM traces"), 0);
+
+  // Before the backfill a fleet asking for traces is refused, naming the run that backfills.
+  auto [refused, refusal] =
+      RunAll({"run", "--rpc", GAPLESS_TEST_ANVIL_URL, "--db", db_.url(), "--redis",
+              "redis://127.0.0.1:1", "--from", "0", "--to", to, "--traces", "--progress", "off"});
+  EXPECT_NE(refused, 0) << refusal;
+  EXPECT_NE(refusal.find("blocks 0-" + mid + " lack traces"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("gapless index --from 0 --to " + mid + " --traces"), std::string::npos)
+      << refusal;
+
+  auto [code2, out2] = index(db_.url(), to, "5", /*traces=*/true);
+  ASSERT_EQ(code2, 0) << out2;
+  EXPECT_NE(out2.find(std::to_string(*head * 2 / 3 + 1) +
+                      " of those to do are committed without all of (token_metadata, traces)"),
+            std::string::npos)
+      << out2;
+  EXPECT_GT(QueryCount(**conn, "SELECT count(*) FROM traces WHERE block_number <= " + mid), 0);
+
+  PgTestDb clean;
+  ASSERT_FALSE(clean.failed()) << clean.error().ToString();
+  auto [code3, out3] = index(clean.url(), to, "5", /*traces=*/true);
+  ASSERT_EQ(code3, 0) << out3;
+  auto clean_conn = PgConn::Connect(clean.url());
+  ASSERT_TRUE(clean_conn.ok()) << clean_conn.status().ToString();
+  auto clean_pool = OpenPool(clean.url(), 1);
+  ASSERT_NE(clean_pool, nullptr);
+  EXPECT_EQ(DataChecksums(pool_.get(), 0, *head), DataChecksums(clean_pool.get(), 0, *head));
+  auto traces = TableChecksum(**conn, "traces", 0, *head);
+  auto clean_traces = TableChecksum(**clean_conn, "traces", 0, *head);
+  ASSERT_TRUE(traces.ok() && clean_traces.ok()) << traces.status().ToString();
+  EXPECT_EQ(*traces, *clean_traces);
+
+  // Nothing left to do, nothing missing.
+  auto [code4, out4] = index(db_.url(), to, "5", /*traces=*/true);
+  ASSERT_EQ(code4, 0) << out4;
+  EXPECT_NE(out4.find(": 0 to do"), std::string::npos) << out4;
+  auto [verified, report] = RunForOutput({GaplessBinary(), "verify", "--db", db_.url(), "--from",
+                                          "0", "--deep", "--anvil-blob-roots"});
+  EXPECT_EQ(verified, 0) << report;
+  EXPECT_EQ(report.find("missing dataset"), std::string::npos) << report;
 }
 
 // The Kafka block stream carries no traces: --traces with it is refused at the start.

@@ -87,14 +87,29 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   options.chain_id = chain.chain_id;
   options.verify = VerificationFor(chain, args.Verification());
   options.token_metadata = args.token_metadata;
+  options.datasets = args.AskedDatasets();
   options.write_mode = args.write_mode;
   options.copy_format = args.copy_format;
   options.memory_budget_bytes = args.memory_budget_mib * MemoryBudget::kMiB;
   Indexer indexer(options, make_client, chain.pool.get());
+  {
+    // Recorded first, so a run stopped before its backfill is done leaves verify something to
+    // report (store/datasets.h).
+    auto conn = chain.pool->Acquire();
+    GAPLESS_RETURN_IF_ERROR(RecordDatasetRequest(*conn, options.datasets, chain.from, chain.to));
+  }
   GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());
   uint64_t requested = chain.to - chain.from + 1;
-  spdlog::info("indexing blocks {}..{} of chain {}: {} to do, {} already committed", chain.from,
-               chain.to, chain.chain_id, planned, requested - planned);
+  if (indexer.planned_backfill() > 0) {
+    spdlog::info(
+        "indexing blocks {}..{} of chain {}: {} to do, {} already committed; {} of those to do "
+        "are committed without all of ({}) and are written again with them",
+        chain.from, chain.to, chain.chain_id, planned, requested - planned,
+        indexer.planned_backfill(), options.datasets.ToString());
+  } else {
+    spdlog::info("indexing blocks {}..{} of chain {}: {} to do, {} already committed", chain.from,
+                 chain.to, chain.chain_id, planned, requested - planned);
+  }
 
   Progress progress(&indexer.counters(), planned, ShowsLiveBar(args.progress), Env::Default());
   if (args.progress != ProgressDisplay::kOff) progress.Start();

@@ -78,6 +78,14 @@ struct IndexingOptions {
   // --token-metadata: each token's name, symbol, decimals and supply read when it first appears
   // (node/enrich.h).
   bool token_metadata = true;
+  // What a run asks for besides the blocks (store/datasets.h): traces with --traces,
+  // token_metadata with --token-metadata.
+  Datasets AskedDatasets() const {
+    Datasets asked;
+    if (rpc.traces) asked.Add(kTracesDataset);
+    if (token_metadata) asked.Add(kTokenMetadataDataset);
+    return asked;
+  }
   std::optional<VerifyOptions> Verification() const {
     if (!verify && !verify_senders) return std::nullopt;
     VerifyOptions options;

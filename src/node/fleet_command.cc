@@ -403,6 +403,29 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
       CheckedChain chain,
       OpenWhenReachable<CheckedChain>(has_rpc ? "the node and the database" : "the database",
                                       check_chain, /*stop=*/nullptr, give_up_ms));
+  // What the fleet asks for besides the blocks (store/datasets.h): token metadata only where its
+  // workers fetch from a node (a Kafka worker without --rpc cannot read it). The leader seeds from
+  // the frontier on, so a committed range below it that lacks one would stay without it while the
+  // run says it is complete: refused, naming the `index` run that backfills it (decisions.md,
+  // "Datasets per range").
+  Datasets asked = args.AskedDatasets();
+  if (!has_rpc || kafka) asked = asked.Minus(Datasets().Add(kTokenMetadataDataset));
+  const uint64_t asked_to = command.follow ? UINT64_MAX : chain.to;
+  {
+    auto conn = chain.pool->Acquire();
+    GAPLESS_ASSIGN_OR_RETURN(auto lacking, RangesLacking(*conn, asked, chain.from, asked_to));
+    if (!lacking.empty()) {
+      const DatasetGap& first = lacking.front();
+      return FailedPrecondition(fmt::format(
+          "{}: this run asks for them, and a fleet does not backfill committed ranges (it "
+          "indexes from its frontier on); write them again first with `gapless index --from {} "
+          "--to {} {}` (for each range listed), then start the fleet again",
+          DescribeGaps(lacking), first.from, first.to, HowToAskFor(first.dataset)));
+    }
+    if (command.with_leader) {
+      GAPLESS_RETURN_IF_ERROR(RecordDatasetRequest(*conn, asked, chain.from, asked_to));
+    }
+  }
   auto open_coordination = [&] {
     auto conn = chain.pool->Acquire();
     return OpenCoordination(command.redis, *conn, chain.chain_id,

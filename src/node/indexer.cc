@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "node/node_metrics.h"
@@ -19,10 +20,26 @@ Result<uint64_t> Indexer::Plan() {
         fmt::format("--from {} is above --to {}", options_.from, options_.to));
   }
   auto conn = pool_->Acquire();
-  GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(*conn, options_.from, options_.to));
+  Datasets asked = options_.datasets;
+  asked.Add(kBlocksDataset);
+  GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(*conn, options_.from, options_.to, asked));
   ranges_ = PendingRanges(options_.from, options_.to, options_.range_size, std::move(done));
   uint64_t blocks = 0;
   for (const auto& r : ranges_) blocks += r.size();
+  // Of those, the blocks committed already (without a dataset asked for): the backfill.
+  GAPLESS_ASSIGN_OR_RETURN(auto lacking, RangesLacking(*conn, asked, options_.from, options_.to));
+  std::vector<std::pair<uint64_t, uint64_t>> backfill;
+  for (const DatasetGap& gap : lacking) backfill.emplace_back(gap.from, gap.to);
+  std::sort(backfill.begin(), backfill.end());
+  backfill_blocks_ = 0;
+  uint64_t counted_to = 0;  // blocks below it are counted (the datasets' gaps may overlap)
+  bool any = false;
+  for (const auto& [a, b] : backfill) {
+    uint64_t lo = any ? std::max(a, counted_to) : a;
+    if (lo <= b) backfill_blocks_ += b - lo + 1;
+    if (!any || b + 1 > counted_to) counted_to = b + 1;
+    any = true;
+  }
   return blocks;
 }
 
@@ -72,7 +89,7 @@ void Indexer::WorkerLoop() {
             return FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
                                        BlockChecks{options_.chain_id, options_.verify},
                                        /*limiter=*/nullptr, &stop_, &write.blocks, &enrich,
-                                       budget_.get());
+                                       budget_.get(), &write.datasets);
           });
       if (st.ok()) st = WriteRangeWithRetries(write);
       if (!st.ok()) {

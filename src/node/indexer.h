@@ -12,6 +12,11 @@
 // with the error, which names the block and field and keeps its code and reason(). A range is
 // committed whole or not at all, so a stop or a crash never leaves a partial block behind.
 //
+// Datasets (store/datasets.h): a range counts as committed only when it is recorded with every
+// dataset the run asks for (IndexerOptions::datasets). A committed range that lacks one (indexed
+// before without --traces) is planned again, and its write replaces its rows with ones holding
+// the dataset (a backfill, store/writer.h "Datasets").
+//
 // Run() blocks; Stop() may be called from any thread (e.g. a signal watcher).
 #pragma once
 
@@ -48,6 +53,9 @@ struct IndexerOptions {
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
+  // What the run asks for besides the blocks (traces with --traces, token_metadata with
+  // --token-metadata): Plan() plans again the committed ranges that lack one.
+  Datasets datasets;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // --memory-budget for the process, bytes; 0: none. A range larger than a fetch thread's share
@@ -69,6 +77,8 @@ class Indexer {
 
   const IndexCounters& counters() const { return counters_; }
   const std::vector<BlockRange>& planned() const { return ranges_; }
+  // The planned blocks that are committed already, without a dataset the run asks for.
+  uint64_t planned_backfill() const { return backfill_blocks_; }
 
  private:
   void WorkerLoop();
@@ -82,6 +92,7 @@ class Indexer {
   RpcClientFactory rpc_factory_;
   PgPool* pool_;
   std::vector<BlockRange> ranges_;
+  uint64_t backfill_blocks_ = 0;
   std::atomic<size_t> next_range_{0};
   std::unique_ptr<MemoryBudget> budget_;  // made by Run for its threads
   std::atomic<bool> stop_{false};

@@ -265,14 +265,16 @@ KafkaWorker::LockedWrite KafkaWorker::WriteLocked(Window& w, const TaskRange& wi
       int64_t fetch_start = options_.env->NowMicros();
       Status st = FetchAndDecodeRange(*held_, part_from, part_to, batch,
                                       BlockChecks{options_.chain_id, options_.verify}, nullptr,
-                                      nullptr, &write.blocks, &enrich, options_.memory_budget);
+                                      nullptr, &write.blocks, &enrich, options_.memory_budget,
+                                      nullptr, &write.datasets);
       if (!st.ok() && st.code() == Code::kInvalidData && fallback_ != nullptr) {
         spdlog::warn("kafka worker {}: {}; fetching blocks {}..{} from {} instead",
                      options_.worker_id, st.ToString(), part_from, part_to, fallback_->Describe());
         write.blocks.clear();
         st = FetchAndDecodeRange(*fallback_, part_from, part_to, std::min<uint32_t>(batch, 10),
                                  BlockChecks{options_.chain_id, options_.verify}, nullptr, nullptr,
-                                 &write.blocks, &enrich, options_.memory_budget);
+                                 &write.blocks, &enrich, options_.memory_budget, nullptr,
+                                 &write.datasets);
       }
       counters_.fetch_micros += static_cast<uint64_t>(options_.env->NowMicros() - fetch_start);
       if (!st.ok()) {

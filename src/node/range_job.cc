@@ -26,8 +26,9 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out, const EnrichOptions* enrich,
-                           MemoryBudget* budget, const RangeCheck* check) {
+                           MemoryBudget* budget, const RangeCheck* check, Datasets* held) {
   const size_t start = out->size();
+  bool traced = true;  // every block came with its traces
   if (from > to) return Internal("FetchAndDecodeRange: from above to");
   if (!source.rate_limited()) limiter = nullptr;
   uint64_t per_request = std::max<uint32_t>(1, blocks_per_request);
@@ -54,6 +55,7 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
       budget->Observe(raw->size(), json);
     }
     for (RawBlock& block : *raw) {
+      if (block.traces_api == RawBlock::TraceApi::kNone) traced = false;
       // Errors name the endpoint that served the block, not the whole pool.
       auto named = block.served_by == 0 ? servers.end() : servers.find(block.served_by);
       if (block.served_by != 0 && named == servers.end()) {
@@ -95,6 +97,10 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
       return st;
     }
   }
+  if (held != nullptr) {
+    *held = Datasets();
+    if (traced) held->Add(kTracesDataset);
+  }
   if (enrich == nullptr || out->size() == start) return Status::Ok();
   JsonRpcClient* rpc = source.rpc();
   if (rpc == nullptr) {
@@ -113,6 +119,7 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
   Status st = EnrichRange(*rpc, *enrich, &range);
   std::move(range.begin(), range.end(), out->begin() + static_cast<long>(start));
   if (!st.ok() && limiter != nullptr && IsRateLimited(st)) limiter->SlowDown();
+  if (st.ok() && held != nullptr && enrich->token_metadata) held->Add(kTokenMetadataDataset);
   return st.WithContext(fmt::format("blocks {}..{}", from, to));
 }
 

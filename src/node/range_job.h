@@ -32,6 +32,7 @@
 #include "node/memory_budget.h"
 #include "rpc/json_rpc.h"
 #include "source/block_source.h"
+#include "store/datasets.h"
 
 namespace gapless {
 
@@ -80,11 +81,16 @@ using RangeCheck = std::function<Status(std::span<const BlockData> blocks, size_
 // A block found wrong (InvalidData from the decoder or the check) is blamed on the endpoints that
 // served that very block (RawBlock::served_by, BlockSource::Distrust), not on whichever answered
 // last: the retry of a pool's source then asks the others.
+// With `held` (nullable), on success: the datasets the decoded blocks hold besides the blocks
+// (store/datasets.h), for RangeWrite::datasets: traces when every block came with its traces,
+// token_metadata when the enrichment read the tokens (`enrich` asks for it and the source has a
+// node to ask). What was fetched, not what was asked: the record never claims more.
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
                            std::vector<BlockData>* out, const EnrichOptions* enrich = nullptr,
-                           MemoryBudget* budget = nullptr, const RangeCheck* check = nullptr);
+                           MemoryBudget* budget = nullptr, const RangeCheck* check = nullptr,
+                           Datasets* held = nullptr);
 
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);

@@ -499,7 +499,7 @@ Status Worker::FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* 
   Status st = FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
                                   BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
                                   task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
-                                  &options_.check_blocks);
+                                  &options_.check_blocks, &write->datasets);
   AddSince(options_.env, fetch_start, counters_.fetch_micros);
   return st;
 }

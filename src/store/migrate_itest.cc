@@ -86,5 +86,28 @@ TEST(Migrate, RefusesASchemaMadeByADifferentBuild) {
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
 }
 
+// 014: ranges committed before datasets were recorded hold the blocks and (the default, which the
+// rows cannot tell) token metadata, and traces where the range has a trace row.
+TEST(Migrate, RangesFromBefore014GetTheDatasetsTheirRowsShow) {
+  GAPLESS_PG_TEST_DB_OR_SKIP(db);
+  auto conn = db.Connect();
+  ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+  ASSERT_TRUE(Migrate(**conn, 13).ok());
+  ASSERT_TRUE(
+      (*conn)
+          ->Exec("INSERT INTO indexed_ranges (from_block, to_block) VALUES (0, 9), (10, 19);"
+                 "CREATE TABLE traces_p0 PARTITION OF traces FOR VALUES FROM (0) TO (100);"
+                 "INSERT INTO traces (block_number, trace_index, trace_type, subtraces,"
+                 " trace_address) VALUES (12, 0, 'reward', 0, '{}')")
+          .ok());
+  Status st = Migrate(**conn);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto res = (*conn)->Query(
+      "SELECT string_agg(from_block || ' ' || datasets::text, ', ' ORDER BY from_block)"
+      " FROM indexed_ranges");
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->Get(0, 0), "0 {blocks,token_metadata}, 10 {blocks,token_metadata,traces}");
+}
+
 }  // namespace
 }  // namespace gapless

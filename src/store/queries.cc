@@ -28,13 +28,15 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
 }  // namespace
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> CommittedRanges(PgConn& conn, uint64_t from,
-                                                                   uint64_t to) {
+                                                                   uint64_t to,
+                                                                   const Datasets& holding) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
   if (from > to) return out;
   GAPLESS_ASSIGN_OR_RETURN(
       auto res, conn.Query("SELECT from_block, to_block FROM indexed_ranges"
-                           " WHERE blocks && int8range($1, $2, '[]') ORDER BY from_block",
-                           {std::to_string(from), std::to_string(to)}));
+                           " WHERE blocks && int8range($1, $2, '[]') AND datasets @> $3::text[]"
+                           " ORDER BY from_block",
+                           {std::to_string(from), std::to_string(to), holding.SqlArray()}));
   for (int i = 0; i < res.rows(); ++i) {
     GAPLESS_ASSIGN_OR_RETURN(uint64_t a, ParseU64(res.Get(i, 0), "indexed_ranges.from_block"));
     GAPLESS_ASSIGN_OR_RETURN(uint64_t b, ParseU64(res.Get(i, 1), "indexed_ranges.to_block"));
@@ -108,6 +110,14 @@ std::string VerifyReport::Render() const {
   }
   for (const auto& inc : inconsistencies) {
     out += "block " + std::to_string(inc.block_number) + ": " + inc.what + "\n";
+  }
+  for (const DatasetGap& gap : missing_datasets) {
+    const std::string blocks =
+        std::to_string(gap.from) + (gap.to != gap.from ? "-" + std::to_string(gap.to) : "");
+    out += "missing dataset: blocks " + blocks + " are committed without " + gap.dataset +
+           ", which a run asked for (`gapless index --from " + std::to_string(gap.from) + " --to " +
+           std::to_string(gap.to) + " " + HowToAskFor(gap.dataset) +
+           "` writes them again with it)\n";
   }
   if (truncated) {
     out += "(more anomalies exist than are listed; verify a smaller interval to see them)\n";
@@ -267,6 +277,7 @@ Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to) {
   }
   std::stable_sort(report.inconsistencies.begin(), report.inconsistencies.end(),
                    [](const auto& a, const auto& b) { return a.block_number < b.block_number; });
+  GAPLESS_ASSIGN_OR_RETURN(report.missing_datasets, MissingRequestedDatasets(conn, from, to));
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
   return report;
 }

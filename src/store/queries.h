@@ -14,14 +14,17 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/datasets.h"
 #include "store/pg.h"
 
 namespace gapless {
 
 // The recorded committed ranges (indexed_ranges) overlapping [from, to], merged into disjoint
 // inclusive intervals, clipped to [from, to], ascending. Used to skip finished work on restart.
-Result<std::vector<std::pair<uint64_t, uint64_t>>> CommittedRanges(PgConn& conn, uint64_t from,
-                                                                   uint64_t to);
+// With `holding`, only the ranges recorded with every one of those datasets (store/datasets.h):
+// a range committed without one is work still to do (a backfill).
+Result<std::vector<std::pair<uint64_t, uint64_t>>> CommittedRanges(
+    PgConn& conn, uint64_t from, uint64_t to, const Datasets& holding = Datasets());
 
 // The highest block number stored, nullopt for an empty database.
 Result<std::optional<uint64_t>> MaxBlock(PgConn& conn);
@@ -54,6 +57,9 @@ struct VerifyReport {
   // rows whose block (or transaction) is not stored.
   std::vector<Inconsistency> inconsistencies;
   bool truncated = false;
+  // Committed blocks lacking a dataset a run asked for over them (store/datasets.h
+  // MissingRequestedDatasets): a run that stopped before its backfill was done.
+  std::vector<DatasetGap> missing_datasets;
 
   // `verify --deep` (node/deep_verify.h): each stored block rebuilt from its rows and proven
   // against its own header. Absent without --deep.
@@ -77,15 +83,16 @@ struct VerifyReport {
   uint64_t missing_count() const;
   bool ok() const {
     return missing.empty() && parent_breaks.empty() && inconsistencies.empty() &&
-           (!deep || deep->failed_blocks == 0);
+           missing_datasets.empty() && (!deep || deep->failed_blocks == 0);
   }
   // A multi-line report ending in "OK" or "FAILED", for people.
   std::string Render() const;
 };
 
 // Checks [from, to]: every block present (exactly once is the primary key's guarantee), parent
-// hashes chain, counts and hashes consistent. Scans every row of the interval (in chunks of
-// blocks, so memory stays bounded); run it on bounded intervals of a large database.
+// hashes chain, counts and hashes consistent, every dataset a run asked for present. Scans every
+// row of the interval (in chunks of blocks, so memory stays bounded); run it on bounded intervals
+// of a large database.
 Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to);
 
 // md5 of the rows of `table` (blocks, withdrawals, transactions, logs, token_transfers, traces,

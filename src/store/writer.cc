@@ -175,9 +175,32 @@ Status CheckJoins(PgConn& conn, const RangeWrite& w) {
   return Status::Ok();
 }
 
+// What the write holds: its datasets and always the blocks (writer.h "Datasets").
+Datasets Held(const RangeWrite& w) {
+  Datasets held = w.datasets;
+  held.Add(kBlocksDataset);
+  return held;
+}
+
 Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);
+  // A longer row at from_block holding other datasets is cut at to_block first: the upsert below
+  // would stretch this write's record over the rest of it (writer.h "Datasets"). The rest keeps
+  // its token and owner, so the fence over its blocks is what it was; another row already
+  // starting there covers them already. Rolled back with the write when the fence refuses it.
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("WITH cut AS (SELECT from_block, to_block, fence_token, fence_owner, datasets,"
+                 "   committed_at FROM indexed_ranges WHERE from_block = $1::bigint"
+                 "   AND to_block > $2::bigint AND datasets <> $3::text[] FOR UPDATE),"
+                 " rest AS (INSERT INTO indexed_ranges (from_block, to_block, fence_token,"
+                 "   fence_owner, datasets, committed_at) SELECT $2::bigint + 1, to_block,"
+                 "   fence_token, fence_owner, datasets, committed_at FROM cut"
+                 "   ON CONFLICT (from_block) DO NOTHING)"
+                 " UPDATE indexed_ranges r SET to_block = $2::bigint FROM cut"
+                 " WHERE r.from_block = cut.from_block",
+                 {from, to, Held(w).SqlArray()})
+          .status());
   PgParam token;
   if (w.fence_token.has_value()) token = std::to_string(*w.fence_token);
   PgParam owner;
@@ -190,8 +213,10 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   const char* newer_ok = Mutated("fence") ? "TRUE" : "r.fence_token < EXCLUDED.fence_token";
   GAPLESS_ASSIGN_OR_RETURN(
       auto upsert,
+      // A new row's datasets are '{}' until the write sets them (RecordDatasets), never
+      // committed so.
       conn.Query(fmt::format("INSERT INTO indexed_ranges AS r (from_block, to_block, fence_token,"
-                             " fence_owner) VALUES ($1, $2, $3, $4)"
+                             " fence_owner, datasets) VALUES ($1, $2, $3, $4, '{{}}')"
                              " ON CONFLICT (from_block) DO UPDATE"
                              "   SET to_block = GREATEST(r.to_block, EXCLUDED.to_block),"
                              "       fence_token = GREATEST(r.fence_token, EXCLUDED.fence_token),"
@@ -246,6 +271,32 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
         .WithReason(std::string(kReorgFencedReason));
   }
   return Status::Ok();
+}
+
+// SQL true when a committed range overlapping the write ($1..$2) lacks a dataset it holds ($3):
+// the write is a backfill and replaces the range's rows (writer.h "Datasets"). Asked after the
+// fence, which holds the range's row: a writer of the same range that committed first is seen.
+std::string BackfillSql() {
+  return "EXISTS (SELECT 1 FROM indexed_ranges WHERE blocks && int8range($1, $2, '[]')"
+         " AND datasets <> '{}' AND NOT datasets @> $3::text[])";
+}
+
+// Sets the range's record to what the write holds; a write that replaced the range's rows also
+// takes what it lacks off the other rows overlapping it (writer.h "Datasets").
+std::string RecordDatasets(const RangeWrite& w, bool replaced) {
+  const std::string from = std::to_string(w.from_block);
+  const std::string held = "'" + Held(w).SqlArray() + "'::text[]";
+  std::string sql =
+      "UPDATE indexed_ranges SET datasets = " + held + " WHERE from_block = " + from + ";\n";
+  if (replaced) {
+    sql +=
+        "UPDATE indexed_ranges SET datasets = ARRAY(SELECT d FROM unnest(datasets) d WHERE d ="
+        " ANY(" +
+        held + ") ORDER BY d COLLATE \"C\") WHERE blocks && int8range(" + from + ", " +
+        std::to_string(w.to_block) + ", '[]') AND from_block <> " + from + " AND NOT datasets <@ " +
+        held + ";\n";
+  }
+  return sql;
 }
 
 // The tokens first seen in the range (BlockData::tokens): each row keeps the lowest block any
@@ -326,20 +377,28 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
 
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);
-  if (staging && options.direct_copy_when_empty) {
-    // The fence row lock makes us the range's only writer, so "no rows yet" stays true until we
-    // commit (a differently cut overlapping range is the exception, see writer.h).
-    std::string sql = "SELECT ";
-    for (DataTable t : kDataTables) {
-      const DataTableInfo& info = TableInfo(t);
-      if (t != kDataTables.front()) sql += " OR ";
-      sql += std::string("EXISTS (SELECT 1 FROM ") + info.name + " WHERE " + info.block_column +
-             " BETWEEN $1 AND $2)";
+  // A backfill replaces the range's rows (writer.h "Datasets"); asked with the fast path's "no
+  // rows yet" in one round trip.
+  bool replace = options.mode == WriteMode::kReplaceRange;
+  if (!replace) {
+    std::string sql = "SELECT " + BackfillSql();
+    const bool ask_empty = staging && options.direct_copy_when_empty;
+    if (ask_empty) {
+      // The fence row lock makes us the range's only writer, so "no rows yet" stays true until
+      // we commit (a differently cut overlapping range is the exception, see writer.h).
+      sql += ", ";
+      for (DataTable t : kDataTables) {
+        const DataTableInfo& info = TableInfo(t);
+        if (t != kDataTables.front()) sql += " OR ";
+        sql += std::string("EXISTS (SELECT 1 FROM ") + info.name + " WHERE " + info.block_column +
+               " BETWEEN $1 AND $2)";
+      }
     }
-    GAPLESS_ASSIGN_OR_RETURN(auto any, conn.Query(sql, {from, to}));
-    if (any.Get(0, 0) == "f") staging = false;
+    GAPLESS_ASSIGN_OR_RETURN(auto asked, conn.Query(sql, {from, to, Held(w).SqlArray()}));
+    replace = asked.Get(0, 0) == "t";
+    if (replace || (ask_empty && asked.Get(0, 1) == "f")) staging = false;
   }
-  if (options.mode == WriteMode::kReplaceRange) {
+  if (replace) {
     // Children first: nothing references anything (no foreign keys), but this is the order a
     // reader joining from blocks would prefer to see disappear.
     std::string sql;
@@ -372,6 +431,7 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
              info.columns + " FROM " + StagingName(t) + " ON CONFLICT DO NOTHING;\n";
     }
   }
+  sql += RecordDatasets(w, replace);
   sql += OutboxInsert(w);
   // Wakes the frontier duty (store/notify.h) at commit.
   sql += "NOTIFY " + std::string(kRangeCommittedChannel) + ";\n";

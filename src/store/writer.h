@@ -52,6 +52,18 @@
 // kReorgFencedReason (nothing written). Retrying the same lease cannot succeed: the task must be
 // claimed again (a new token). Writes without a token (`index`) are not fenced.
 //
+// Datasets (store/datasets.h): the range's indexed_ranges row lists the datasets the write holds
+// (RangeWrite::datasets, and always "blocks"), set when the write commits. A write holding a
+// dataset that a committed range overlapping it lacks is a backfill: it replaces the range's rows
+// (as kReplaceRange does, whatever the mode), so they equal those of a run that held the dataset
+// from the start (a staging upsert would keep the old contracts, numbered without the factories'
+// ones). A longer row starting at from_block whose datasets differ (a range cut larger before, or
+// rows compacted below the frontier) is cut at to_block first, the rest keeping its record, token
+// and owner; and a replacing write takes the datasets it lacks off the other rows overlapping it
+// (they may then claim less than they hold: a later run writes them again, which is only work).
+// So the record never claims a dataset the rows lack. Compaction must merge only rows with equal
+// datasets.
+//
 // Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
 // exactly from_block..to_block in order; every transaction, log and transfer carries its block's
 // number; keys are strictly increasing within a block (transaction_index, log_index,
@@ -70,6 +82,7 @@
 #include "core/model.h"
 #include "core/status.h"
 #include "store/copy_rows.h"
+#include "store/datasets.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -83,6 +96,9 @@ struct RangeWrite {
   std::optional<int64_t> fence_token;
   // Who holds the lease the token came with (the worker id); empty: unknown (see "Fencing").
   std::string fence_owner;
+  // What the blocks hold besides "blocks" (always recorded): traces, token metadata, ... as the
+  // fetch reports it (node/range_job.h FetchAndDecodeRange). See "Datasets".
+  Datasets datasets{};  // {}: aggregate initialisers that stop before it stay warning-free
 };
 
 struct WriteOptions {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "store/datasets.h"
 #include "store/partitions.h"
 #include "store/queries.h"
 #include "store/reader.h"
@@ -454,6 +455,122 @@ TEST_F(WriterTest, StagingTablesAreRecreatedAfterAReconnect) {
   EXPECT_TRUE(st.ok()) << st.ToString();
   EXPECT_NE(conn().session_id(), session);
   EXPECT_EQ(Count("SELECT count(*) FROM blocks"), 2);
+}
+
+// Issue 35: a range committed without traces, written again with them (a backfill). Staging
+// would keep the old contracts, numbered without the factory's; the write replaces the range's
+// rows instead, so every table equals a write that held traces from the start, and the record
+// says the range holds traces.
+TEST_F(WriterTest, AWriteHoldingADatasetTheRangeLacksReplacesItsRows) {
+  SyntheticOptions options = Small();
+  options.traces_per_block = 4;
+  RangeWrite traced = SyntheticRange(10, 19, options);
+  traced.datasets.Add(kTracesDataset);
+  Contract deployed;
+  deployed.block_number = 10;
+  deployed.transaction_hash = traced.blocks[0].transactions[0].hash;
+  deployed.address = "0x" + std::string(40, 'a');
+  deployed.creator_address = "0x" + std::string(40, 'b');
+  deployed.creation_type = "create";
+  Contract factory_made = deployed;
+  factory_made.address = "0x" + std::string(40, 'c');
+  factory_made.trace_address = {0};
+  factory_made.creation_type = "create2";
+  // With traces the factory's creation comes first in the block; without, only the deployment.
+  traced.blocks[0].contracts = {factory_made, deployed};
+  RangeWrite plain = traced;
+  plain.datasets = Datasets();
+  for (BlockData& b : plain.blocks) b.traces.clear();
+  plain.blocks[0].contracts = {deployed};
+
+  auto contracts = [&] {
+    auto sum = TableChecksum(conn(), "contracts", 0, 100);
+    EXPECT_TRUE(sum.ok()) << sum.status().ToString();
+    return sum.ok() ? *sum : "?";
+  };
+  ASSERT_TRUE(WriteRange(conn(), traced).ok());
+  const std::string fresh = Checksums(0, 100) + contracts();
+  ASSERT_TRUE(conn()
+                  .Exec("TRUNCATE blocks, withdrawals, transactions, logs, token_transfers,"
+                        " traces, contracts, indexed_ranges")
+                  .ok());
+  ASSERT_TRUE(WriteRange(conn(), plain).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM traces"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges WHERE datasets = '{blocks}'"), 1);
+  Status st = WriteRange(conn(), traced);  // the default mode: a staging upsert
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Checksums(0, 100) + contracts(), fresh);
+  EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges WHERE datasets = '{blocks,traces}'"), 1);
+  // Written again, nothing changes.
+  ASSERT_TRUE(WriteRange(conn(), traced).ok());
+  EXPECT_EQ(Checksums(0, 100) + contracts(), fresh);
+}
+
+// A backfill of part of a longer recorded range (cut larger before, or compacted) cuts it: the
+// rest keeps its datasets and fence token, so the record never claims traces it lacks; a run
+// asking for traces plans the rest, and verify reports it when a run asked for traces there.
+TEST_F(WriterTest, ABackfillOfPartOfALongerRangeCutsItsRecord) {
+  SyntheticOptions options = Small();
+  options.traces_per_block = 4;
+  RangeWrite plain = SyntheticRange(0, 19, options, /*fence_token=*/5);
+  for (BlockData& b : plain.blocks) b.traces.clear();
+  ASSERT_TRUE(WriteRange(conn(), plain).ok());
+  RangeWrite traced = SyntheticRange(0, 9, options, /*fence_token=*/7);
+  traced.datasets.Add(kTracesDataset);
+  Status st = WriteRange(conn(), traced);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+
+  auto rows = conn().Query(
+      "SELECT string_agg(from_block || '-' || to_block || ' ' || fence_token || ' ' ||"
+      " datasets::text, ', ' ORDER BY from_block) FROM indexed_ranges");
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(rows->Get(0, 0), "0-9 7 {blocks,traces}, 10-19 5 {blocks}");
+  Datasets asked = Datasets::Blocks();
+  asked.Add(kTracesDataset);
+  auto done = CommittedRanges(conn(), 0, 19, asked);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(*done, (std::vector<std::pair<uint64_t, uint64_t>>{{0, 9}}));
+  auto lacking = RangesLacking(conn(), asked, 0, 19);
+  ASSERT_TRUE(lacking.ok()) << lacking.status().ToString();
+  EXPECT_EQ(*lacking, (std::vector<DatasetGap>{{"traces", 10, 19}}));
+
+  // Nobody asked for traces over 10..19 yet: verify is content. Once a run did, it is not.
+  auto report = Verify(conn(), 0, 19);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->missing_datasets.empty());
+  ASSERT_TRUE(RecordDatasetRequest(conn(), asked, 0, 19).ok());
+  report = Verify(conn(), 0, 19);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->ok());
+  EXPECT_EQ(report->missing_datasets, (std::vector<DatasetGap>{{"traces", 10, 19}}));
+  EXPECT_NE(report->Render().find("blocks 10-19 are committed without traces"), std::string::npos)
+      << report->Render();
+
+  // A stale token still cannot write the rest: the cut kept its token.
+  RangeWrite stale = SyntheticRange(10, 19, options, /*fence_token=*/4);
+  stale.datasets.Add(kTracesDataset);
+  EXPECT_EQ(WriteRange(conn(), stale).reason(), kStaleFenceReason);
+}
+
+// A replacing write without a dataset takes it off the other records over its blocks: the record
+// may then claim less than the rows hold (more work later), never more.
+TEST_F(WriterTest, AReplacingWriteWithoutADatasetNeverLeavesItClaimed) {
+  SyntheticOptions options = Small();
+  options.traces_per_block = 4;
+  RangeWrite traced = SyntheticRange(0, 19, options);
+  traced.datasets.Add(kTracesDataset);
+  ASSERT_TRUE(WriteRange(conn(), traced).ok());
+  RangeWrite plain = SyntheticRange(5, 9, options);
+  for (BlockData& b : plain.blocks) b.traces.clear();
+  WriteOptions replace;
+  replace.mode = WriteMode::kReplaceRange;
+  ASSERT_TRUE(WriteRange(conn(), plain, replace).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM traces WHERE block_number BETWEEN 5 AND 9"), 0);
+  Datasets asked = Datasets::Blocks();
+  asked.Add(kTracesDataset);
+  auto lacking = RangesLacking(conn(), asked, 0, 19);
+  ASSERT_TRUE(lacking.ok()) << lacking.status().ToString();
+  EXPECT_EQ(*lacking, (std::vector<DatasetGap>{{"traces", 0, 19}}));
 }
 
 }  // namespace
