@@ -43,12 +43,14 @@ struct RangeRow {
   uint64_t to = 0;
   std::optional<int64_t> token;
   std::optional<std::string> owner;
+  std::string datasets;  // the datasets column as PostgreSQL renders it (sorted: store/datasets.h)
   bool settled = false;
 };
 
 constexpr const char* kRowColumns =
     "SELECT from_block, to_block, fence_token, fence_owner,"
-    " committed_at <= clock_timestamp() - make_interval(secs => $1::bigint) FROM indexed_ranges ";
+    " committed_at <= clock_timestamp() - make_interval(secs => $1::bigint), datasets::text"
+    " FROM indexed_ranges ";
 
 Result<std::vector<RangeRow>> RangeRows(PgConn& conn, const std::string& sql,
                                         const std::vector<PgParam>& params) {
@@ -66,6 +68,7 @@ Result<std::vector<RangeRow>> RangeRows(PgConn& conn, const std::string& sql,
     }
     r.owner = res.GetOptional(i, 3);
     r.settled = res.Get(i, 4) == "t";
+    r.datasets = std::string(res.Get(i, 5));
     rows.push_back(std::move(r));
   }
   return rows;
@@ -84,8 +87,11 @@ struct MergedRow {
 
   // Folds `r` in, unless that would let a write through that one of the rows refuses: two rows
   // holding the highest token with two owners (a token granted twice, node/reconcile.h) stay
-  // apart, or the merged row, having one owner, would pass the other one's equal token.
+  // apart, or the merged row, having one owner, would pass the other one's equal token. Rows
+  // holding different datasets stay apart too: the merged row would claim for every block what
+  // only some hold (store/datasets.h), and a backfill would skip the others.
   bool Fold(const RangeRow& r) {
+    if (r.datasets != kept.datasets) return false;
     if (r.token.has_value()) {
       if (!token.has_value() || *r.token > *token) {
         token = r.token;

@@ -59,16 +59,17 @@ Status RecordFenceBase(PgConn& conn, int64_t value);
 // merged row's token is the highest of its rows, so a write refused by any of them for a higher
 // token still is; one refused for an equal token by another owner is refused by the merged row
 // too, because rows whose highest token has two owners (a token granted twice, after a Redis
-// failover) are never merged with each other. The highest token stays in the table, so
-// MaxFenceToken, the counter's floor, does not change either. The merged row can refuse more:
-// a token between a row's own and the run's highest, or the row's own holder retrying. Below the
-// frontier every block is committed already, so such a refusal loses nothing (the worker drops
-// the lease, node/worker.h); and ranges still in flight are above the frontier, or not settled
-// yet, and keep their rows as they are: an equal token passes there for the same holder only,
-// as before. The delay keeps a row its holder may still be writing near (a retry after a lost
-// commit reply, the next part of a task whose first parts the frontier passed) out of a merge,
-// so a token stays the record of one task (the chaos harness's tokens-unique); the fence
-// itself does not depend on it. The rows are locked while merged (SKIP LOCKED: a row a writer
+// failover) are never merged with each other. Rows holding different datasets
+// (store/datasets.h) are not merged either: a merged row would claim for all what some hold. The
+// highest token stays in the table, so MaxFenceToken, the counter's floor, does not change either.
+// The merged row can refuse more: a token between a row's own and the run's highest, or the row's
+// own holder retrying. Below the frontier every block is committed already, so such a refusal loses
+// nothing (the worker drops the lease, node/worker.h); and ranges still in flight are above the
+// frontier, or not settled yet, and keep their rows as they are: an equal token passes there for
+// the same holder only, as before. The delay keeps a row its holder may still be writing near (a
+// retry after a lost commit reply, the next part of a task whose first parts the frontier passed)
+// out of a merge, so a token stays the record of one task (the chaos harness's tokens-unique); the
+// fence itself does not depend on it. The rows are locked while merged (SKIP LOCKED: a row a writer
 // holds ends the walk), and the table is locked as a rollback locks it, table before frontier
 // row, so a rollback sees the rows either before or after a merge.
 inline constexpr int64_t kCompactAfterSeconds = 600;

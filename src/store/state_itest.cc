@@ -121,6 +121,23 @@ TEST_F(StateTest, CompactionMergesAdjacentCommittedRowsBelowTheFrontier) {
   EXPECT_EQ(Rows(), "0-24:109:w9");
 }
 
+// Rows holding different datasets (store/datasets.h) are not merged: the merged row would claim
+// traces for blocks written without them, and a later `--traces` run would skip them.
+TEST_F(StateTest, CompactionKeepsRowsWithDifferentDatasetsApart) {
+  Write(0, 4, 1, "a");
+  RangeWrite traced = Range(5, 9, 2, "b");
+  traced.datasets.Add(kTracesDataset);
+  ASSERT_TRUE(WriteRange(conn(), traced).ok());
+  Write(10, 14, 3, "c");
+  EXPECT_EQ(PersistFrontier(conn(), 0, 15, 0).value(), 15u);
+  EXPECT_EQ(Rows(), "0-4:1:a 5-9:2:b 10-14:3:c");
+  auto lacking = RangesLacking(conn(), Datasets().Add(kTracesDataset), 0, 14);
+  ASSERT_TRUE(lacking.ok()) << lacking.status().ToString();
+  ASSERT_EQ(lacking->size(), 2u);
+  EXPECT_EQ((*lacking)[0].from, 0u);
+  EXPECT_EQ((*lacking)[1].from, 10u);
+}
+
 // The fence after compaction (state.h "Compaction"): rows whose highest token has two holders
 // (one token granted twice) are not merged into one holder's row; a token below a merged row's is
 // refused on every block it covers, an equal token from another holder too.
