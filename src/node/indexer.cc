@@ -89,7 +89,7 @@ void Indexer::WorkerLoop() {
             return FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
                                        BlockChecks{options_.chain_id, options_.verify},
                                        /*limiter=*/nullptr, &stop_, &write.blocks, &enrich,
-                                       budget_.get(), &write.datasets);
+                                       budget_.get(), /*check=*/nullptr, &write.datasets);
           });
       if (st.ok()) st = WriteRangeWithRetries(write);
       if (!st.ok()) {
