@@ -39,14 +39,15 @@
 //    may be asked now (not out before its probe is due, not cooling down) at once; the pool's
 //    chain is the answer of the first endpoint of the list that answers (list order is the
 //    user's preference; a tie between two chains goes to the first), and the endpoints that
-//    answered it are in. When none answers, the request fails naming each endpoint asked. An endpoint on another chain is taken out, logged and shown in
-//    Stats (other_chain) and never serves a request; it is asked again every probe_cap, and
-//    serves once it is on the pool's chain. One that did not answer is asked before its first
-//    request, and every endpoint taken out (failures, distrust) is asked again when it comes back:
-//    a devnet restarted behind the same URL is another chain. So a database bound to the chain of
-//    the answers it got (node/app.h CheckChain) only ever receives blocks of that chain. A helper
-//    pool of the same process (the head tracker's, the readiness probe's) takes the chain the
-//    serving pool settled (chain_from) rather than settling its own.
+//    answered it are in. When none answers, the request fails naming each endpoint asked. An
+//    endpoint on another chain is taken out, logged and shown in Stats (other_chain) and never
+//    serves a request; it is asked again every probe_cap, and serves once it is on the pool's
+//    chain. One that did not answer is asked before its first request, and every endpoint taken out
+//    (failures, distrust) is asked again when it comes back: a devnet restarted behind the same URL
+//    is another chain. So a database bound to the chain of the answers it got (node/app.h
+//    CheckChain) only ever receives blocks of that chain. A helper pool of the same process (the
+//    head tracker's, the readiness probe's) takes the chain the serving pool settled (chain_from)
+//    rather than settling its own.
 //  - Hedging: when an endpoint has not answered within its recent p95 latency (or the other
 //    endpoints', when lower: an endpoint that turned slow soon has a slow p95 of its own; at least
 //    hedge_min), the same request also goes to the next endpoint, and to the one after if that
@@ -54,6 +55,11 @@
 //    the requests (plus a burst of hedge_burst) are hedged; each hedge and each win is counted.
 // Every endpoint's requests, failures by kind, hedges and calls served are counted (Stats) and
 // exported as gapless_rpc_endpoint_* metrics labelled by the redacted endpoint.
+//
+// The implementation, by part (endpoint_pool_internal.h says more): endpoint_pool.cc (routing and
+// health), endpoint_pool_answers.cc (what an answer means), endpoint_pool_chain.cc (the chain
+// check), endpoint_pool_stats.cc (the counts as a line and JSON), endpoint_pool_transport.cc
+// (PoolTransport: routing, failover and hedging of one request).
 //
 // Thread-safety: EndpointPool is thread-safe. A PoolTransport is used by one thread at a time
 // (like CurlTransport); with hedging it runs requests on threads of its own and waits for them
@@ -297,6 +303,15 @@ class PoolTransport : public HttpTransport {
                                  const std::vector<std::string>* methods, bool async,
                                  std::shared_ptr<FlightSignal> signal);
   void WaitIdle(size_t i);
+  // Sends body to order[0], the first of the `usable` endpoints that may be asked now, and hedges
+  // it (see the file comment): when that endpoint has not answered within
+  // EndpointPool::HedgeDelayMicros, the same request also goes to order[1], and to order[2] when
+  // that hedge fails at once while order[0] still runs, as the hedge budget allows. Returns once
+  // one of them answered usably or all of them ended: the flights sent, order[0]'s first (a
+  // flight that lost may still be running on its own thread).
+  std::vector<std::shared_ptr<Flight>> SendHedged(const std::vector<size_t>& order, size_t usable,
+                                                  std::string_view body, size_t calls,
+                                                  const std::vector<std::string>& methods);
   // Asks endpoint i its chain over its own transport and tells the pool (OfferChain; a failure is
   // recorded as any request's). One batch, or its two calls one at a time where the endpoint
   // refuses batches; each request admitted as any other (EndpointPool::Admit). On failure,
