@@ -1,3 +1,7 @@
+// Worker (worker.h): Run and the series loop (fetch, write, complete, claim), a task's parts and
+// their attempts (fetch, renew, write, retry with backoff), how a task ends (completed with the
+// next claim, failed back to the queue, or dropped), the claim with its fence-floor check, and
+// the keeper thread (renewals, heartbeats). The loop with prefetch: worker_prefetch.cc.
 #include "node/worker.h"
 
 #include <fmt/format.h>
@@ -6,8 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <functional>
 #include <map>
 #include <vector>
 
@@ -15,29 +17,20 @@
 #include "core/failpoint.h"
 #include "node/node_metrics.h"
 #include "node/reconcile.h"
+#include "node/worker_internal.h"
 #include "store/state.h"
 
 namespace gapless {
+
+using worker_internal::AddCounts;
+using worker_internal::AddSince;
+using worker_internal::IsFenceRejection;
+using worker_internal::IsReorgFenced;
+using worker_internal::RetryLocally;
+
 namespace {
 
 constexpr int64_t kSliceMicros = 20'000;  // how often sleeping threads look at their flags
-
-bool IsFenceRejection(const Status& st) {
-  return st.code() == Code::kAborted && st.reason() == kStaleFenceReason;
-}
-
-bool IsReorgFenced(const Status& st) {
-  return st.code() == Code::kAborted && st.reason() == kReorgFencedReason;
-}
-
-// Failures worth another local attempt of the same task.
-bool RetryLocally(const Status& st) { return st.retriable() || st.code() == Code::kNotFound; }
-
-// Adds the time since `start` to a timing counter (WorkerCounters).
-void AddSince(Env* env, int64_t start, std::atomic<uint64_t>& counter) {
-  int64_t now = env->NowMicros();
-  if (now > start) counter += static_cast<uint64_t>(now - start);
-}
 
 }  // namespace
 
@@ -195,264 +188,6 @@ Status Worker::Run(const std::atomic<bool>& stop) {
   stop_ = nullptr;
   Registry registry(redis.get(), &keys_);
   (void)registry.Leave(options_.worker_id);
-  return result;
-}
-
-namespace {
-
-// One range write at a time on a thread of its own, so that the loop can fetch the next part
-// meanwhile (Worker::RunPrefetching). The RangeWrite given to Start belongs to the caller and
-// must stay untouched until Wait returns.
-class WriterThread {
- public:
-  explicit WriterThread(std::function<Status(RangeWrite&)> write) : write_(std::move(write)) {
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~WriterThread() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();  // after the write in flight, if any: a write is never cut short
-  }
-  WriterThread(const WriterThread&) = delete;
-  WriterThread& operator=(const WriterThread&) = delete;
-
-  void Start(RangeWrite* write) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = write;
-    }
-    cv_.notify_all();
-  }
-  // The write's result, once it has ended.
-  Status Wait() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return job_ == nullptr; });
-    return result_;
-  }
-
- private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      cv_.wait(lock, [this] { return quit_ || job_ != nullptr; });
-      if (job_ == nullptr) return;
-      RangeWrite* write = job_;
-      lock.unlock();
-      Status st = write_(*write);
-      lock.lock();
-      result_ = std::move(st);
-      job_ = nullptr;
-      cv_.notify_all();
-    }
-  }
-
-  std::function<Status(RangeWrite&)> write_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  RangeWrite* job_ = nullptr;
-  Status result_;
-  bool quit_ = false;
-  std::thread thread_;
-};
-
-void AddCounts(uint64_t* blocks, uint64_t* transactions, uint64_t* logs, uint64_t* transfers,
-               const std::vector<BlockData>& decoded) {
-  *blocks += decoded.size();
-  for (const auto& b : decoded) {
-    *transactions += b.transactions.size();
-    *logs += b.logs.size();
-    *transfers += b.token_transfers.size();
-  }
-}
-
-}  // namespace
-
-Status Worker::RunPrefetching(Queue& queue, BlockSource& source, RedisConn& redis,
-                              const std::atomic<bool>& stop) {
-  const WriteOptions write_options = MakeWriteOptions();
-  WriterThread writer([this, write_options](RangeWrite& write) {
-    int64_t start = options_.env->NowMicros();
-    Status st;
-    {
-      auto conn = pool_->Acquire();
-      st = WriteRange(*conn, write, write_options);
-    }
-    AddSince(options_.env, start, counters_.written_micros);
-    return st;
-  });
-  MemoryBudget unlimited(0, 1);
-  MemoryBudget& budget = options_.memory_budget != nullptr ? *options_.memory_budget : unlimited;
-
-  // A part of a task's range, fetched and decoded; then written.
-  struct Part {
-    std::shared_ptr<Task> task;
-    RangeWrite write;
-    uint32_t batch = 1;
-    int attempts = 0;   // local attempts spent on it so far
-    bool last = false;  // the task's last part
-  };
-  std::optional<Part> writing;         // handed to the writer thread
-  std::shared_ptr<Task> current;       // the task whose next part is fetched
-  std::optional<Committed> committed;  // committed, to be completed (with the next claim)
-  Status result;
-  int64_t redis_failures = 0;
-
-  // Waits for the write in flight and settles its part: a failed write is retried in series
-  // (fetched again, then written) like any part's attempt; its task is dropped or failed if it
-  // came to that, or committed after its last part. Only that part's own task is touched: a
-  // task fetched meanwhile keeps its lease, its token and its own fate. Non-ok: stop the worker.
-  auto settle = [&]() -> Status {
-    int64_t wait_start = options_.env->NowMicros();
-    Status st = writer.Wait();
-    AddSince(options_.env, wait_start, counters_.write_micros);
-    Part part = std::move(*writing);
-    writing.reset();
-    Task& task = *part.task;
-    PartOutcome out;
-    out.status = st;
-    if (!st.ok()) {
-      AfterFenceRefusal(queue, task, st);
-      if (IsFenceRejection(st)) {
-        out.lost = true;
-      } else if (!IsReorgFenced(st) && RetryLocally(st) &&
-                 part.attempts < options_.local_attempts) {
-        if (!BackoffBeforeRetry(task, part.attempts, st)) {
-          out.abandoned = true;
-        } else {
-          out = ProcessPart(queue, source, task, &part.write, part.batch, part.attempts + 1);
-        }
-      }
-    }
-    if (out.lost || out.abandoned || !out.status.ok()) {
-      task.over = true;
-      Release(task);
-      return EndUncommitted(queue, task, out);
-    }
-    AddCounts(&task.done.blocks, &task.done.transactions, &task.done.logs,
-              &task.done.token_transfers, part.write.blocks);
-    if (part.last) {
-      task.over = true;
-      Release(task);
-      if (committed.has_value()) CompleteCommitted(queue, *committed);
-      committed = task.done;
-    }
-    return Status::Ok();
-  };
-  // Ends `current` without a commit (its fetch or its renewal failed).
-  auto end_current = [&](const PartOutcome& out) -> Status {
-    current->over = true;
-    Release(*current);
-    Status st = EndUncommitted(queue, *current, out);
-    current = nullptr;
-    return st;
-  };
-
-  while (!stop.load()) {
-    if (current == nullptr) {
-      Result<std::optional<Lease>> claim = ClaimNext(queue, redis, &committed);
-      if (!claim.ok()) {
-        if (writing.has_value()) {  // its result first: the claim is retried right after
-          Status st = settle();
-          if (!st.ok()) {
-            result = st;
-            break;
-          }
-          continue;
-        }
-        if (EndsAfterClaimFailure(claim.status(), &redis_failures)) {
-          result = claim.status();
-          break;
-        }
-        continue;
-      }
-      redis_failures = 0;
-      if (!claim->has_value()) {
-        if (writing.has_value()) {  // not idle: the write's end is the next thing to do
-          Status st = settle();
-          if (!st.ok()) {
-            result = st;
-            break;
-          }
-          continue;
-        }
-        if (options_.done && options_.done()) break;
-        int64_t idle_start = options_.env->NowMicros();
-        options_.env->SleepMicros(options_.idle_poll_ms * 1000);
-        AddSince(options_.env, idle_start, counters_.idle_micros);
-        continue;
-      }
-      current = Hold(**claim);
-    }
-
-    // The next part of `current`, fetched while the last part (of this task or the one before)
-    // is written. Two parts are held at once, so each gets half of the budget's share.
-    const uint64_t to = static_cast<uint64_t>(current->lease.task.to);
-    Part next;
-    next.task = current;
-    next.batch = budget.BatchBlocks(options_.blocks_per_request);
-    const uint64_t size = budget.PartBlocks(to - current->next_from + 1, next.batch, 2);
-    next.write = NewWrite(*current, current->next_from, current->next_from + size - 1);
-    next.last = next.write.to_block == to;
-    PartOutcome fetched = FetchPart(source, *current, &next.write, next.batch, &next.attempts);
-
-    if (writing.has_value()) {
-      Status st = settle();
-      if (!st.ok()) {
-        result = st;
-        break;
-      }
-    }
-    if (current->over) {  // the write just settled dropped or failed this very task
-      current = nullptr;
-      continue;
-    }
-    if (fetched.lost || fetched.abandoned || !fetched.status.ok()) {
-      Status st = end_current(fetched);
-      if (!st.ok()) {
-        result = st;
-        break;
-      }
-      continue;
-    }
-    PartOutcome renewed = RenewBeforeWrite(queue, *current);
-    if (renewed.lost) {
-      Status st = end_current(renewed);
-      if (!st.ok()) {
-        result = st;
-        break;
-      }
-      continue;
-    }
-    // Test hook (core/failpoint.h): stop here, where only the fence can refuse the write.
-    if (FailpointFiresOnce("worker-stop-before-write")) raise(SIGSTOP);
-    current->next_from = next.write.to_block + 1;
-    const bool last = next.last;
-    writing = std::move(next);
-    writer.Start(&writing->write);
-    if (last) {
-      current = nullptr;  // the writer has its last part; the next loop claims the next task
-    } else if (committed.has_value()) {
-      CompleteCommitted(queue, *committed);  // no claim comes next to complete it with
-      committed.reset();
-    }
-  }
-
-  // Stopping (or a fatal error): the write in flight ends and is settled; a task fetched ahead
-  // is left to its lease expiry (the janitor requeues it), like any task abandoned at a stop.
-  if (writing.has_value()) {
-    Status st = settle();
-    if (result.ok() && !st.ok()) result = st;
-  }
-  if (current != nullptr && !current->over) {
-    current->over = true;
-    Release(*current);
-    spdlog::info("worker {}: stopping; task {} is left to its lease expiry", options_.worker_id,
-                 current->lease.task.id());
-  }
-  if (committed.has_value()) CompleteCommitted(queue, *committed);
   return result;
 }
 

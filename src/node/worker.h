@@ -208,7 +208,8 @@ class Worker {
   // only for errors that stop the worker.
   Status Process(Queue& queue, BlockSource& source, const Lease& lease,
                  std::optional<Committed>* committed);
-  // The loop with prefetch (see the file comment); returns what Run returns.
+  // The loop with prefetch (see the file comment; worker_prefetch.cc); returns what Run returns.
+  class PrefetchLoop;  // its states: claim, fetch, hand off to the writer thread
   Status RunPrefetching(Queue& queue, BlockSource& source, RedisConn& redis,
                         const std::atomic<bool>& stop);
   // Attempts `attempt`.. of one part: fetch and decode into write->blocks, renew, write, with
