@@ -92,7 +92,7 @@ EndpointOutcome ClassifyAnswer(const Result<HttpResponse>& response, size_t call
 
 namespace {
 
-// An id as the client matches it (rpc/json_rpc.cc ParseEnvelope): a number and a string of its
+// An id as the client matches it (rpc/json_rpc_wire.cc ParseEnvelope): a number and a string of its
 // digits are the same id; anything else by its JSON text. "" for none.
 std::string IdKey(simdjson::dom::element parent) {
   simdjson::dom::element id;
