@@ -250,6 +250,7 @@ TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
   const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/bad_input_itest-refused";
   ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   std::ofstream(dir + "/range.conf") << "rpc = http://127.0.0.1:9\nrange-size = zero\n";
+  std::ofstream(dir + "/to.conf") << "# the last block\nto = abc\n";
   const std::string db = db_.url();
   struct Case {
     std::vector<std::string> args;
@@ -281,6 +282,16 @@ TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
        "--range-size"},
       {{"index", "--rpc", "http://127.0.0.1:9"}, {}, "--db is required"},
       {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "surplus"}, {}, "surplus"},
+      // A block bound says where it came from, like every other option.
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db},
+       {"GAPLESS_TO=abc"},
+       "--to abc: expected a block number or latest|safe|finalized (from GAPLESS_TO)"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db},
+       {"GAPLESS_FROM=x1"},
+       "--from x1: expected a block number or latest|safe|finalized (from GAPLESS_FROM)"},
+      {{"verify", "--db", db, "--config", dir + "/to.conf"},
+       {},
+       "--to abc: expected a block number (from config file " + dir + "/to.conf line 2)"},
   };
   for (const Case& c : cases) {
     auto [code, output] = RunAll(c.args, 10'000, c.env);

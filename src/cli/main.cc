@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "cli/block_bounds.h"
 #include "cli/exit_code.h"
 #include "cli/flags.h"
 #include "cli/from_flags.h"
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   }
   for (CLI::App* chosen : sub.all()) {
     if (checked.ok() && chosen->parsed()) checked = CheckServerUrls(*chosen, origins);
+    if (checked.ok() && chosen->parsed()) checked = CheckBlockBounds(*chosen, origins);
   }
   if (!checked.ok()) {
     std::fprintf(stderr, "gapless: %s\n", checked.message().c_str());
