@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "e2e_util.h"
 #include "fake_node.h"
@@ -250,6 +251,7 @@ TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
   const std::string dir = std::string(GAPLESS_BINARY_DIR) + "/bad_input_itest-refused";
   ASSERT_EQ(system(("rm -rf " + dir + " && mkdir -p " + dir).c_str()), 0);
   std::ofstream(dir + "/range.conf") << "rpc = http://127.0.0.1:9\nrange-size = zero\n";
+  std::ofstream(dir + "/to.conf") << "# the last block\nto = abc\n";
   const std::string db = db_.url();
   struct Case {
     std::vector<std::string> args;
@@ -281,6 +283,16 @@ TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
        "--range-size"},
       {{"index", "--rpc", "http://127.0.0.1:9"}, {}, "--db is required"},
       {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "surplus"}, {}, "surplus"},
+      // A block bound says where it came from, like every other option.
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db},
+       {"GAPLESS_TO=abc"},
+       "--to abc: expected a block number or latest|safe|finalized (from GAPLESS_TO)"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db},
+       {"GAPLESS_FROM=x1"},
+       "--from x1: expected a block number or latest|safe|finalized (from GAPLESS_FROM)"},
+      {{"verify", "--db", db, "--config", dir + "/to.conf"},
+       {},
+       "--to abc: expected a block number (from config file " + dir + "/to.conf line 2)"},
   };
   for (const Case& c : cases) {
     auto [code, output] = RunAll(c.args, 10'000, c.env);
@@ -288,6 +300,36 @@ TEST_F(BadInputTest, BadInputIsRefusedAtOnceWithOneExitCode) {
     EXPECT_NE(output.find(c.names), std::string::npos) << output;
     EXPECT_EQ(output.find("retrying"), std::string::npos) << "bad input is no outage: " << output;
   }
+  // Asked for JSON logs, a log collector gets bad input as JSON lines too (and no secret).
+  const std::vector<Case> json_cases = {
+      {{"index", "--rpc", "ws://u:topsecret@127.0.0.1:9", "--db", db, "--log-format", "json"},
+       {},
+       "WebSocket"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--batch", "ten"},
+       {"GAPLESS_LOG_FORMAT=json"},
+       "--batch ten"},
+      {{"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--no-such-flag"},
+       {"GAPLESS_LOG_FORMAT=json"},
+       "--no-such-flag"},
+      {{"verify", "--db", db, "--config", dir + "/to.conf", "--log-format=json"}, {}, "to.conf"},
+  };
+  for (const Case& c : json_cases) {
+    auto [code, output] = RunAll(c.args, 10'000, c.env);
+    EXPECT_EQ(code, 2) << output;
+    EXPECT_NE(output.find(c.names), std::string::npos) << output;
+    EXPECT_EQ(output.find("topsecret"), std::string::npos) << output;
+    ASSERT_FALSE(output.empty());
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+      EXPECT_TRUE(line.starts_with("{\"time\":") && line.ends_with("}")) << "not JSON: " << line;
+      EXPECT_NE(line.find("\"level\":\"error\""), std::string::npos) << line;
+    }
+  }
+  // The log format itself the bad input: plain text will do.
+  auto bad_format =
+      RunAll({"index", "--rpc", "http://127.0.0.1:9", "--db", db, "--log-format", "xml"});
+  EXPECT_EQ(bad_format.first, 2) << bad_format.second;
+  EXPECT_NE(bad_format.second.find("gapless: "), std::string::npos) << bad_format.second;
   EXPECT_EQ(Count("blocks"), 0);
 }
 

@@ -6,6 +6,9 @@
 #include <cctype>
 #include <charconv>
 
+#include "cli/input_checks.h"
+#include "core/redact.h"
+
 namespace gapless {
 namespace {
 
@@ -27,14 +30,29 @@ Result<BlockBound> ParseBlockBound(const std::string& text, const std::string& f
   if (text == "latest" || text == "safe" || text == "finalized" || text.rfind("0x", 0) == 0) {
     return BlockBound{text, std::nullopt};
   }
-  return FailedPrecondition(
-      fmt::format("{} {}: expected a block number or latest|safe|finalized", flag, text));
+  return FailedPrecondition(fmt::format("{} {}: expected a block number or latest|safe|finalized",
+                                        flag, RedactText(text)));
 }
 
 Result<std::optional<uint64_t>> ParseUpperBound(const std::string& text) {
   if (text == "max") return std::optional<uint64_t>();
   if (auto n = ParseDecimal(text)) return n;
-  return FailedPrecondition(fmt::format("--to {}: expected a block number", text));
+  return FailedPrecondition(fmt::format("--to {}: expected a block number", RedactText(text)));
+}
+
+Status CheckBlockBounds(const CLI::App& sub, const ValueOrigins& origins) {
+  const bool upper_bound = sub.get_name() == "verify" || sub.get_name() == "export";
+  for (const std::string key : {"from", "to"}) {
+    const CLI::Option* opt = sub.get_option_no_throw("--" + key);
+    if (opt == nullptr || opt->count() == 0) continue;
+    const std::string type = opt->get_type_name();
+    if (type.starts_with("UINT") || type.starts_with("INT")) continue;  // CheckNumbers'
+    const std::string value = opt->as<std::string>();
+    Status st = upper_bound && key == "to" ? ParseUpperBound(value).status()
+                                           : ParseBlockBound(value, "--" + key).status();
+    if (!st.ok()) return FailedPrecondition(st.message() + OriginSuffix(origins, key));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gapless

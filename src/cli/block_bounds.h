@@ -3,10 +3,12 @@
 // node (node/app.h CheckChain), "max" by the database. Pure functions.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "cli/layered_args.h"
 #include "core/status.h"
 #include "node/app.h"
 
@@ -20,5 +22,12 @@ Result<BlockBound> ParseBlockBound(const std::string& text, const std::string& f
 // --to of verify and export: a decimal block number, or "max" (nullopt: the highest indexed
 // block). FailedPrecondition naming --to otherwise.
 Result<std::optional<uint64_t>> ParseUpperBound(const std::string& text);
+
+// Checks the given --from and --to of `sub` (a parsed subcommand) before anything starts:
+// ParseUpperBound for verify's and export's --to, ParseBlockBound for the other block-bound flags
+// (index, run, leader, worker, produce; numeric ones are cli/input_checks.h CheckNumbers'). The
+// error ends with where the value came from, like every other option's: " (from GAPLESS_TO)",
+// " (from config file F line N)".
+Status CheckBlockBounds(const CLI::App& sub, const ValueOrigins& origins);
 
 }  // namespace gapless

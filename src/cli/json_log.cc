@@ -14,8 +14,8 @@ namespace {
 
 // The roles whose messages start "<role> ...: " (node/, coord/, events/).
 constexpr std::array<std::string_view, 14> kModules = {
-    "worker", "leader",   "elector", "relay",  "consumer", "events",  "kafka",
-    "index",  "reconcile", "status", "mempool", "produce", "failpoint", "chaos"};
+    "worker", "leader",    "elector", "relay",   "consumer", "events",    "kafka",
+    "index",  "reconcile", "status",  "mempool", "produce",  "failpoint", "chaos"};
 
 std::string_view ModuleOf(std::string_view message) {
   size_t space = message.find_first_of(" :");
@@ -58,6 +58,15 @@ std::string JsonLogLine(std::chrono::system_clock::time_point time, std::string_
   AppendJsonString(out, message);
   out += "}\n";
   return out;
+}
+
+bool AsksForJsonLog(const std::vector<std::string>& args) {
+  std::string format;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--log-format" && i + 1 < args.size()) format = args[++i];
+    if (args[i].starts_with("--log-format=")) format = args[i].substr(13);
+  }
+  return format == "json";
 }
 
 void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {

@@ -15,12 +15,19 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gapless {
 
 // The JSON line (with its newline) of one log record.
 std::string JsonLogLine(std::chrono::system_clock::time_point time, std::string_view level,
                         std::string_view message);
+
+// Whether `args` (a command line in the order given, the layered one when it could be built) ask
+// for --log-format json: the last --log-format's value is "json". The command line's own errors
+// (bad input, exit code 2) are then JSON lines too, so a collector that parses lines gets no plain
+// one; a log format that is itself the bad input is not asked for, and its error is plain text.
+bool AsksForJsonLog(const std::vector<std::string>& args);
 
 // A spdlog formatter writing JsonLogLine.
 class JsonLogFormatter : public spdlog::formatter {

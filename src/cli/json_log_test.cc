@@ -43,5 +43,14 @@ TEST(JsonLog, EveryLineParsesAsJson) {
   }
 }
 
+TEST(JsonLog, TheLastLogFormatGivenDecides) {
+  EXPECT_TRUE(AsksForJsonLog({"--log-format", "json"}));
+  EXPECT_TRUE(AsksForJsonLog({"--log-format=text", "--db", "x", "--log-format=json"}));
+  EXPECT_FALSE(AsksForJsonLog({"--log-format=json", "--log-format", "text"}));
+  EXPECT_FALSE(AsksForJsonLog({"--log-format", "xml"}));
+  EXPECT_FALSE(AsksForJsonLog({"--db", "json", "--log-format"}));
+  EXPECT_FALSE(AsksForJsonLog({}));
+}
+
 }  // namespace
 }  // namespace gapless

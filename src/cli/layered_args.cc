@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,22 @@ std::string Trim(const std::string& s) {
   if (a == std::string::npos) return "";
   size_t b = s.find_last_not_of(" \t\r");
   return s.substr(a, b - a + 1);
+}
+
+// The value of a `key = value` line without its trailing comment: a '#' after a space or tab.
+// A '#' right after another character stays (a PostgreSQL or Redis URL's password may hold a raw
+// one, input_checks.h), and so does one inside a value's double quotes.
+std::string WithoutComment(const std::string& value) {
+  size_t from = value.find_first_not_of(" \t");
+  if (from == std::string::npos) return value;
+  if (value[from] == '"') {
+    size_t close = value.find('"', from + 1);
+    if (close != std::string::npos) from = close + 1;
+  }
+  for (size_t i = std::max<size_t>(from, 1); i < value.size(); ++i) {
+    if (value[i] == '#' && (value[i - 1] == ' ' || value[i - 1] == '\t')) return value.substr(0, i);
+  }
+  return value;
 }
 
 }  // namespace
@@ -42,7 +59,7 @@ Result<std::vector<ConfigEntry>> ParseConfigText(const std::string& text, const 
     }
     ConfigEntry e;
     e.key = Trim(t.substr(0, eq));
-    e.value = Trim(t.substr(eq + 1));
+    e.value = Trim(WithoutComment(t.substr(eq + 1)));
     e.line = number;
     if (e.value.size() >= 2 && e.value.front() == '"' && e.value.back() == '"') {
       e.value = e.value.substr(1, e.value.size() - 2);

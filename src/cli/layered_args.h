@@ -28,9 +28,12 @@ struct ConfigEntry {
   int line = 0;
 };
 
-// Parses `key = value` lines; '#' and ';' start comments; blank lines and [section] headers are
-// ignored; values may be wrapped in double quotes. An error names the file and line, and quotes
-// the line redacted (core/redact.h RedactText): `db: postgresql://u:pw@h` shows no password.
+// Parses `key = value` lines; a line starting with '#' or ';' is a comment, and so is the end of a
+// value from a '#' that follows a space or tab (`db = URL   # primary`); a '#' right after another
+// character is the value's (a password may hold one raw), as is one inside double quotes, which
+// may wrap a value; blank lines and [section] headers are ignored. An error names the file and
+// line, and quotes the line redacted (core/redact.h RedactText): `db: postgresql://u:pw@h` shows no
+// password.
 Result<std::vector<ConfigEntry>> ParseConfigText(const std::string& text, const std::string& path);
 Result<std::vector<ConfigEntry>> ReadConfigFile(const std::string& path);
 

@@ -23,6 +23,25 @@ TEST(LayeredArgs, FlagsBeatEnvironmentWhichBeatsConfigFile) {
                                              "--rpc=http://env", "--rpc", "http://flag"}));
 }
 
+// A comment may end a line: whitespace, then '#'. A '#' with no whitespace before it is part of
+// the value (a PostgreSQL or Redis password may hold one raw), and so is one inside quotes.
+TEST(LayeredArgs, ACommentAfterWhitespaceEndsTheValueARawHashInAPasswordStays) {
+  auto config = ParseConfigText(
+      "db = postgresql://u:pw#1@h/db   # the primary\n"
+      "redis = redis://:a#b@h:6379\t# coordination\n"
+      "rpc = \"http://h/ #x\"  # quoted\n"
+      "batch = 10 #\n"
+      "events =#not a comment\n",
+      "f");
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  ASSERT_EQ(config->size(), 5u);
+  EXPECT_EQ((*config)[0].value, "postgresql://u:pw#1@h/db");
+  EXPECT_EQ((*config)[1].value, "redis://:a#b@h:6379");
+  EXPECT_EQ((*config)[2].value, "http://h/ #x");
+  EXPECT_EQ((*config)[3].value, "10");
+  EXPECT_EQ((*config)[4].value, "#not a comment");
+}
+
 TEST(LayeredArgs, UnknownConfigKeyIsAnErrorNamingTheKeyAndLine) {
   auto config = ParseConfigText("rpc = x\nrcp = y\n", "/etc/gapless.conf");
   ASSERT_TRUE(config.ok());

@@ -1,18 +1,21 @@
 // gapless: the command-line entry point. Defines the program (its description, --version, the
 // exit codes' footer) and its subcommands' flags (cli/flags.h), layers them (flags > GAPLESS_*
 // env > config file, cli/input_checks.h), refuses bad input with exit code 2 before anything is
-// contacted, sets up logging, and runs the chosen subcommand (cli/from_flags.h: its flags become
-// node/commands.h's options; node/ wires everything), whose end becomes the exit code
-// (cli/exit_code.h). Nothing here opens a connection.
+// contacted (a JSON log line when --log-format json is asked for), sets up logging, and runs the
+// chosen subcommand (cli/from_flags.h: its flags become node/commands.h's options; node/ wires
+// everything), whose end becomes the exit code (cli/exit_code.h). Nothing here opens a connection.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cli/args.h"
+#include "cli/block_bounds.h"
 #include "cli/exit_code.h"
 #include "cli/flags.h"
 #include "cli/from_flags.h"
@@ -59,6 +62,15 @@ int main(int argc, char** argv) {
   ValueOrigins origins;
   auto layered = LayeredCommandLine(argc, argv, sub.all(), &origins);
   Status checked = layered.status();
+  // The command line in the order given (app.parse consumes the layered one), with
+  // GAPLESS_LOG_FORMAT under it when the layered one (which holds the config file's too) could
+  // not be built: whether a bad-input error is to be a JSON log line.
+  std::vector<std::string> given(argv + 1, argv + argc);
+  if (layered.ok()) {
+    given.assign(layered->rbegin(), layered->rend());
+  } else if (const char* env = std::getenv("GAPLESS_LOG_FORMAT"); env != nullptr) {
+    given.insert(given.begin(), std::string("--log-format=") + env);
+  }
   try {
     if (checked.ok()) app.parse(*layered);
   } catch (const CLI::ParseError& e) {
@@ -68,9 +80,15 @@ int main(int argc, char** argv) {
   }
   for (CLI::App* chosen : sub.all()) {
     if (checked.ok() && chosen->parsed()) checked = CheckServerUrls(*chosen, origins);
+    if (checked.ok() && chosen->parsed()) checked = CheckBlockBounds(*chosen, origins);
   }
   if (!checked.ok()) {
-    std::fprintf(stderr, "gapless: %s\n", checked.message().c_str());
+    if (AsksForJsonLog(given)) {
+      SetUpLogging("info", "json");
+      spdlog::error("{}", checked.message());  // redacted where it was made
+    } else {
+      std::fprintf(stderr, "gapless: %s\n", checked.message().c_str());
+    }
     return kExitUsage;
   }
 

@@ -221,12 +221,14 @@ Result<uint64_t> UpperBound(PgConn& conn, const std::optional<uint64_t>& to) {
 }
 
 // verify and export only read: the database is not migrated (an empty or wrong one must not get
-// gapless's tables), its schema must be this binary's, and the session is read-only.
+// gapless's tables), its schema must be this binary's, and every session of the pool is read-only
+// (PgConnectOptions::read_only: a session after a reconnect too, which a SET SESSION would miss).
 Result<std::unique_ptr<PgPool>> OpenToRead(const std::string& db) {
-  GAPLESS_ASSIGN_OR_RETURN(auto pool, PgPool::Open(db, 1));
+  PgConnectOptions options;
+  options.read_only = true;
+  GAPLESS_ASSIGN_OR_RETURN(auto pool, PgPool::Open(db, 1, options));
   auto conn = pool->Acquire();
   GAPLESS_RETURN_IF_ERROR(CheckSchemaCurrent(*conn));
-  GAPLESS_RETURN_IF_ERROR(conn->Exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"));
   return pool;
 }
 

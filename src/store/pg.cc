@@ -48,7 +48,8 @@ bool IsUri(std::string_view url) {
 
 struct ParsedConninfo {
   std::string host, port, dbname, user;
-  std::string hosts;  // as given: "h1,h2", a Unix socket directory, or empty
+  std::string hosts;    // as given: "h1,h2", a Unix socket directory, or empty
+  std::string options;  // libpq's `options` (server settings sent at start-up), as given
   bool sslmode = false, sslrootcert = false;  // given in the URL
 };
 
@@ -80,6 +81,7 @@ Result<ParsedConninfo> ParseConninfo(const std::string& url) {
     if (k == "host" || (k == "hostaddr" && out.hosts.empty())) out.hosts = o->val;
     if (k == "sslmode") out.sslmode = true;
     if (k == "sslrootcert") out.sslrootcert = true;
+    if (k == "options") out.options = o->val;
   }
   PQconninfoFree(opts);
   // libpq ends the user info at the FIRST '@': the rest of a password holding a raw '@' became
@@ -278,8 +280,20 @@ Result<std::unique_ptr<PgConn>> PgConn::Connect(const std::string& url,
     keys.push_back(key.c_str());
     values.push_back(value.c_str());
   }
-  keys.insert(keys.end(), {"dbname", nullptr});
-  values.insert(values.end(), {url.c_str(), nullptr});
+  keys.push_back("dbname");
+  values.push_back(url.c_str());
+  // After dbname, so the URL's `options` (or PGOPTIONS) cannot drop it: they are kept before it.
+  std::string startup_options;
+  if (options.read_only) {
+    const char* env = std::getenv("PGOPTIONS");
+    startup_options = info.options.empty() && env != nullptr ? env : info.options;
+    startup_options += (startup_options.empty() ? "" : " ");
+    startup_options += "-c default_transaction_read_only=on";
+    keys.push_back("options");
+    values.push_back(startup_options.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), /*expand_dbname=*/1);
   if (conn == nullptr) return Unavailable("connect to " + address + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {

@@ -47,6 +47,10 @@ struct PgConnectOptions {
   int keepalives_interval_seconds = 10;
   int keepalives_count = 3;
   std::string application_name = "gapless";
+  // Every session of the connection is read-only (default_transaction_read_only=on, sent as a
+  // startup option with the URL's own `options`), the first and each one after a reconnect
+  // (PQreset keeps the startup options), so nothing run on it can write: verify and export.
+  bool read_only = false;
 };
 
 // TLS settings gapless adds to a connection whose URL gives no `sslmode` (nor PGSSLMODE): a server

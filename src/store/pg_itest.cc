@@ -130,6 +130,31 @@ TEST_F(PgConnTest, LostInsideATransactionTheStatementIsUnavailableThenTheConnect
   EXPECT_NE(conn().session_id(), session);
 }
 
+// verify and export open their pool read-only: the session after a reconnect must be too (a
+// SET SESSION on the first one would be lost with it).
+TEST(PgPool, AReadOnlyPoolStaysReadOnlyAfterAReconnect) {
+  GAPLESS_PG_TEST_DB_OR_SKIP(db);
+  auto pool = PgPool::Open(db.url() + (db.url().find('?') == std::string::npos ? "?" : "&") +
+                               "options=-c%20statement_timeout%3D60000",
+                           1, {.read_only = true});
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto conn = (*pool)->Acquire();
+  auto refused = [&] {
+    Status st = conn->Exec("CREATE TABLE t (x INT)");
+    EXPECT_FALSE(st.ok()) << "a read-only session wrote";
+    EXPECT_NE(st.message().find("25006"), std::string::npos) << st.ToString();
+  };
+  refused();
+  const uint64_t session = conn->session_id();
+  ASSERT_TRUE(db.EndSession(*conn).ok());
+  refused();
+  EXPECT_NE(conn->session_id(), session) << "reconnected";
+  // The URL's own options are kept beside it.
+  auto timeout = conn->Query("SHOW statement_timeout");
+  ASSERT_TRUE(timeout.ok()) << timeout.status().ToString();
+  EXPECT_EQ(timeout->Get(0, 0), "1min");
+}
+
 TEST(PgPool, AcquireBlocksUntilAConnectionIsReturned) {
   GAPLESS_PG_TEST_DB_OR_SKIP(db);
   auto pool = PgPool::Open(db.url(), 2);
