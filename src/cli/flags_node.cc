@@ -134,7 +134,8 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                 "Also index every transaction's call tree into the traces table (internal "
                 "transactions): trace_block, or debug_traceBlockByHash with the callTracer "
                 "where the node lacks it; each top-level trace is checked against its "
-                "transaction, each answer against the block's hash; with --events, each frame below the top that moved value is a "
+                "transaction, each answer against the block's hash; with --events, each frame "
+                "below the top that moved value is a "
                 "trace.internal_transfer event. Needs a node with a tracing API (an archive node "
                 "for old blocks); not with --source kafka");
   sub->add_option("--token-metadata", index.token_metadata,

@@ -95,7 +95,8 @@ Result<std::vector<DatasetGap>> MissingRequestedDatasets(PgConn& conn, uint64_t 
 // decoded tables "its contracts config".
 std::string HowToAskFor(std::string_view dataset);
 
-// "blocks 0-100 lack traces; block 7 lacks token_metadata" for people: at most `max_listed` intervals.
+// "blocks 0-100 lack traces; block 7 lacks token_metadata" for people: at most `max_listed`
+// intervals.
 std::string DescribeGaps(const std::vector<DatasetGap>& gaps, size_t max_listed = 5);
 
 }  // namespace gapless
