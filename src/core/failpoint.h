@@ -6,10 +6,10 @@
 //
 // The points:
 //   worker-stop-before-write  the worker raises SIGSTOP on itself after its last lease renewal and
-//                             before its fenced write (node/worker.cc), once per process: the
-//                             moment a GC pause or a SIGSTOP would make the fence the only guard.
-//                             tests/devnet_itest.cc resumes it with SIGCONT after its lease expired
-//                             and another worker committed the range.
+//                             before its fenced write (node/worker.cc, worker_prefetch.cc), once
+//                             per process: the moment a GC pause or a SIGSTOP would make the fence
+//                             the only guard. tests/devnet_itest.cc resumes it with SIGCONT after
+//                             its lease expired and another worker committed the range.
 //   worker-stop-before-complete  the worker raises SIGSTOP on itself after its write committed and
 //                             before it completes the task (node/worker.cc), once per process: the
 //                             moment only the queue's lease-owner check keeps a revoked holder from

@@ -163,7 +163,6 @@ class JsonRpcClient {
                                                    std::span<uint64_t> served_by = {});
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
-  Status FetchReceiptsByHash(std::vector<RawBlock>& blocks);
   // Fills traces_json of every block in one batch (traces on); switches to the debug API on
   // "method not found" (by hash, then by number) and asks again. "block N" in every error.
   Status FetchTraces(std::vector<RawBlock>& blocks);
