@@ -199,8 +199,7 @@ int main(int argc, char** argv) {
              "invariants", "violations", "recovery_s", "tip", "reorgs", "failed");
   std::fflush(stdout);
   size_t failed_seeds = 0, total_violations = 0;
-  bool setup_error = false;
-  size_t interrupted = 0;
+  size_t setup_failed = 0, interrupted = 0;
   std::mutex mu;  // the table and the totals
   std::atomic<size_t> next{0};
   auto run = [&] {
@@ -215,7 +214,7 @@ int main(int argc, char** argv) {
       }
       if (!report.ok()) {
         fmt::print("{:>6} setup failed: {}\n", seed, report.status().ToString());
-        setup_error = true;
+        ++setup_failed;
         continue;
       }
       std::string failed;
@@ -247,8 +246,13 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   for (int i = 0; i < parallel; ++i) threads.emplace_back(run);
   for (auto& t : threads) t.join();
-  fmt::print("{} seeds, {} with violations, {} violations in all\n", seeds.size(), failed_seeds,
+  // A seed whose set-up failed or that was interrupted ran no check: it is counted apart, never
+  // among the seeds without violations.
+  fmt::print("{} seeds, {} with violations, {} violations in all", seeds.size(), failed_seeds,
              total_violations);
-  if (setup_error || interrupted > 0) return 2;
+  if (setup_failed > 0) fmt::print(", {} not run (set-up failed)", setup_failed);
+  if (interrupted > 0) fmt::print(", {} interrupted", interrupted);
+  fmt::print("\n");
+  if (setup_failed > 0 || interrupted > 0) return 2;
   return failed_seeds > 0 ? 1 : 0;
 }

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "store/state.h"
+
 namespace gapless::cli {
 
 // What the flags say, as CLI11 binds them (the initial values are the documented defaults).
@@ -65,6 +67,7 @@ struct RunArgs {  // run, leader, worker
   bool follow = false;
   uint64_t confirmations = 0;
   uint64_t max_reorg_depth = 64;
+  int64_t compact_after_seconds = kCompactAfterSeconds;  // --compact-after
   int64_t max_lease_expiries = 10;
   int64_t dlq_wait_ms = 30'000;
   std::string source = "rpc";  // rpc | kafka

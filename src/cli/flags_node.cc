@@ -240,6 +240,12 @@ void DefineNodeSubcommands(CLI::App* app, Args* a, Subcommands* out) {
                     "re-orgs)")
         ->capture_default_str()
         ->check(CLI::Range(uint64_t{1}, uint64_t{4'000}));
+    sub->add_option("--compact-after", a->run.compact_after_seconds,
+                    "Merge the bookkeeping rows of committed ranges below the frontier this many "
+                    "seconds after their commit, so the table stays small (-1: never; docs/"
+                    "schema.md, indexed_ranges)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{-1}, int64_t{31'536'000}));
     sub->add_option("--max-lease-expiries", a->run.max_lease_expiries,
                     "Dead-letter a range whose lease expired this many times (its workers died or "
                     "stalled on it)")

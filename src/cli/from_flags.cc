@@ -103,6 +103,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.follow = a.run.follow;
   command.confirmations = a.run.confirmations;
   command.max_reorg_depth = a.run.max_reorg_depth;
+  command.compact_after_seconds = a.run.compact_after_seconds;
   command.max_lease_expiries = a.run.max_lease_expiries;
   command.dlq_wait_ms = a.run.dlq_wait_ms;
   command.startup_timeout_ms = a.run.startup_timeout_ms;

@@ -37,6 +37,7 @@
 #include "node/app.h"
 #include "node/relay.h"
 #include "store/export.h"
+#include "store/state.h"
 #include "store/writer.h"
 
 namespace gapless {
@@ -142,6 +143,9 @@ struct FleetCommand {
   uint64_t confirmations = 0;
   // with_leader: the deepest chain re-org rolled back (node/leader.h "Re-orgs").
   uint64_t max_reorg_depth = 64;
+  // with_leader: indexed_ranges rows below the frontier are merged this long after their commit
+  // (LeaderOptions::compact_after_seconds; negative: never).
+  int64_t compact_after_seconds = kCompactAfterSeconds;
   int64_t max_lease_expiries = 10;
   // with_leader, a bounded run: how long a dead-lettered range may block it before it exits
   // (LeaderOptions::give_up_when_stuck_ms; 0: wait for `gapless dlq retry` forever).

@@ -98,6 +98,7 @@ std::unique_ptr<Leader> MakeLeader(const FleetCommand& command, const CheckedCha
   options.blocks_from_stream = command.source == BlockSourceKind::kKafka;
   options.heal_gaps_after_ms = command.heal_gaps_after_ms;
   options.max_reorg_depth = command.max_reorg_depth;
+  options.compact_after_seconds = command.compact_after_seconds;
   options.head_log_window = command.election.head_log_window;
   if (command.follow) {
     options.follow = true;

@@ -282,7 +282,8 @@ Status Leader::AdvanceFrontier(uint64_t epoch) {
   SetFrontierMetric(now);
   if (now > persisted_ && now > options_.from) {
     auto conn = pool_->Acquire();
-    GAPLESS_ASSIGN_OR_RETURN(persisted_, PersistFrontier(*conn, options_.from, now));
+    GAPLESS_ASSIGN_OR_RETURN(
+        persisted_, PersistFrontier(*conn, options_.from, now, options_.compact_after_seconds));
   }
   return Status::Ok();
 }

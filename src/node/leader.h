@@ -70,6 +70,7 @@
 #include "node/duties.h"
 #include "rpc/json_rpc.h"
 #include "store/pg.h"
+#include "store/state.h"
 
 namespace gapless {
 
@@ -108,6 +109,9 @@ struct LeaderOptions {
   uint64_t max_reorg_depth = 64;     // --max-reorg-depth (see "Re-orgs" above)
   uint64_t head_log_window = 4'096;  // heights the head log keeps: the term-start comparison's
   std::string holder_id;             // for logs
+  // Rows of indexed_ranges below the frontier are merged this long after their commit
+  // (store/state.h "Compaction"; --compact-after; negative: never).
+  int64_t compact_after_seconds = kCompactAfterSeconds;
   Env* env = Env::Default();
 };
 

@@ -200,6 +200,7 @@ Status Deployment::Setup() {
   GAPLESS_RETURN_IF_ERROR(CreateDatabase(clean_name_, &clean_url_));
   GAPLESS_ASSIGN_OR_RETURN(pool_, PgPool::Open(db_url_, 3));
   kafka_source_ = options_.source == "kafka" || (options_.source == "mixed" && seed_ % 2 == 1);
+  compact_ = seed_ % 3 == 0;
   GAPLESS_RETURN_IF_ERROR(StartBuses());
   if (kafka_source_) {
     if (kafka_ == nullptr) {

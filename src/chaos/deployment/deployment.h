@@ -136,6 +136,10 @@ class Deployment {
   // The Kafka source: the block topic the harness produces to (a node-side producer that
   // follows the chain, re-producing from the fork point after a re-org).
   bool kafka_source_ = false;
+  // Seeds 0 (mod 3): the leaders compact indexed_ranges at once (--compact-after 0, store/state.h
+  // "Compaction"), so writes, re-orgs, failovers and stale writers meet merged rows below the
+  // frontier; the `compacted` invariant checks that they did.
+  bool compact_ = false;
   std::mutex produce_mu_;
   uint64_t produce_from_ = 0;        // guarded by produce_mu_
   uint64_t produce_generation_ = 0;  // guarded by produce_mu_: bumped by every re-org

@@ -112,6 +112,7 @@ Status Deployment::StartFleet() {
       p.args.insert(p.args.end(),
                     {"--follow", "--leader-ttl", "1500", "--max-reorg-depth",
                      std::to_string(std::max<uint64_t>(options_.max_reorg_depth * 2, 64))});
+      if (compact_) p.args.insert(p.args.end(), {"--compact-after", "0"});
       std::string events;
       for (const Bus& bus : buses_) events += (events.empty() ? "" : ",") + bus.relay_url;
       if (!events.empty()) p.args.insert(p.args.end(), {"--events", events});
@@ -225,9 +226,10 @@ Status Deployment::StartFleet() {
     if (p.pid <= 0) p.Start();
   }
   Note(fmt::format(
-      "deployment started: {} gapless processes, {} proxied links, blocks from {}, lock nodes {}",
+      "deployment started: {} gapless processes, {} proxied links, blocks from {}, lock nodes {}{}",
       procs_.size(), links_.size() + kafka_links_.size(), kafka_source_ ? "a Kafka stream" : "RPC",
-      lock_tls_.has_value() ? "over TLS (rediss://)" : "plain"));
+      lock_tls_.has_value() ? "over TLS (rediss://)" : "plain",
+      compact_ ? ", indexed_ranges compacted at once" : ""));
   return Status::Ok();
 }
 

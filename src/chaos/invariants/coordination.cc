@@ -1,7 +1,7 @@
 // invariants/coordination: the leaders, the queue, the fences and the head log (invariants.h):
 // one-leader-per-epoch (from the leaders' logs), dlq-empty, keys-bounded, head-log-unique,
 // head-log-chained, lease-held (found by the stale-completion situation), no-stale-write (the
-// audit trigger on indexed_ranges), tokens-unique.
+// audit trigger on indexed_ranges), tokens-unique, compacted.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -223,15 +223,19 @@ std::string TokensUnique(Deployment& d) {
   // be the parts of one task written under a memory budget (worker-3): one owner, inside one
   // task of kRangeSize blocks (a part's row can also widen a row the task's earlier, whole
   // write left: the writer keeps the larger to_block). (A Kafka worker writes a window's runs
-  // under its one lock token.)
+  // under its one lock token.) On a compaction seed, a row the compaction merged spans tasks
+  // and carries the highest token of the rows it took in, which a later part of that task may
+  // carry too: only the rows inside one task are compared there.
   std::string twice;
   auto conn = d.pool_->Acquire();
-  auto r = conn->Query(
-      "SELECT fence_token, count(*), min(from_block), max(from_block) FROM indexed_ranges WHERE "
-      "fence_token IS NOT NULL GROUP BY fence_token HAVING count(*) > 1 AND ("
-      " count(DISTINCT fence_owner) > 1 OR count(fence_owner) < count(*)"
-      " OR min(from_block) / $1 <> max(to_block) / $1) ORDER BY 1 LIMIT 3",
-      {std::to_string(kRangeSize)});
+  auto r =
+      conn->Query(std::string("SELECT fence_token, count(*), min(from_block), max(from_block) FROM "
+                              "indexed_ranges WHERE fence_token IS NOT NULL ") +
+                      (d.compact_ ? "AND from_block / $1 = to_block / $1 " : "") +
+                      "GROUP BY fence_token HAVING count(*) > 1 AND ("
+                      " count(DISTINCT fence_owner) > 1 OR count(fence_owner) < count(*)"
+                      " OR min(from_block) / $1 <> max(to_block) / $1) ORDER BY 1 LIMIT 3",
+                  {std::to_string(kRangeSize)});
   if (!r.ok()) {
     twice = r.status().ToString();
   } else {
@@ -242,6 +246,27 @@ std::string TokensUnique(Deployment& d) {
     }
   }
   return twice;
+}
+
+std::string Compacted(Deployment& d) {
+  // compacted (a compaction seed): the leaders merged the rows below the frontier, so the run
+  // met merged rows (store/state.h "Compaction"): a mark recorded, and fewer rows below it than
+  // the tasks there. Rows holding other datasets, or whose tokens have two owners, stay apart.
+  auto conn = d.pool_->Acquire();
+  auto r = conn->Query(
+      "SELECT (SELECT value::bigint FROM indexer_state WHERE key = 'ranges_compacted_to'), "
+      "(SELECT count(*) FROM indexed_ranges WHERE to_block < (SELECT value::bigint FROM "
+      "indexer_state WHERE key = 'ranges_compacted_to'))");
+  if (!r.ok()) return r.status().ToString();
+  if (r->IsNull(0, 0)) return "no compaction mark: indexed_ranges was never compacted";
+  const int64_t mark = r->GetInt64(0, 0).value();
+  const int64_t rows = r->GetInt64(0, 1).value();
+  const int64_t tasks = (mark + static_cast<int64_t>(kRangeSize) - 1) / kRangeSize;
+  if (mark <= 0 || rows >= tasks) {
+    return fmt::format("compacted up to block {}, with {} rows below it for {} tasks: none merged",
+                       mark, rows, tasks);
+  }
+  return "";
 }
 
 }  // namespace gapless::chaos

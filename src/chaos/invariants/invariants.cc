@@ -41,6 +41,7 @@ void CheckAll(Deployment& d, const RunRecord& run, uint64_t tip, SeedReport* rep
   add("no-stale-write", NoStaleWrite(d));
   // A Kafka worker writes a window's runs under its one lock token.
   if (!d.kafka_source_) add("tokens-unique", TokensUnique(d));
+  if (d.compact_) add("compacted", Compacted(d));
   add("processes-alive", ProcessesAlive(run));
 }
 

@@ -84,6 +84,7 @@ void CheckQueueAndKeys(Deployment& d, SeedReport* report);  // dlq-empty, keys-b
 void CheckHeadLog(Deployment& d, const RunRecord& run, uint64_t tip, SeedReport* report);
 std::string NoStaleWrite(Deployment& d);
 std::string TokensUnique(Deployment& d);
+std::string Compacted(Deployment& d);
 // ops.cc
 void CheckOps(Deployment& d, SeedReport* report);
 
