@@ -81,10 +81,9 @@ Result<KafkaUrl> ParseKafkaUrl(std::string_view url) {
 
 namespace {
 
-using kafka_internal::InstallTestConnect;
 using kafka_internal::KafkaStatus;
 using kafka_internal::kMetadataTimeoutMs;
-using kafka_internal::LogCb;
+using kafka_internal::NewClient;
 using kafka_internal::SetAll;
 
 // A handle for one-off metadata and offset queries of the tools (never joins a group, never
@@ -99,15 +98,7 @@ Result<rd_kafka_t*> OpenToolHandle(const KafkaUrl& parsed, rd_kafka_type_t type,
     rd_kafka_conf_destroy(conf);
     return st;
   }
-  rd_kafka_conf_set_log_cb(conf, &LogCb);
-  InstallTestConnect(conf);
-  char errstr[512];
-  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return FailedPrecondition(std::string("kafka client: ") + errstr);
-  }
-  return rk;
+  return NewClient(type, conf, "kafka client");
 }
 
 // The partition ids of `topic` (metadata). NotFound when the topic does not exist.

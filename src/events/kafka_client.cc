@@ -134,6 +134,19 @@ void SetDebug(rd_kafka_conf_t* conf) {
   rd_kafka_conf_set(conf, "debug", debug, errstr, sizeof(errstr));
 }
 
+Result<rd_kafka_t*> NewClient(rd_kafka_type_t type, rd_kafka_conf_t* conf, const char* what) {
+  rd_kafka_conf_set_log_cb(conf, &LogCb);
+  InstallTestConnect(conf);
+  SetDebug(conf);
+  char errstr[512];
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof(errstr));
+  if (rk == nullptr) {  // rd_kafka_new takes conf only when it succeeds
+    rd_kafka_conf_destroy(conf);
+    return FailedPrecondition(std::string(what) + ": " + errstr);
+  }
+  return rk;
+}
+
 // Sets each key; the first failure is FailedPrecondition naming the key.
 Status SetAll(rd_kafka_conf_t* conf, const std::vector<std::pair<std::string, std::string>>& kv) {
   char errstr[512];

@@ -1,8 +1,8 @@
 // kafka_client: the librdkafka plumbing every client of the Kafka bus shares (events/kafka_bus.h
 // is the contract): the one mapping from librdkafka error codes to Status codes, client
 // configuration (SetAll, the log callback, GAPLESS_KAFKA_DEBUG, the GAPLESS_TEST_KAFKA_CONNECT
-// test hook), and producing a batch and waiting for its delivery reports (the publisher and the
-// subscriber's dead-letter producer).
+// test hook), making a client (NewClient), and producing a batch and waiting for its delivery
+// reports (the publisher and the subscriber's dead-letter producer).
 //
 // Internal to events/ (the publisher, kafka_publisher.cc; the subscriber, kafka_subscriber.cc; the
 // URL parser and the tools' queries, kafka_bus.cc). Stateless but for the test hook's port map,
@@ -42,6 +42,12 @@ void LogCb(const rd_kafka_t* rk, int level, const char* fac, const char* buf);
 
 // GAPLESS_KAFKA_DEBUG=cgrp,topic,... turns on librdkafka's debug contexts (logged at info).
 void SetDebug(rd_kafka_conf_t* conf);
+
+// The last steps of making any client (the publisher, the subscriber, its dead-letter producer,
+// the tools' handles): the log callback, the test hook, GAPLESS_KAFKA_DEBUG, then rd_kafka_new.
+// Takes `conf` either way (rd_kafka_new owns it on success; it is destroyed here on failure);
+// the error names `what` ("kafka consumer: ...").
+Result<rd_kafka_t*> NewClient(rd_kafka_type_t type, rd_kafka_conf_t* conf, const char* what);
 
 // Sets each key; the first failure is FailedPrecondition naming the key.
 Status SetAll(rd_kafka_conf_t* conf, const std::vector<std::pair<std::string, std::string>>& kv);

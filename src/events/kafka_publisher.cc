@@ -15,15 +15,13 @@ namespace gapless {
 namespace {
 
 using kafka_internal::ErrName;
-using kafka_internal::InstallTestConnect;
 using kafka_internal::KafkaStatus;
-using kafka_internal::LogCb;
+using kafka_internal::NewClient;
 using kafka_internal::NowMs;
 using kafka_internal::PendingBatch;
 using kafka_internal::Produce;
 using kafka_internal::ProduceAndWait;
 using kafka_internal::SetAll;
-using kafka_internal::SetDebug;
 using kafka_internal::TakeError;
 
 bool IsFenced(rd_kafka_resp_err_t err) {
@@ -110,15 +108,7 @@ class KafkaPublisher final : public Publisher {
       rd_kafka_conf_set_opaque(conf, this);
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaPublisher::DeliveryReport);
       rd_kafka_conf_set_error_cb(conf, &KafkaPublisher::ErrorCb);
-      rd_kafka_conf_set_log_cb(conf, &LogCb);
-      InstallTestConnect(conf);
-      SetDebug(conf);
-      char errstr[512];
-      rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-      if (rk_ == nullptr) {  // conf is destroyed by rd_kafka_new only on success
-        rd_kafka_conf_destroy(conf);
-        return FailedPrecondition(std::string("kafka producer: ") + errstr);
-      }
+      GAPLESS_ASSIGN_OR_RETURN(rk_, NewClient(RD_KAFKA_PRODUCER, conf, "kafka producer"));
       txn_ready_ = false;
     }
     if (url_.transactional && !txn_ready_) {

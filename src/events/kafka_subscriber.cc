@@ -20,16 +20,14 @@
 namespace gapless {
 namespace {
 
-using kafka_internal::InstallTestConnect;
 using kafka_internal::KafkaStatus;
 using kafka_internal::kMetadataTimeoutMs;
-using kafka_internal::LogCb;
+using kafka_internal::NewClient;
 using kafka_internal::NowMs;
 using kafka_internal::PendingBatch;
 using kafka_internal::Produce;
 using kafka_internal::ProduceAndWait;
 using kafka_internal::SetAll;
-using kafka_internal::SetDebug;
 using kafka_internal::TakeError;
 
 constexpr int64_t kDeadLetterTimeoutMs = 10'000;
@@ -85,15 +83,7 @@ class KafkaSubscriber final : public Subscriber {
     rd_kafka_conf_set_opaque(conf, this);
     rd_kafka_conf_set_rebalance_cb(conf, &KafkaSubscriber::RebalanceCb);
     rd_kafka_conf_set_offset_commit_cb(conf, &KafkaSubscriber::CommitCb);
-    rd_kafka_conf_set_log_cb(conf, &LogCb);
-    InstallTestConnect(conf);
-    SetDebug(conf);
-    char errstr[512];
-    rk_ = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof(errstr));
-    if (rk_ == nullptr) {
-      rd_kafka_conf_destroy(conf);
-      return FailedPrecondition(std::string("kafka consumer: ") + errstr);
-    }
+    GAPLESS_ASSIGN_OR_RETURN(rk_, NewClient(RD_KAFKA_CONSUMER, conf, "kafka consumer"));
     rd_kafka_poll_set_consumer(rk_);
     rd_kafka_topic_partition_list_t* topics =
         rd_kafka_topic_partition_list_new(static_cast<int>(options_.topics.size()));
@@ -189,15 +179,8 @@ class KafkaSubscriber final : public Subscriber {
       }
       rd_kafka_conf_set_opaque(conf, this);
       rd_kafka_conf_set_dr_msg_cb(conf, &KafkaSubscriber::DeadLetterReport);
-      rd_kafka_conf_set_log_cb(conf, &LogCb);
-      InstallTestConnect(conf);
-      SetDebug(conf);
-      char errstr[512];
-      dlq_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof(errstr));
-      if (dlq_ == nullptr) {
-        rd_kafka_conf_destroy(conf);
-        return FailedPrecondition(std::string("kafka dead-letter producer: ") + errstr);
-      }
+      GAPLESS_ASSIGN_OR_RETURN(dlq_,
+                               NewClient(RD_KAFKA_PRODUCER, conf, "kafka dead-letter producer"));
     }
     std::string topic = delivery.topic + ".dlq";
     std::string error_text(error);
