@@ -65,7 +65,12 @@ struct JsonRpcClientOptions {
   // answers it with "method not found", debug_traceBlockByHash(hash, {"tracer": "callTracer"})
   // (debug_traceBlockByNumber on a node without that either).
   bool traces = false;
-  // Sleeps and the RNG for jitter. Not owned; nullptr = Env::Default().
+  // A method the node answered "method not found" (eth_getBlockReceipts, trace_block,
+  // debug_traceBlockByHash: each has a fallback) is asked again after this long: providers add
+  // methods, and over a pool the answer came from one endpoint (rpc/endpoint_pool.h routes by
+  // method the same way, with the same interval).
+  int64_t missing_method_retry_micros = 600'000'000;
+  // Sleeps, the clock and the RNG for jitter. Not owned; nullptr = Env::Default().
   Env* env = nullptr;
 };
 
@@ -113,7 +118,8 @@ class JsonRpcClient {
   // exceeds max_batch_size). If the node answers
   // eth_getBlockReceipts with -32601 (method not found), the client remembers it and fetches
   // receipts with a second batch of eth_getTransactionReceipt(hash), one per transaction,
-  // assembling the array in transaction order.
+  // assembling the array in transaction order; it asks for eth_getBlockReceipts again after
+  // missing_method_retry_micros (the tracing fallbacks the same).
   // The answers are not checked here beyond what pairing the calls needs: the block's number,
   // the receipts against the transactions and the block hash are checked by the decoder, the one
   // place every block source goes through (source/block_source.h DecodeRawBlock).
@@ -126,7 +132,8 @@ class JsonRpcClient {
   // the message.
   Result<std::vector<RawBlock>> FetchBlocks(uint64_t first, uint64_t count);
 
-  // False once the node answered eth_getBlockReceipts with "method not found".
+  // False once the node answered eth_getBlockReceipts with "method not found", until the next
+  // fetch after missing_method_retry_micros.
   bool block_receipts_supported() const { return block_receipts_supported_; }
   // The tracing API FetchBlocks uses now (with traces on).
   RawBlock::TraceApi trace_api() const { return trace_api_; }
@@ -175,9 +182,15 @@ class JsonRpcClient {
   JsonRpcClientOptions options_;
   std::unique_ptr<Parser> parser_;
   uint64_t next_id_ = 1;
+  // The fallbacks taken on "method not found", each until its time (options_.env's clock): then
+  // HealFallbacks asks the method again (options_.missing_method_retry_micros).
+  void HealFallbacks();
   bool block_receipts_supported_ = true;
+  int64_t block_receipts_again_at_ = 0;
   RawBlock::TraceApi trace_api_ = RawBlock::TraceApi::kTraceBlock;
-  bool debug_trace_by_hash_ = true;  // false once the node lacks debug_traceBlockByHash
+  int64_t trace_block_again_at_ = 0;
+  bool debug_trace_by_hash_ = true;  // false while the node lacks debug_traceBlockByHash
+  int64_t by_hash_again_at_ = 0;
   Stats stats_;
 };
 

@@ -16,6 +16,17 @@ using json_rpc_wire::IsNullJson;
 using json_rpc_wire::kPadding;
 using json_rpc_wire::ScanBlock;
 
+void JsonRpcClient::HealFallbacks() {
+  const int64_t now = options_.env->NowMicros();
+  if (!block_receipts_supported_ && now >= block_receipts_again_at_) {
+    block_receipts_supported_ = true;
+  }
+  if (trace_api_ == RawBlock::TraceApi::kDebugTrace && now >= trace_block_again_at_) {
+    trace_api_ = RawBlock::TraceApi::kTraceBlock;
+  }
+  if (!debug_trace_by_hash_ && now >= by_hash_again_at_) debug_trace_by_hash_ = true;
+}
+
 Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_t count) {
   std::vector<RawBlock> blocks;
   if (count == 0) return blocks;
@@ -24,6 +35,7 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
   }
   const std::string range = count == 1 ? fmt::format("block {}", first)
                                        : fmt::format("blocks {}..{}", first, first + count - 1);
+  HealFallbacks();
   const bool with_receipts = block_receipts_supported_;
   std::vector<RpcRequest> calls;
   calls.reserve(with_receipts ? 2 * count : count);
@@ -76,10 +88,11 @@ Result<std::vector<RawBlock>> JsonRpcClient::FetchBlocks(uint64_t first, uint64_
   if (fallback) {
     if (with_receipts) {
       block_receipts_supported_ = false;
+      block_receipts_again_at_ = options_.env->NowMicros() + options_.missing_method_retry_micros;
       spdlog::info(
           "{} does not serve eth_getBlockReceipts; fetching receipts one transaction at "
-          "a time",
-          Describe());
+          "a time (asked again in {:.0f} s)",
+          Describe(), static_cast<double>(options_.missing_method_retry_micros) / 1e6);
     }
     // Receipts by hash for every block still without them, in one batch. Only here is the
     // block read (for its transaction hashes); every other check is the decoder's.

@@ -607,6 +607,32 @@ TEST(FetchBlocksTest, FallsBackToReceiptsByHashAndRemembers) {
   EXPECT_EQ(f.server.requests_received(), 4);
 }
 
+TEST(FetchBlocksTest, AMissingBlockReceiptsIsAskedAgainAfterTheRetryInterval) {
+  // Providers add methods, and a pool's -32601 may come from one endpoint: the fallback heals.
+  ReplayTransport node;
+  AddBlocks(node, 200, 205, /*block_receipts=*/false);
+  Fixture f(HttpTestServer::ForwardTo(&node));
+  ASSERT_TRUE(f.client->FetchBlocks(200, 3).ok());
+  EXPECT_FALSE(f.client->block_receipts_supported());
+  // The node serves it from now on; the client does not ask until the interval has passed.
+  AddBlocks(node, 206, 208, /*block_receipts=*/true);
+  for (uint64_t n = 203; n <= 205; ++n) {
+    ASSERT_TRUE(
+        node.Add("eth_getBlockReceipts", fmt::format(R"(["0x{:x}"])", n), ReceiptsJson(n)).ok());
+  }
+  f.env.Advance(JsonRpcClientOptions().missing_method_retry_micros - 1'000'000);
+  ASSERT_TRUE(f.client->FetchBlocks(203, 3).ok());
+  EXPECT_EQ(node.calls("eth_getBlockReceipts"), 3);
+  f.env.Advance(1'000'000);
+  const int posts = f.server.requests_received();
+  Result<std::vector<RawBlock>> blocks = f.client->FetchBlocks(206, 3);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  EXPECT_EQ((*blocks)[2].receipts_json, ReceiptsJson(208));
+  EXPECT_EQ(node.calls("eth_getBlockReceipts"), 3 + 3);
+  EXPECT_EQ(f.server.requests_received(), posts + 1);  // blocks and receipts in one batch again
+  EXPECT_TRUE(f.client->block_receipts_supported());
+}
+
 TEST(FetchBlocksTest, NullBlockIsNotFound) {
   ReplayTransport node;
   AddBlocks(node, 10, 10, true);
@@ -667,6 +693,13 @@ TEST(FetchBlocksTest, TheDebugTracerIsAskedByTheBlocksHash) {
     EXPECT_EQ(node.calls("trace_block"), 2) << "trace_block asked again after \"method not found\"";
     EXPECT_EQ(node.calls("debug_traceBlockByHash"), by_hash ? 3 : 2);
     EXPECT_EQ(node.calls("debug_traceBlockByNumber"), by_hash ? 0 : 3);
+    // After the retry interval trace_block is asked once more (providers add methods); still
+    // missing, the debug tracer serves again.
+    env.Advance(options.missing_method_retry_micros);
+    auto again = client.FetchBlocks(102, 1);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ((*again)[0].traces_api, RawBlock::TraceApi::kDebugTrace);
+    EXPECT_EQ(node.calls("trace_block"), 3);
   }
 }
 

@@ -18,6 +18,7 @@ using json_rpc_wire::ScanBlock;
 
 Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
   if (blocks.empty()) return Status::Ok();
+  HealFallbacks();
   // The debug API is asked by the block's hash, so its answer is of this very block or an error
   // (another endpoint, or the node after a re-org, may hold another block at this height).
   // trace_block takes a number only; every trace of its answer states its blockHash, which the
@@ -64,6 +65,7 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
       if (!r.ok()) {
         if (RpcErrorCode(r.status()) == -32601 && api == RawBlock::TraceApi::kTraceBlock) {
           trace_api_ = RawBlock::TraceApi::kDebugTrace;
+          trace_block_again_at_ = options_.env->NowMicros() + options_.missing_method_retry_micros;
           spdlog::info(
               "{} does not serve trace_block; tracing with debug_traceBlockByHash "
               "(callTracer)",
@@ -73,6 +75,7 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
         }
         if (RpcErrorCode(r.status()) == -32601 && by_hash) {
           debug_trace_by_hash_ = false;
+          by_hash_again_at_ = options_.env->NowMicros() + options_.missing_method_retry_micros;
           spdlog::info(
               "{} does not serve debug_traceBlockByHash; tracing with debug_traceBlockByNumber "
               "(each transaction's trace checked against the block's)",
