@@ -1,8 +1,8 @@
 // `gapless status` on the coordination Redis itself: key count and memory, a replica's
 // replication lag as the primary sees it, with a warning once it lags more than 5 s (a real
 // replica started by the test with REPLICAOF, then paused with SIGSTOP); display data read from a
-// --redis-replica; the warning when the key count keeps growing (a fabricated history); and the
-// partitions still waiting for their secondary indexes.
+// --redis-replica; the warning when the key count keeps growing (a fabricated history); the
+// partitions still waiting for their secondary indexes; committed blocks lacking a dataset.
 #include <gtest/gtest.h>
 
 #include "coord/key_watch.h"
@@ -10,6 +10,7 @@
 #include "coord/registry.h"
 #include "devnet_util.h"
 #include "node/app.h"
+#include "store/datasets.h"
 #include "store/partition_indexes.h"
 #include "store/partitions.h"
 #include "testing/redis_failover.h"
@@ -99,6 +100,45 @@ TEST_F(DbTest, StatusShowsPartitionsWaitingForTheirIndexes) {
   }
   auto [after_code, after] = status(false);
   EXPECT_NE(after.find("indexes                every partition indexed"), std::string::npos)
+      << after;
+}
+
+// Committed blocks without a dataset a run asked for over them (a `--traces` run stopped before
+// its backfill was done): status names them and the `index` run that writes them, as verify does.
+TEST_F(DbTest, StatusNamesCommittedBlocksLackingADatasetARunAskedFor) {
+  auto redis = RedisServer::Start();
+  ASSERT_TRUE(redis.ok()) << redis.status().ToString();
+  auto pool = OpenDatabase(db_.url(), 1, 10);
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto conn = (*pool)->Acquire();
+  ASSERT_TRUE(conn->Exec("INSERT INTO indexed_ranges (from_block, to_block, datasets) VALUES "
+                         "(0, 9, '{blocks,traces}'), (10, 19, '{blocks}')")
+                  .ok());
+  ASSERT_TRUE(RecordDatasetRequest(*conn, Datasets().Add(kTracesDataset), 0, 19).ok());
+  auto status = [&](bool json) {
+    std::vector<std::string> args = {GaplessBinary(), "status",        "--db",       db_.url(),
+                                     "--redis",       (*redis)->url(), "--chain-id", "1",
+                                     "--log-level",   "warn"};
+    if (json) args.push_back("--json");
+    return RunForOutput(args);
+  };
+  auto [code, out] = status(false);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("datasets               blocks 10-19 lack traces: runs asked for them; "
+                     "`gapless index --from 10 --to 19 --traces` writes them"),
+            std::string::npos)
+      << out;
+  auto [json_code, json] = status(true);
+  ASSERT_EQ(json_code, 0) << json;
+  EXPECT_NE(json.find("\"missing_datasets\":[{\"dataset\":\"traces\",\"from\":10,\"to\":19}]"),
+            std::string::npos)
+      << json;
+  ASSERT_TRUE(
+      conn->Exec("UPDATE indexed_ranges SET datasets = '{blocks,traces}' WHERE from_block = 10")
+          .ok());
+  auto [after_code, after] = status(false);
+  EXPECT_NE(after.find("datasets               every dataset a run asked for is written"),
+            std::string::npos)
       << after;
 }
 

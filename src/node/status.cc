@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -376,6 +377,9 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
     GAPLESS_ASSIGN_OR_RETURN(std::vector<PartitionIndexState> unindexed,
                              PartitionsMissingIndexes(*conn));
     r.partitions_unindexed = unindexed.size();
+    GAPLESS_ASSIGN_OR_RETURN(
+        r.missing_datasets,
+        MissingRequestedDatasets(*conn, 0, std::numeric_limits<uint64_t>::max()));
     for (const PartitionIndexState& p : unindexed) {
       if (!r.unindexed_lowest.has_value() || p.start < *r.unindexed_lowest) {
         r.unindexed_lowest = p.start;

@@ -20,6 +20,7 @@
 #include "node/app.h"
 #include "node/commands.h"
 #include "rpc/endpoint_pool.h"
+#include "store/datasets.h"
 
 namespace gapless {
 
@@ -73,6 +74,9 @@ struct StatusReport {
   // address reads them whole. The lowest one's first block.
   uint64_t partitions_unindexed = 0;
   std::optional<uint64_t> unindexed_lowest;
+  // Committed blocks that lack a dataset a run asked for over them (store/datasets.h
+  // MissingRequestedDatasets, what `verify` reports): an `index` run with that option writes it.
+  std::vector<DatasetGap> missing_datasets;
   uint64_t reorgs = 0;
   uint64_t last_reorg_depth = 0, last_reorg_fork_point = 0;
   std::string last_reorg_at;

@@ -61,6 +61,15 @@ void WriteStatusText(const StatusReport& r, std::ostream& out) {
         r.partitions_unindexed, r.partitions_unindexed == 1 ? "" : "s",
         r.unindexed_lowest.value_or(0));
   }
+  if (r.missing_datasets.empty()) {
+    out << "datasets               every dataset a run asked for is written\n";
+  } else {
+    const DatasetGap& first = r.missing_datasets.front();
+    out << fmt::format(
+        "datasets               {}: runs asked for them; `gapless index --from {} --to {} {}` "
+        "writes them (for each range listed)\n",
+        DescribeGaps(r.missing_datasets), first.from, first.to, HowToAskFor(first.dataset));
+  }
   if (r.reorgs == 0) {
     out << "re-orgs rolled back    none\n";
   } else {
@@ -171,6 +180,13 @@ std::string StatusJson(const StatusReport& r) {
       OptNum(lag), r.reorgs, r.last_reorg_depth, r.last_reorg_fork_point, Str(r.last_reorg_at));
   o += fmt::format("\"indexes\":{{\"partitions_unindexed\":{},\"lowest_unindexed\":{}}},",
                    r.partitions_unindexed, OptNum(r.unindexed_lowest));
+  o += "\"missing_datasets\":[";
+  for (size_t i = 0; i < r.missing_datasets.size(); ++i) {
+    const DatasetGap& g = r.missing_datasets[i];
+    o += fmt::format("{}{{\"dataset\":{},\"from\":{},\"to\":{}}}", i == 0 ? "" : ",",
+                     Str(g.dataset), g.from, g.to);
+  }
+  o += "],";
   if (r.gap.has_value()) {
     o += fmt::format("\"gap\":{{\"from\":{},\"to\":{},\"open_s\":{:.1f},\"healing\":{}}},",
                      r.gap->from, r.gap->to, r.gap->open_s, r.gap->healing ? "true" : "false");

@@ -138,6 +138,40 @@ TEST_F(StateTest, CompactionKeepsRowsWithDifferentDatasetsApart) {
   EXPECT_EQ((*lacking)[1].from, 10u);
 }
 
+// A backfill (a write holding a dataset the merged row lacks) that starts at a merged row's first
+// block cuts the row at its end and keeps the rest recorded, also when a row written since starts
+// inside the rest: no committed block loses its record, nor its fence.
+TEST_F(StateTest, ABackfillCuttingAMergedRowKeepsTheRestRecordedAroundARowInsideIt) {
+  Write(0, 4, 1, "a");
+  Write(5, 9, 2, "b");
+  Write(10, 14, 3, "c");
+  Write(15, 19, 4, "d");
+  Write(20, 24, 5, "e");
+  EXPECT_EQ(PersistFrontier(conn(), 0, 25, 0).value(), 25u);
+  EXPECT_EQ(Rows(), "0-24:5:e");
+  auto traced = [&](uint64_t from, uint64_t to, int64_t token, const std::string& owner) {
+    RangeWrite w = Range(from, to, token, owner);
+    w.datasets.Add(kTracesDataset);
+    Status st = WriteRange(conn(), w);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  traced(5, 9, 6, "f");  // a backfill's second range commits first: a row inside the merged one
+  traced(0, 4, 7, "g");  // then its first: the merged row is cut at 4
+  auto committed = CommittedRanges(conn(), 0, 24);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  ASSERT_EQ(committed->size(), 1u) << Rows();
+  EXPECT_EQ((*committed)[0], std::make_pair(uint64_t{0}, uint64_t{24})) << Rows();
+  EXPECT_EQ(Rows(), "0-4:7:g 5-9:6:f 10-24:5:e");
+  // The rest keeps the merged row's fence: a token it refused is still refused there.
+  EXPECT_EQ(WriteRange(conn(), Range(10, 14, 3, "c")).reason(), kStaleFenceReason);
+  EXPECT_EQ(WriteRange(conn(), Range(20, 24, 5, "z")).reason(), kStaleFenceReason);
+  auto lacking = RangesLacking(conn(), Datasets().Add(kTracesDataset), 0, 24);
+  ASSERT_TRUE(lacking.ok()) << lacking.status().ToString();
+  ASSERT_EQ(lacking->size(), 1u);
+  EXPECT_EQ((*lacking)[0].from, 10u);
+  EXPECT_EQ((*lacking)[0].to, 24u);
+}
+
 // The fence after compaction (state.h "Compaction"): rows whose highest token has two holders
 // (one token granted twice) are not merged into one holder's row; a token below a merged row's is
 // refused on every block it covers, an equal token from another holder too.

@@ -182,25 +182,67 @@ Datasets Held(const RangeWrite& w) {
   return held;
 }
 
+// Records the rest of a row cut at `first - 1` (FenceAndRecord): blocks first..last, with the cut
+// row's token, owner, datasets and commit time (`cut`: row 0 of its SELECT). A row written since
+// may start inside the rest (a write inside a row that compaction merged, state.h "Compaction"):
+// it records its own blocks, so the rest is recorded around it, a row per stretch no row starts
+// in. A writer inserting a row there meanwhile wins the insert; the walk is then read again.
+Status RecordCutRest(PgConn& conn, uint64_t first, uint64_t last, const PgResult& cut) {
+  auto param = [&](int col) { return cut.IsNull(0, col) ? PgParam() : PgParam(cut.Get(0, col)); };
+  for (int pass = 0; pass < 8; ++pass) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto inside,
+        conn.Query("SELECT from_block, to_block FROM indexed_ranges WHERE from_block BETWEEN $1"
+                   " AND $2 ORDER BY from_block",
+                   {std::to_string(first), std::to_string(last)}));
+    std::vector<std::pair<uint64_t, uint64_t>> stretches;
+    uint64_t cursor = first;
+    for (int i = 0; i < inside.rows() && cursor <= last; ++i) {
+      GAPLESS_ASSIGN_OR_RETURN(int64_t a, inside.GetInt64(i, 0));
+      GAPLESS_ASSIGN_OR_RETURN(int64_t b, inside.GetInt64(i, 1));
+      if (static_cast<uint64_t>(a) > cursor) stretches.emplace_back(cursor, a - 1);
+      cursor = std::max(cursor, static_cast<uint64_t>(b) + 1);
+    }
+    if (cursor <= last) stretches.emplace_back(cursor, last);
+    bool all = true;
+    for (const auto& [a, b] : stretches) {
+      GAPLESS_ASSIGN_OR_RETURN(
+          auto inserted,
+          conn.Query(
+              "INSERT INTO indexed_ranges (from_block, to_block, fence_token, fence_owner,"
+              " datasets, committed_at) VALUES ($1, $2, $3, $4, $5::text[], $6)"
+              " ON CONFLICT (from_block) DO NOTHING RETURNING from_block",
+              {std::to_string(a), std::to_string(b), param(1), param(2), param(3), param(4)}));
+      all = all && inserted.rows() > 0;
+    }
+    if (all) return Status::Ok();
+  }
+  return Aborted(
+      fmt::format("blocks {}-{}: rows kept being written inside them while a longer "
+                  "row was cut there; the write is retried",
+                  first, last));
+}
+
 Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);
   // A longer row at from_block holding other datasets is cut at to_block first: the upsert below
   // would stretch this write's record over the rest of it (writer.h "Datasets"). The rest keeps
-  // its token and owner, so the fence over its blocks is what it was; another row already
-  // starting there covers them already. Rolled back with the write when the fence refuses it.
-  GAPLESS_RETURN_IF_ERROR(
-      conn.Query("WITH cut AS (SELECT from_block, to_block, fence_token, fence_owner, datasets,"
-                 "   committed_at FROM indexed_ranges WHERE from_block = $1::bigint"
-                 "   AND to_block > $2::bigint AND datasets <> $3::text[] FOR UPDATE),"
-                 " rest AS (INSERT INTO indexed_ranges (from_block, to_block, fence_token,"
-                 "   fence_owner, datasets, committed_at) SELECT $2::bigint + 1, to_block,"
-                 "   fence_token, fence_owner, datasets, committed_at FROM cut"
-                 "   ON CONFLICT (from_block) DO NOTHING)"
-                 " UPDATE indexed_ranges r SET to_block = $2::bigint FROM cut"
-                 " WHERE r.from_block = cut.from_block",
-                 {from, to, Held(w).SqlArray()})
-          .status());
+  // its token and owner, so the fence over its blocks is what it was (RecordCutRest). Rolled back
+  // with the write when the fence refuses it.
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto cut, conn.Query("SELECT to_block, fence_token, fence_owner, datasets, committed_at"
+                           " FROM indexed_ranges WHERE from_block = $1::bigint"
+                           " AND to_block > $2::bigint AND datasets <> $3::text[] FOR UPDATE",
+                           {from, to, Held(w).SqlArray()}));
+  if (cut.rows() > 0) {
+    GAPLESS_ASSIGN_OR_RETURN(int64_t cut_to, cut.GetInt64(0, 0));
+    GAPLESS_RETURN_IF_ERROR(
+        RecordCutRest(conn, w.to_block + 1, static_cast<uint64_t>(cut_to), cut));
+    GAPLESS_RETURN_IF_ERROR(
+        conn.Query("UPDATE indexed_ranges SET to_block = $2 WHERE from_block = $1", {from, to})
+            .status());
+  }
   PgParam token;
   if (w.fence_token.has_value()) token = std::to_string(*w.fence_token);
   PgParam owner;

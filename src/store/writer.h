@@ -59,7 +59,8 @@
 // from the start (a staging upsert would keep the old contracts, numbered without the factories'
 // ones). A longer row starting at from_block whose datasets differ (a range cut larger before, or
 // rows compacted below the frontier) is cut at to_block first, the rest keeping its record, token
-// and owner; and a replacing write takes the datasets it lacks off the other rows overlapping it
+// and owner (recorded around rows written inside it since, so every block it covered stays
+// covered); and a replacing write takes the datasets it lacks off the other rows overlapping it
 // (they may then claim less than they hold: a later run writes them again, which is only work).
 // So the record never claims a dataset the rows lack. Compaction must merge only rows with equal
 // datasets.
