@@ -31,6 +31,15 @@ Result<uint64_t> Indexer::Plan() {
   std::vector<std::pair<uint64_t, uint64_t>> backfill;
   for (const DatasetGap& gap : lacking) backfill.emplace_back(gap.from, gap.to);
   std::sort(backfill.begin(), backfill.end());
+  // A backfill replaces the ranges' rows: refused before anything is fetched where they hold a
+  // dataset this run does not ask for (the writer refuses it too, store/writer.h "Datasets").
+  for (const auto& [a, b] : backfill) {
+    const uint64_t first = std::max(options_.from, a / options_.range_size * options_.range_size);
+    const uint64_t last =
+        std::min(options_.to, (b / options_.range_size + 1) * options_.range_size - 1);
+    GAPLESS_ASSIGN_OR_RETURN(Datasets beyond, HeldBeyond(*conn, first, last, asked));
+    if (!beyond.empty()) return BackfillWouldDrop(first, last, beyond);
+  }
   backfill_blocks_ = 0;
   uint64_t counted_to = 0;  // blocks below it are counted (the datasets' gaps may overlap)
   bool any = false;

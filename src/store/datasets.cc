@@ -1,5 +1,7 @@
 #include "store/datasets.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <limits>
@@ -218,6 +220,32 @@ Result<std::vector<DatasetGap>> MissingRequestedDatasets(PgConn& conn, uint64_t 
     }
   }
   return out;
+}
+
+Result<Datasets> HeldBeyond(PgConn& conn, uint64_t from, uint64_t to, const Datasets& asked) {
+  Datasets beyond;
+  if (from > to) return beyond;
+  to = std::min(to, kMaxBigint - 1);
+  Datasets with_blocks = asked;
+  with_blocks.Add(kBlocksDataset);
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto res, conn.Query("SELECT DISTINCT d FROM indexed_ranges, unnest(datasets) d"
+                           " WHERE blocks && int8range($1, $2, '[]') AND NOT d = ANY($3::text[])",
+                           {std::to_string(from), std::to_string(to), with_blocks.SqlArray()}));
+  for (int i = 0; i < res.rows(); ++i) beyond.Add(res.Get(i, 0));
+  return beyond;
+}
+
+Status BackfillWouldDrop(uint64_t from, uint64_t to, const Datasets& beyond) {
+  std::string names, how;
+  for (const std::string& d : beyond.names()) {
+    names += (names.empty() ? "" : ", ") + d;
+    how += (how.empty() ? "" : " ") + HowToAskFor(d);
+  }
+  return FailedPrecondition(fmt::format(
+      "blocks {}-{} hold {}, which this run does not ask for: writing them again for a dataset "
+      "they lack replaces their rows and would delete it; ask for it too ({})",
+      from, to, names, how));
 }
 
 std::string HowToAskFor(std::string_view dataset) {

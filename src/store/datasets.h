@@ -82,6 +82,15 @@ struct DatasetGap {
 Result<std::vector<DatasetGap>> RangesLacking(PgConn& conn, const Datasets& asked, uint64_t from,
                                               uint64_t to);
 
+// The datasets that committed rows overlapping [from, to] hold and `asked` lacks. A backfill of
+// those blocks (a write holding a dataset they lack) replaces their rows, so it would delete
+// these: the writer refuses it, and `index` plans no such run (BackfillWouldDrop says why).
+Result<Datasets> HeldBeyond(PgConn& conn, uint64_t from, uint64_t to, const Datasets& asked);
+
+// "blocks 0-100 hold traces, which this run does not ask for: ..." (FailedPrecondition), naming
+// how to ask for them too.
+Status BackfillWouldDrop(uint64_t from, uint64_t to, const Datasets& beyond);
+
 // Records that a run asked for `asked` over [from, to] (to = UINT64_MAX or above the largest
 // BIGINT: a run following the chain); "blocks" is not recorded (a missing block is verify's gap).
 // A request from the same first block widens the recorded one.

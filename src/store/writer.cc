@@ -439,6 +439,14 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     GAPLESS_ASSIGN_OR_RETURN(auto asked, conn.Query(sql, {from, to, Held(w).SqlArray()}));
     replace = asked.Get(0, 0) == "t";
     if (replace || (ask_empty && asked.Get(0, 1) == "f")) staging = false;
+    if (replace) {
+      // A backfill must not delete what the range holds beyond this write (traces, when it
+      // fills in token metadata): refused, naming the option that keeps it. An explicit
+      // kReplaceRange is the caller's choice and takes it off the record (RecordDatasets).
+      GAPLESS_ASSIGN_OR_RETURN(Datasets beyond,
+                               HeldBeyond(conn, w.from_block, w.to_block, Held(w)));
+      if (!beyond.empty()) return BackfillWouldDrop(w.from_block, w.to_block, beyond);
+    }
   }
   if (replace) {
     // Children first: nothing references anything (no foreign keys), but this is the order a

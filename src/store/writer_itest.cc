@@ -506,6 +506,37 @@ TEST_F(WriterTest, AWriteHoldingADatasetTheRangeLacksReplacesItsRows) {
   EXPECT_EQ(Checksums(0, 100) + contracts(), fresh);
 }
 
+// A backfill replaces the range's rows, so one that would delete a dataset the range holds and
+// it does not (traces, when it fills in token metadata) is refused, naming the option that keeps
+// it; asked for both, it goes through.
+TEST_F(WriterTest, ABackfillThatWouldDeleteADatasetTheRangeHoldsIsRefused) {
+  SyntheticOptions options = Small();
+  options.traces_per_block = 4;
+  RangeWrite traced = SyntheticRange(10, 19, options);
+  traced.datasets.Add(kTracesDataset);
+  ASSERT_TRUE(WriteRange(conn(), traced).ok());
+  const int64_t traces = Count("SELECT count(*) FROM traces");
+  ASSERT_GT(traces, 0);
+  RangeWrite metadata = traced;
+  metadata.datasets = Datasets().Add(kTokenMetadataDataset);
+  for (BlockData& b : metadata.blocks) b.traces.clear();
+  Status st = WriteRange(conn(), metadata);
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("blocks 10-19 hold traces"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("--traces"), std::string::npos) << st.ToString();
+  EXPECT_EQ(Count("SELECT count(*) FROM traces"), traces);
+  EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges WHERE datasets = '{blocks,traces}'"), 1);
+
+  RangeWrite both = traced;
+  both.datasets.Add(kTokenMetadataDataset);
+  st = WriteRange(conn(), both);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(Count("SELECT count(*) FROM traces"), traces);
+  EXPECT_EQ(Count("SELECT count(*) FROM indexed_ranges"
+                  " WHERE datasets = '{blocks,token_metadata,traces}'"),
+            1);
+}
+
 // A backfill of part of a longer recorded range (cut larger before, or compacted) cuts it: the
 // rest keeps its datasets and fence token, so the record never claims traces it lacks; a run
 // asking for traces plans the rest, and verify reports it when a run asked for traces there.
