@@ -24,9 +24,12 @@ struct RawBlock {
   // callTracer) from a node without it): both debug answers decode alike.
   std::string traces_json;
   // Over an endpoint pool (rpc/endpoint_pool.h): the endpoints whose answers make up this block
-  // (its block, receipts and traces), bit i for endpoint i, so a block found wrong is blamed on
-  // them alone (BlockSource::Distrust). 0 when the source does not say (one endpoint, Kafka).
+  // (its block and receipts), bit i for endpoint i, so a block found wrong is blamed on them
+  // alone (BlockSource::Distrust). 0 when the source does not say (one endpoint, Kafka).
   uint64_t served_by = 0;
+  // The same for its traces, kept apart: traces that disagree with the block are blamed on the
+  // side that is wrong (node/range_job.cc), not on both.
+  uint64_t traces_served_by = 0;
 };
 
 }  // namespace gapless

@@ -22,6 +22,34 @@ bool IsRateLimited(const Status& status) {
          (status.reason() == HttpStatusReason(429) || status.reason() == kRpcRateLimitedReason);
 }
 
+namespace {
+
+// Who answered wrong when decoding `block` failed with `error` (InvalidData): its block and
+// receipts' servers; for traces that disagree with the block, one side. The block alone (decoded
+// without its traces) is held against the head log (`check`, nullable): a block the head log
+// refuses is the wrong side, otherwise its traces are (their server answered for another block).
+uint64_t BlameForDecode(const RawBlock& block, const Status& error, const BlockChecks& checks,
+                        const RangeCheck* check, const std::string& described) {
+  if (error.reason() != kTracesDisagreeReason || block.traces_served_by == 0 ||
+      block.traces_served_by == block.served_by) {
+    return block.served_by | block.traces_served_by;
+  }
+  if (check != nullptr && *check) {
+    RawBlock alone = block;
+    alone.traces_api = RawBlock::TraceApi::kNone;
+    alone.traces_json.clear();
+    Result<BlockData> data = DecodeRawBlock(alone, checks, described);
+    size_t wrong = SIZE_MAX;
+    if (!data.ok() ||
+        (*check)(std::span<const BlockData>(&*data, 1), &wrong).code() == Code::kInvalidData) {
+      return block.served_by;
+    }
+  }
+  return block.traces_served_by;
+}
+
+}  // namespace
+
 Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            uint32_t blocks_per_request, const BlockChecks& checks,
                            RateLimiter* limiter, const std::atomic<bool>* stop,
@@ -57,16 +85,19 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
     for (RawBlock& block : *raw) {
       if (block.traces_api == RawBlock::TraceApi::kNone) traced = false;
       // Errors name the endpoint that served the block, not the whole pool.
-      auto named = block.served_by == 0 ? servers.end() : servers.find(block.served_by);
-      if (block.served_by != 0 && named == servers.end()) {
-        named = servers.emplace(block.served_by, source.DescribeServers(block.served_by)).first;
+      const uint64_t answered = block.served_by | block.traces_served_by;
+      auto named = answered == 0 ? servers.end() : servers.find(answered);
+      if (answered != 0 && named == servers.end()) {
+        named = servers.emplace(answered, source.DescribeServers(answered)).first;
       }
       Result<BlockData> data =
           DecodeRawBlock(block, checks, named == servers.end() ? described : named->second);
       if (!data.ok()) {
         // Inconsistent answers (a block and receipts of two forks, traces of another block): a
         // source over several endpoints asks others next time.
-        if (data.status().code() == Code::kInvalidData) source.Distrust(block.served_by);
+        if (data.status().code() == Code::kInvalidData) {
+          source.Distrust(BlameForDecode(block, data.status(), checks, check, described));
+        }
         return data.status();
       }
       out->push_back(std::move(data).value());

@@ -80,7 +80,9 @@ using RangeCheck = std::function<Status(std::span<const BlockData> blocks, size_
 // returned, naming the endpoint that served the wrong block.
 // A block found wrong (InvalidData from the decoder or the check) is blamed on the endpoints that
 // served that very block (RawBlock::served_by, BlockSource::Distrust), not on whichever answered
-// last: the retry of a pool's source then asks the others.
+// last: the retry of a pool's source then asks the others. Traces that disagree with their block
+// are blamed on one side: the block's servers when the head log (`check`) refuses the block,
+// else the traces' (RawBlock::traces_served_by).
 // With `held` (nullable), on success: the datasets the decoded blocks hold besides the blocks
 // (store/datasets.h), for RangeWrite::datasets: traces when every block came with its traces,
 // token_metadata when the enrichment read the tokens (`enrich` asks for it and the source has a

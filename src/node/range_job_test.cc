@@ -229,5 +229,108 @@ TEST(DistrustTest, TheEndpointThatServedTheWrongBlockIsDistrustedNotTheLastToAns
   EXPECT_EQ(stats[1].distrusted, 0u);
 }
 
+// A node of a pool (chain 1) serving empty blocks with their real hashes and, to trace_block, a
+// block reward naming the block's hash, or another fork's (`forked_traces`). Without `blocks` it
+// refuses requests for full blocks (the pool asks another endpoint for them). Records the blocks
+// it traced.
+class TraceEndpoint : public HttpTransport {
+ public:
+  TraceEndpoint(std::string name, bool blocks, bool forked_traces)
+      : name_(std::move(name)), blocks_(blocks), forked_traces_(forked_traces) {}
+  Result<HttpResponse> Post(std::string_view body) override {
+    bool batch = false;
+    auto calls = ParseJsonRpcRequests(body, &batch);
+    if (!calls.ok()) return calls.status();
+    if (!blocks_ && body.find(",true]") != std::string_view::npos) {
+      return Unavailable(name_ + ": connection refused");
+    }
+    std::string out;
+    for (const JsonRpcCall& c : *calls) {
+      std::string result = "null";
+      if (c.method == "eth_chainId") result = "\"0x1\"";
+      if (c.method == "eth_getBlockByNumber" || c.method == "eth_getBlockReceipts" ||
+          c.method == "trace_block") {
+        auto n = ParseHexQuantity(c.params_json.substr(2, c.params_json.find('"', 2) - 2));
+        if (!n.ok()) return n.status();
+        if (c.method == "eth_getBlockReceipts") {
+          result = "[]";
+        } else if (c.method == "trace_block") {
+          traced_.insert(*n);
+          result = fmt::format(
+              R"([{{"action":{{"author":"0x{:040x}","rewardType":"block","value":"0x1"}},)"
+              R"("blockHash":"{}","blockNumber":{},"result":null,"subtraces":0,)"
+              R"("traceAddress":[],"type":"reward"}}])",
+              1, forked_traces_ ? ForkHash(*n) : RealHash(*n), *n);
+        } else {
+          result = EmptyBlock(*n, RealHash(*n));
+        }
+      }
+      if (!out.empty()) out += ",";
+      out += fmt::format(R"({{"jsonrpc":"2.0","id":{},"result":{}}})", c.id_json, result);
+    }
+    return HttpResponse{200, batch ? "[" + out + "]" : out, std::nullopt};
+  }
+  std::string Describe() const override { return name_; }
+  std::set<uint64_t> traced_;
+
+ private:
+  std::string name_;
+  bool blocks_;
+  bool forked_traces_;
+};
+
+// Review of issue 35 items 1 and 3: the blocks come from a healthy endpoint, their traces from
+// one answering for another fork. The decoder refuses the traces; the block agrees with the head
+// log, so only the traces' endpoint is distrusted (not both), and the refetch traces from the
+// healthy one.
+TEST(DistrustTest, TracesOfAnotherForkAreBlamedOnTheirEndpointNotTheBlocks) {
+  SimEnv env(7);
+  PoolOptions pool_options;
+  pool_options.hedge = false;
+  pool_options.env = &env;
+  auto pool = std::make_shared<EndpointPool>(
+      std::vector<EndpointSpec>{{"http://forked-traces:8545/", 1000, 0},
+                                {"http://healthy:8545/", 0.001, 0}},
+      pool_options);
+  auto forked = std::make_unique<TraceEndpoint>("forked-traces", /*blocks=*/false, true);
+  auto healthy = std::make_unique<TraceEndpoint>("healthy", /*blocks=*/true, false);
+  TraceEndpoint* forked_ep = forked.get();
+  TraceEndpoint* healthy_ep = healthy.get();
+  std::vector<std::unique_ptr<HttpTransport>> transports;
+  transports.push_back(std::move(forked));
+  transports.push_back(std::move(healthy));
+  JsonRpcClientOptions client_options;
+  client_options.env = &env;
+  client_options.traces = true;
+  RpcBlockSource source(std::make_unique<JsonRpcClient>(
+      std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
+  RangeCheck check = [](std::span<const BlockData> blocks, size_t* wrong) -> Status {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].block.hash != RealHash(blocks[i].block.number)) {
+        *wrong = i;
+        return InvalidData(fmt::format("block {}: not the head log's", blocks[i].block.number));
+      }
+    }
+    return Status::Ok();
+  };
+
+  std::vector<BlockData> blocks;
+  Status st = FetchAndDecodeRange(source, 0, 1, 2, BlockChecks(), nullptr, nullptr, &blocks,
+                                  nullptr, nullptr, &check);
+  ASSERT_EQ(st.code(), Code::kInvalidData) << st.ToString();
+  ASSERT_EQ(forked_ep->traced_, (std::set<uint64_t>{0, 1})) << st.ToString();
+  auto stats = pool->Stats();
+  EXPECT_EQ(stats[0].distrusted, 1u) << "the endpoint of the other fork's traces was not blamed";
+  EXPECT_EQ(stats[1].distrusted, 0u) << "the healthy endpoint, which served the blocks, was blamed";
+
+  blocks.clear();
+  st = FetchAndDecodeRange(source, 0, 1, 2, BlockChecks(), nullptr, nullptr, &blocks, nullptr,
+                           nullptr, &check);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(healthy_ep->traced_, (std::set<uint64_t>{0, 1}));
+  EXPECT_EQ(blocks[0].traces.size(), 1u);
+}
+
 }  // namespace
 }  // namespace gapless

@@ -94,7 +94,7 @@ Status JsonRpcClient::FetchTraces(std::vector<RawBlock>& blocks) {
       blocks[i].traces_api = api;
       blocks[i].traces_json = std::move(*r);
       blocks[i].traces_json.reserve(blocks[i].traces_json.size() + kPadding);
-      blocks[i].served_by |= served_by[i];
+      blocks[i].traces_served_by = served_by[i];
     }
     if (!switched) return Status::Ok();
   }

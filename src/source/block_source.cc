@@ -71,10 +71,15 @@ Result<BlockData> DecodeRawBlock(RawBlock& block, const BlockChecks& checks,
         block.traces_api == RawBlock::TraceApi::kTraceBlock
             ? DecodeParityTraces(block.traces_json, block.number, data->block.hash)
             : DecodeGethTraces(block.traces_json, block.number, hashes);
-    if (!traces.ok()) return traces.status().WithContext("from " + source);
+    auto traces_error = [&](const Status& st) {
+      Status out = st.WithContext("from " + source);
+      return st.code() == Code::kInvalidData ? out.WithReason(std::string(kTracesDisagreeReason))
+                                             : out;
+    };
+    if (!traces.ok()) return traces_error(traces.status());
     data->traces = std::move(traces).value();
     Status agrees = CheckTracesAgainstBlock(*data);
-    if (!agrees.ok()) return agrees.WithContext("from " + source);
+    if (!agrees.ok()) return traces_error(agrees);
   }
   data->contracts = DeriveContracts(*data);
   if (checks.verify.has_value()) {

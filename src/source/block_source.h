@@ -133,6 +133,10 @@ struct BlockChecks {
   std::optional<VerifyOptions> verify;
 };
 
+// The reason of an InvalidData from DecodeRawBlock about the block's traces (malformed, of another
+// block, or not matching its transactions), as opposed to the block and its receipts.
+inline constexpr std::string_view kTracesDisagreeReason = "decode:traces-disagree";
+
 // Decodes one raw block with every consistency check (see the file comment) and, with
 // checks.verify, proves it against its header. The error names the block; `source`
 // (Describe()) is added as context.
