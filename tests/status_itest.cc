@@ -22,6 +22,15 @@ namespace {
 
 using testing_util::WaitFor;
 
+// `gapless status` (--json) over the database and the coordination Redis: (exit code, output).
+auto StatusOutput(const std::string& db, const std::string& redis, bool json) {
+  std::vector<std::string> args = {GaplessBinary(), "status", "--db",       db,
+                                   "--redis",       redis,    "--chain-id", "1",
+                                   "--log-level",   "warn"};
+  if (json) args.push_back("--json");
+  return RunForOutput(args);
+}
+
 TEST_F(DbTest, StatusShowsRedisMemoryAndWarnsAboutALaggingReplica) {
   auto primary = RedisServer::Start({"--repl-diskless-sync-delay", "0"});
   ASSERT_TRUE(primary.ok()) << primary.status().ToString();
@@ -76,13 +85,7 @@ TEST_F(DbTest, StatusShowsPartitionsWaitingForTheirIndexes) {
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   auto conn = (*pool)->Acquire();
   ASSERT_TRUE(EnsurePartitions(*conn, 0, 25).ok());  // [0,10), [10,20), [20,30)
-  auto status = [&](bool json) {
-    std::vector<std::string> args = {GaplessBinary(), "status",        "--db",       db_.url(),
-                                     "--redis",       (*redis)->url(), "--chain-id", "1",
-                                     "--log-level",   "warn"};
-    if (json) args.push_back("--json");
-    return RunForOutput(args);
-  };
+  auto status = [&](bool json) { return StatusOutput(db_.url(), (*redis)->url(), json); };
   auto [code, out] = status(false);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("indexes                3 partitions without their lookup indexes yet (the "
@@ -115,13 +118,7 @@ TEST_F(DbTest, StatusNamesCommittedBlocksLackingADatasetARunAskedFor) {
                          "(0, 9, '{blocks,traces}'), (10, 19, '{blocks}')")
                   .ok());
   ASSERT_TRUE(RecordDatasetRequest(*conn, Datasets().Add(kTracesDataset), 0, 19).ok());
-  auto status = [&](bool json) {
-    std::vector<std::string> args = {GaplessBinary(), "status",        "--db",       db_.url(),
-                                     "--redis",       (*redis)->url(), "--chain-id", "1",
-                                     "--log-level",   "warn"};
-    if (json) args.push_back("--json");
-    return RunForOutput(args);
-  };
+  auto status = [&](bool json) { return StatusOutput(db_.url(), (*redis)->url(), json); };
   auto [code, out] = status(false);
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("datasets               blocks 10-19 lack traces: runs asked for them; "

@@ -124,6 +124,19 @@ std::string EmptyBlock(uint64_t n, const std::string& hash) {
       zero32, std::string(40, '0'), 1'700'000'000 + n);
 }
 
+// The head log's view: every block must have its real hash.
+RangeCheck RealHashesCheck() {
+  return [](std::span<const BlockData> blocks, size_t* wrong) -> Status {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i].block.hash != RealHash(blocks[i].block.number)) {
+        *wrong = i;
+        return InvalidData(fmt::format("block {}: not the head log's", blocks[i].block.number));
+      }
+    }
+    return Status::Ok();
+  };
+}
+
 // A node of a pool (chain 1) serving empty blocks: block `forked_at` from another fork when
 // `forked`, and (forked) no answer to a request for full blocks without that block (the pool's
 // chain check, which asks block 0's header, is answered). Records the full blocks it served.
@@ -192,16 +205,7 @@ TEST(DistrustTest, TheEndpointThatServedTheWrongBlockIsDistrustedNotTheLastToAns
   client_options.env = &env;
   RpcBlockSource source(std::make_unique<JsonRpcClient>(
       std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
-  // The head log's view: every block must have its real hash.
-  RangeCheck check = [](std::span<const BlockData> blocks, size_t* wrong) -> Status {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i].block.hash != RealHash(blocks[i].block.number)) {
-        *wrong = i;
-        return InvalidData(fmt::format("block {}: not the head log's", blocks[i].block.number));
-      }
-    }
-    return Status::Ok();
-  };
+  RangeCheck check = RealHashesCheck();
 
   // Blocks 0..3 in batches of 2: 0..1 from the forked endpoint, 2..3 (it refuses) the healthy one.
   std::vector<BlockData> blocks;
@@ -304,15 +308,7 @@ TEST(DistrustTest, TracesOfAnotherForkAreBlamedOnTheirEndpointNotTheBlocks) {
   client_options.traces = true;
   RpcBlockSource source(std::make_unique<JsonRpcClient>(
       std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
-  RangeCheck check = [](std::span<const BlockData> blocks, size_t* wrong) -> Status {
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i].block.hash != RealHash(blocks[i].block.number)) {
-        *wrong = i;
-        return InvalidData(fmt::format("block {}: not the head log's", blocks[i].block.number));
-      }
-    }
-    return Status::Ok();
-  };
+  RangeCheck check = RealHashesCheck();
 
   std::vector<BlockData> blocks;
   Status st = FetchAndDecodeRange(source, 0, 1, 2, BlockChecks(), nullptr, nullptr, &blocks,
