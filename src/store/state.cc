@@ -1,6 +1,7 @@
 #include "store/state.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -129,15 +130,32 @@ Status Store(PgConn& conn, const MergedRow& m) {
 // The walk over the rows after the compaction mark, in from_block order: it takes rows while the
 // frontier has passed them wholly, they are settled and they join the blocks taken before, and
 // stops at the first that does not (a row a writer holds now, skipped by SKIP LOCKED, leaves a
-// hole): what follows waits for a later step.
+// hole): what follows waits for a later step. A hole in the table itself is gone past: below the
+// frontier there is one only below its base (a run with a later --from than another's), and
+// stopping there would stop every later step too. The unlocked probe finds those (`holes`: the
+// row after each, with the block before it); the locked walk goes past exactly those, so a hole
+// a held row leaves still stops it. No merged row spans a hole (`crossed`).
 struct Walk {
-  std::optional<uint64_t> end;  // the last block of the rows taken, contiguous from the mark
+  std::optional<uint64_t> end;  // the last block of the rows taken, from the mark on
   bool stopped = false;
+  bool crossed = false;                           // the row just taken follows a hole
+  std::map<uint64_t, uint64_t>* holes = nullptr;  // from_block after a hole -> the block before
+  bool probing = false;                           // records the holes it meets, and goes past
 
   bool Take(const RangeRow& r, uint64_t frontier) {
-    if (stopped || r.to >= frontier || !r.settled || (end.has_value() && r.from > *end + 1)) {
+    crossed = false;
+    if (stopped || r.to >= frontier || !r.settled) {
       stopped = true;
       return false;
+    }
+    if (end.has_value() && r.from > *end + 1) {
+      if (probing) {
+        (*holes)[r.from] = *end;
+      } else if (holes == nullptr || holes->count(r.from) == 0 || holes->at(r.from) != *end) {
+        stopped = true;
+        return false;
+      }
+      crossed = true;
     }
     end = std::max(end.value_or(0), r.to);
     return true;
@@ -182,7 +200,10 @@ Status CompactBelow(PgConn& conn, uint64_t recorded, uint64_t frontier, int64_t 
 
   // How far: pages of rows from the mark on, unlocked.
   GAPLESS_ASSIGN_OR_RETURN(auto probe_head, head(false));
+  std::map<uint64_t, uint64_t> holes;
   Walk probe = start(probe_head);
+  probe.holes = &holes;
+  probe.probing = true;
   std::optional<uint64_t> last;  // from_block of the last row the walk takes
   uint64_t cursor = mark_at;
   int page = kFirstPage;
@@ -208,6 +229,7 @@ Status CompactBelow(PgConn& conn, uint64_t recorded, uint64_t frontier, int64_t 
   // Merge: the same walk over the rows locked, as they are now.
   GAPLESS_ASSIGN_OR_RETURN(auto locked_head, head(true));
   Walk walk = start(locked_head);
+  walk.holes = &holes;
   std::optional<MergedRow> merged;
   if (locked_head.has_value()) merged.emplace(*locked_head);
   std::vector<MergedRow> done;
@@ -219,7 +241,7 @@ Status CompactBelow(PgConn& conn, uint64_t recorded, uint64_t frontier, int64_t 
                            {settle, std::to_string(mark_at), std::to_string(*last)}));
   for (const RangeRow& r : rows) {
     if (!walk.Take(r, frontier)) break;
-    if (!merged.has_value() || !merged->Fold(r)) {
+    if (!merged.has_value() || walk.crossed || !merged->Fold(r)) {
       if (merged.has_value()) done.push_back(std::move(*merged));
       merged.emplace(r);
     }

@@ -53,7 +53,9 @@ Status RecordFenceBase(PgConn& conn, int64_t value);
 // `compact_after_seconds` ago (negative: never), are merged: each run of adjacent rows becomes
 // its first row, spanning them all, with the highest token among them and the owner of that
 // token. At most a few thousand rows a call, from a mark in indexer_state
-// (ranges_compacted_to) on, so a backlog is worked off over calls.
+// (ranges_compacted_to) on, so a backlog is worked off over calls. A hole in the table (below
+// the frontier only below its base: another run's rows under a later --from) is gone past, never
+// merged over.
 // Why the fence (store/writer.h "Fencing") refuses after it whatever it refused before: a write
 // is refused by a row holding a higher token, or an equal one with another (known) owner. The
 // merged row's token is the highest of its rows, so a write refused by any of them for a higher

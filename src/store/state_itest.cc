@@ -123,6 +123,25 @@ TEST_F(StateTest, CompactionMergesAdjacentCommittedRowsBelowTheFrontier) {
 
 // Rows holding different datasets (store/datasets.h) are not merged: the merged row would claim
 // traces for blocks written without them, and a later `--traces` run would skip them.
+// Rows below the frontier's base with a hole after them (an `index` of 0..4 into a database
+// whose fleet runs from 100) do not stop compaction for good: the walk goes past the hole, and
+// no merged row spans it.
+TEST_F(StateTest, CompactionGoesPastAHoleBelowTheFrontiersBase) {
+  Write(0, 4, 1, "a");
+  Write(100, 104, 2, "b");
+  Write(105, 109, 3, "c");
+  EXPECT_EQ(PersistFrontier(conn(), 100, 110, 0).value(), 110u);
+  Write(110, 114, 4, "d");
+  EXPECT_EQ(PersistFrontier(conn(), 100, 115, 0).value(), 115u);
+  EXPECT_EQ(Rows(), "0-4:1:a 100-114:4:d");
+  Write(115, 119, 5, "e");
+  EXPECT_EQ(PersistFrontier(conn(), 100, 120, 0).value(), 120u);
+  EXPECT_EQ(Rows(), "0-4:1:a 100-119:5:e");
+  auto committed = CommittedRanges(conn(), 0, 119);
+  ASSERT_TRUE(committed.ok()) << committed.status().ToString();
+  EXPECT_EQ(committed->size(), 2u);
+}
+
 TEST_F(StateTest, CompactionKeepsRowsWithDifferentDatasetsApart) {
   Write(0, 4, 1, "a");
   RangeWrite traced = Range(5, 9, 2, "b");
