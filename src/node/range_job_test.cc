@@ -137,6 +137,31 @@ RangeCheck RealHashesCheck() {
   };
 }
 
+// A block source over a pool of two endpoints, hedging off, on `env`: the first weighted far
+// above the second, so it is asked whenever it may be. Each endpoint's URL is its Describe().
+struct PoolOfTwo {
+  PoolOfTwo(SimEnv* env, std::unique_ptr<HttpTransport> first,
+            std::unique_ptr<HttpTransport> second, bool traces) {
+    PoolOptions pool_options;
+    pool_options.hedge = false;
+    pool_options.env = env;
+    pool = std::make_shared<EndpointPool>(
+        std::vector<EndpointSpec>{{"http://" + first->Describe() + ":8545/", 1000, 0},
+                                  {"http://" + second->Describe() + ":8545/", 0.001, 0}},
+        pool_options);
+    std::vector<std::unique_ptr<HttpTransport>> transports;
+    transports.push_back(std::move(first));
+    transports.push_back(std::move(second));
+    JsonRpcClientOptions client_options;
+    client_options.env = env;
+    client_options.traces = traces;
+    source = std::make_unique<RpcBlockSource>(std::make_unique<JsonRpcClient>(
+        std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
+  }
+  std::shared_ptr<EndpointPool> pool;
+  std::unique_ptr<RpcBlockSource> source;
+};
+
 // A node of a pool (chain 1) serving empty blocks: block `forked_at` from another fork when
 // `forked`, and (forked) no answer to a request for full blocks without that block (the pool's
 // chain check, which asks block 0's header, is answered). Records the full blocks it served.
@@ -186,25 +211,14 @@ class BlockEndpoint : public HttpTransport {
 // not the one that answered last, and the refetch gets the block from the healthy one.
 TEST(DistrustTest, TheEndpointThatServedTheWrongBlockIsDistrustedNotTheLastToAnswer) {
   SimEnv env(7);
-  PoolOptions pool_options;
-  pool_options.hedge = false;
-  pool_options.env = &env;
-  // The forked endpoint is the first choice whenever it may be asked.
-  auto pool =
-      std::make_shared<EndpointPool>(std::vector<EndpointSpec>{{"http://forked:8545/", 1000, 0},
-                                                               {"http://healthy:8545/", 0.001, 0}},
-                                     pool_options);
   auto forked = std::make_unique<BlockEndpoint>("forked", /*forked=*/true, /*forked_at=*/1);
   auto healthy = std::make_unique<BlockEndpoint>("healthy", /*forked=*/false, 1);
   BlockEndpoint* forked_ep = forked.get();
   BlockEndpoint* healthy_ep = healthy.get();
-  std::vector<std::unique_ptr<HttpTransport>> transports;
-  transports.push_back(std::move(forked));
-  transports.push_back(std::move(healthy));
-  JsonRpcClientOptions client_options;
-  client_options.env = &env;
-  RpcBlockSource source(std::make_unique<JsonRpcClient>(
-      std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
+  // The forked endpoint is the first choice whenever it may be asked.
+  PoolOfTwo two(&env, std::move(forked), std::move(healthy), /*traces=*/false);
+  auto& pool = two.pool;
+  RpcBlockSource& source = *two.source;
   RangeCheck check = RealHashesCheck();
 
   // Blocks 0..3 in batches of 2: 0..1 from the forked endpoint, 2..3 (it refuses) the healthy one.
@@ -289,25 +303,13 @@ class TraceEndpoint : public HttpTransport {
 // healthy one.
 TEST(DistrustTest, TracesOfAnotherForkAreBlamedOnTheirEndpointNotTheBlocks) {
   SimEnv env(7);
-  PoolOptions pool_options;
-  pool_options.hedge = false;
-  pool_options.env = &env;
-  auto pool = std::make_shared<EndpointPool>(
-      std::vector<EndpointSpec>{{"http://forked-traces:8545/", 1000, 0},
-                                {"http://healthy:8545/", 0.001, 0}},
-      pool_options);
   auto forked = std::make_unique<TraceEndpoint>("forked-traces", /*blocks=*/false, true);
   auto healthy = std::make_unique<TraceEndpoint>("healthy", /*blocks=*/true, false);
   TraceEndpoint* forked_ep = forked.get();
   TraceEndpoint* healthy_ep = healthy.get();
-  std::vector<std::unique_ptr<HttpTransport>> transports;
-  transports.push_back(std::move(forked));
-  transports.push_back(std::move(healthy));
-  JsonRpcClientOptions client_options;
-  client_options.env = &env;
-  client_options.traces = true;
-  RpcBlockSource source(std::make_unique<JsonRpcClient>(
-      std::make_unique<PoolTransport>(pool, std::move(transports)), client_options));
+  PoolOfTwo two(&env, std::move(forked), std::move(healthy), /*traces=*/true);
+  auto& pool = two.pool;
+  RpcBlockSource& source = *two.source;
   RangeCheck check = RealHashesCheck();
 
   std::vector<BlockData> blocks;
