@@ -23,7 +23,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 redis-server libhiredis-dev libssl-dev
   librdkafka-dev librabbitmq-dev rabbitmq-server
-  libcrypto++-dev libsecp256k1-dev libcpp-httplib-dev
+  libcrypto++-dev libsecp256k1-dev libcpp-httplib-dev libyaml-cpp-dev
   spin faketime chromium openssl
 )
 # shellcheck disable=SC2206

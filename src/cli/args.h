@@ -48,6 +48,8 @@ struct IndexArgs {  // index, run, worker
   bool traces = false;
   std::string rpc_hedge = "on";
   std::string token_metadata = "on";
+  std::string contracts;             // --contracts FILE (docs/contracts.md); "": none
+  std::vector<std::string> rebuild;  // --rebuild TABLE
 };
 
 // The HA leader's lock nodes: run, leader, worker, status.

@@ -145,6 +145,17 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "rows (contracts are indexed either way)")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  sub->add_option("--contracts", index.contracts,
+                  "A contracts config (YAML, docs/contracts.md): the events of these contracts "
+                  "decoded from their ABIs into typed tables in the config's schema, in the same "
+                  "write as their blocks; ranges committed before a table existed are written "
+                  "again with it")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--rebuild", index.rebuild,
+                  "With --contracts: a table (schema.table or table) whose event the config now "
+                  "defines otherwise (its ABI changed) is dropped and made again, and every range "
+                  "is written again to refill it; without it such a change is refused")
+      ->take_all();
   sub->add_option("--progress", index.progress,
                   "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "
                   "plain; off")

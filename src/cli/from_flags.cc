@@ -9,12 +9,14 @@
 #include <iostream>
 #include <string>
 
+#include "abi/config.h"
 #include "cli/block_bounds.h"
 #include "cli/exit_code.h"
 #include "coord/lock_nodes.h"
 #include "core/status.h"
 #include "node/commands.h"
 #include "store/copy_rows.h"
+#include "store/decoded.h"
 #include "store/export.h"
 
 namespace gapless::cli {
@@ -30,6 +32,15 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   out.rpc.traces = args.traces;
   out.rpc.hedge = args.rpc_hedge == "on";
   out.token_metadata = args.token_metadata == "on";
+  if (!args.contracts.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(abi::ContractsConfig config, abi::LoadContractsConfig(args.contracts));
+    GAPLESS_ASSIGN_OR_RETURN(ContractTables tables, ContractTables::Make(config));
+    out.contracts = std::make_shared<const ContractTables>(std::move(tables));
+  } else if (!args.rebuild.empty()) {
+    return FailedPrecondition(
+        "--rebuild needs --contracts: it names a table of a contracts config");
+  }
+  out.rebuild = args.rebuild;
   GAPLESS_ASSIGN_OR_RETURN(out.from, ParseBlockBound(args.from, "--from"));
   GAPLESS_ASSIGN_OR_RETURN(out.to, ParseBlockBound(args.to, "--to"));
   out.chain_id = args.chain_id;

@@ -27,6 +27,7 @@
 #include "node/range_job.h"
 #include "rpc/endpoint_pool.h"
 #include "rpc/json_rpc.h"
+#include "store/decoded.h"
 #include "store/pg.h"
 #include "verify/verify.h"
 
@@ -78,6 +79,10 @@ struct ChainRequest {
   BlockBound to;
   uint64_t expected_chain_id = 0;  // 0: whatever the node serves
   uint64_t partition_blocks = 0;   // --partition-blocks; 0: the database's (OpenDatabase)
+  // --contracts: their tables made (or checked) once the database is migrated
+  // (store/decoded.h ApplyContractTables), with --rebuild's tables; null: none.
+  const ContractTables* contracts = nullptr;
+  std::vector<std::string> rebuild;
 };
 
 // A node checked to serve the chain the database holds, and the database, ready to write.
@@ -101,7 +106,8 @@ std::optional<VerifyOptions> VerificationFor(const CheckedChain& chain,
 // and checks that it holds this chain: the chain id and block 0's hash, recorded on first use
 // (another chain with the same id is told apart by its genesis hash). Errors: FailedPrecondition
 // naming the flag (wrong chain, a bound above the head, from above to, a bad tag), the node's and
-// the database's errors otherwise.
+// the database's errors otherwise. With request.contracts, their tables are made or checked last
+// (FailedPrecondition naming a table whose event the config now defines otherwise).
 Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
                                 const std::string& db_url, size_t db_connections);
 

@@ -74,7 +74,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain,
-      CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id, args.partition_blocks},
+      CheckChain(*rpc, args.Chain(),
                  args.db, args.db_connections + command.events.buses.size()));
 
   IndexerOptions options;
@@ -87,6 +87,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   options.chain_id = chain.chain_id;
   options.verify = VerificationFor(chain, args.Verification());
   options.token_metadata = args.token_metadata;
+  options.contracts = args.contracts.get();
   options.datasets = args.AskedDatasets();
   options.write_mode = args.write_mode;
   options.copy_format = args.copy_format;

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -36,6 +37,7 @@
 #include "core/status.h"
 #include "node/app.h"
 #include "node/relay.h"
+#include "store/decoded.h"
 #include "store/export.h"
 #include "store/state.h"
 #include "store/writer.h"
@@ -79,13 +81,30 @@ struct IndexingOptions {
   // --token-metadata: each token's name, symbol, decimals and supply read when it first appears
   // (node/enrich.h).
   bool token_metadata = true;
+  // --contracts FILE: the contracts mode's decoded tables (store/decoded.h); null: none. --rebuild
+  // TABLE: tables whose changed event definition is accepted by making them again.
+  std::shared_ptr<const ContractTables> contracts;
+  std::vector<std::string> rebuild;
   // What a run asks for besides the blocks (store/datasets.h): traces with --traces,
-  // token_metadata with --token-metadata.
+  // token_metadata with --token-metadata, one dataset per decoded table with --contracts.
   Datasets AskedDatasets() const {
     Datasets asked;
     if (rpc.traces) asked.Add(kTracesDataset);
     if (token_metadata) asked.Add(kTokenMetadataDataset);
+    if (contracts != nullptr) {
+      for (const std::string& d : contracts->datasets().names()) asked.Add(d);
+    }
     return asked;
+  }
+  ChainRequest Chain() const {
+    ChainRequest request;
+    request.from = from;
+    request.to = to;
+    request.expected_chain_id = chain_id;
+    request.partition_blocks = partition_blocks;
+    request.contracts = contracts.get();
+    request.rebuild = rebuild;
+    return request;
   }
   std::optional<VerifyOptions> Verification() const {
     if (!verify && !verify_senders) return std::nullopt;

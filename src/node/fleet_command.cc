@@ -156,6 +156,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(
     options.chain_id = chain.chain_id;
     options.verify = VerificationFor(chain, args.Verification());
     options.token_metadata = args.token_metadata;
+    options.contracts = args.contracts.get();
     options.write_mode = args.write_mode;
     options.copy_format = args.copy_format;
     options.memory_budget = budget;
@@ -195,6 +196,7 @@ std::vector<std::unique_ptr<KafkaWorker>> MakeKafkaWorkers(
     options.chain_id = chain.chain_id;
     options.verify = VerificationFor(chain, args.Verification());
     options.token_metadata = args.token_metadata;
+    options.contracts = args.contracts.get();
     options.write_mode = args.write_mode;
     options.copy_format = args.copy_format;
     options.memory_budget = budget;
@@ -393,7 +395,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   // numbers.
   auto check_chain = [&]() -> Result<CheckedChain> {
     if (!has_rpc) return ChainFromDatabase(args, connections);
-    return CheckChain(*rpc, ChainRequest{args.from, args.to, args.chain_id, args.partition_blocks},
+    return CheckChain(*rpc, args.Chain(),
                       args.db, connections);
   };
   // A run with an end gives up after --startup-timeout; one that follows the chain (or a

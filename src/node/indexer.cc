@@ -127,6 +127,7 @@ Status Indexer::WriteRangeWithRetries(const RangeWrite& write) {
     WriteOptions write_options;
     write_options.mode = options_.write_mode;
     write_options.copy_format = options_.copy_format;
+    write_options.contracts = options_.contracts;
     return WriteRange(*conn, write, write_options);
   });
 }

@@ -53,6 +53,8 @@ struct IndexerOptions {
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
+  // --contracts: decoded into their tables in each range's write (store/decoded.h). Not owned.
+  const ContractTables* contracts = nullptr;
   // What the run asks for besides the blocks (traces with --traces, token_metadata with
   // --token-metadata): Plan() plans again the committed ranges that lack one.
   Datasets datasets;

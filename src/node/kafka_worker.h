@@ -127,6 +127,8 @@ struct KafkaWorkerOptions {
   std::optional<uint64_t> chain_id;
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
+  // --contracts: decoded into their tables in each range's write (store/decoded.h). Not owned.
+  const ContractTables* contracts = nullptr;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // Blocks missing from the stream or refused by the decoder come from here (an RPC node);

@@ -250,6 +250,7 @@ KafkaWorker::LockedWrite KafkaWorker::WriteLocked(Window& w, const TaskRange& wi
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
   write_options.copy_format = options_.copy_format;
+  write_options.contracts = options_.contracts;
   MemoryBudget unlimited(0, 1);
   MemoryBudget& budget = options_.memory_budget != nullptr ? *options_.memory_budget : unlimited;
   const EnrichOptions enrich = EnrichWithStore(options_.token_metadata, pool_);

@@ -204,6 +204,7 @@ WriteOptions Worker::MakeWriteOptions() const {
   WriteOptions write_options;
   write_options.mode = options_.write_mode;
   write_options.copy_format = options_.copy_format;
+  write_options.contracts = options_.contracts;
   return write_options;
 }
 

@@ -106,6 +106,8 @@ struct WorkerOptions {
   std::optional<uint64_t> chain_id;     // every transaction's chainId must match, when set
   std::optional<VerifyOptions> verify;  // --verify: each block proven against its header
   bool token_metadata = true;           // --token-metadata (node/enrich.h)
+  // --contracts: decoded into their tables in each range's write (store/decoded.h). Not owned.
+  const ContractTables* contracts = nullptr;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // The process's memory budget (node/memory_budget.h), borrowed, nullable (no budget), shared by

@@ -230,7 +230,9 @@ Result<Datasets> HeldBeyond(PgConn& conn, uint64_t from, uint64_t to, const Data
   with_blocks.Add(kBlocksDataset);
   GAPLESS_ASSIGN_OR_RETURN(
       auto res, conn.Query("SELECT DISTINCT d FROM indexed_ranges, unnest(datasets) d"
-                           " WHERE blocks && int8range($1, $2, '[]') AND NOT d = ANY($3::text[])",
+                           " WHERE blocks && int8range($1, $2, '[]') AND NOT d = ANY($3::text[])"
+                           // A replacing write deletes only the decoded tables it writes.
+                           " AND d NOT LIKE 'decoded:%'",
                            {std::to_string(from), std::to_string(to), with_blocks.SqlArray()}));
   for (int i = 0; i < res.rows(); ++i) beyond.Add(res.Get(i, 0));
   return beyond;

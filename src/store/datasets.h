@@ -85,6 +85,7 @@ Result<std::vector<DatasetGap>> RangesLacking(PgConn& conn, const Datasets& aske
 // The datasets that committed rows overlapping [from, to] hold and `asked` lacks. A backfill of
 // those blocks (a write holding a dataset they lack) replaces their rows, so it would delete
 // these: the writer refuses it, and `index` plans no such run (BackfillWouldDrop says why).
+// Decoded tables' datasets are not counted: a write deletes only the decoded tables it writes.
 Result<Datasets> HeldBeyond(PgConn& conn, uint64_t from, uint64_t to, const Datasets& asked);
 
 // "blocks 0-100 hold traces, which this run does not ask for: ..." (FailedPrecondition), naming

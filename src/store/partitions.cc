@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "store/copy_rows.h"
+#include "store/decoded.h"
 
 namespace gapless {
 namespace {
@@ -90,6 +91,26 @@ Status SetPartitionBlocks(PgConn& conn, uint64_t blocks) {
 
 namespace {
 
+// "dex"."weth_deposit" -> "dex"."weth_deposit_p100": the names of decoded tables are quoted
+// identifiers of [a-z0-9_] (store/decoded.h).
+std::string DecodedPartitionName(const std::string& qualified, uint64_t start) {
+  return qualified.substr(0, qualified.size() - 1) + "_p" + std::to_string(start) + "\"";
+}
+
+// Creates `name` as the partition of `parent` for blocks [start, start + size), unless it exists.
+Status AttachPartition(PgConn& conn, const std::string& parent, const std::string& name,
+                       uint64_t start, uint64_t size) {
+  GAPLESS_ASSIGN_OR_RETURN(auto exists, conn.Query("SELECT to_regclass($1) IS NOT NULL", {name}));
+  if (exists.Get(0, 0) == "t") return Status::Ok();
+  return conn
+      .Exec("CREATE TABLE " + name + " (LIKE " + parent +
+            " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING COMPRESSION);\n"
+            "ALTER TABLE " +
+            parent + " ATTACH PARTITION " + name + " FOR VALUES FROM (" + std::to_string(start) +
+            ") TO (" + std::to_string(start + size) + ")")
+      .WithContext("partition " + name + " of " + std::to_string(size) + " blocks");
+}
+
 // The partition starts of [from, to] under `layout` that this session has not ensured yet.
 std::vector<uint64_t> Missing(PgConn& conn, const PartitionLayout& layout, uint64_t from,
                               uint64_t to) {
@@ -109,21 +130,19 @@ Status EnsureUnderLock(PgConn& conn, uint64_t from, uint64_t to) {
   GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
   GAPLESS_ASSIGN_OR_RETURN(PartitionLayout layout, LoadPartitionLayout(conn));
   std::vector<uint64_t> missing = Missing(conn, layout, from, to);
+  std::vector<std::string> decoded;
+  if (!missing.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(decoded, RegisteredDecodedTables(conn));
+  }
   for (uint64_t start : missing) {
     for (DataTable t : kDataTables) {
       const char* parent = TableInfo(t).name;
-      std::string name = PartitionName(parent, start);
-      GAPLESS_ASSIGN_OR_RETURN(auto exists,
-                               conn.Query("SELECT to_regclass($1) IS NOT NULL", {name}));
-      if (exists.Get(0, 0) == "t") continue;
       GAPLESS_RETURN_IF_ERROR(
-          conn.Exec("CREATE TABLE " + name + " (LIKE " + parent +
-                    " INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING COMPRESSION);\n"
-                    "ALTER TABLE " +
-                    std::string(parent) + " ATTACH PARTITION " + name + " FOR VALUES FROM (" +
-                    std::to_string(start) + ") TO (" + std::to_string(start + layout.blocks) + ")")
-              .WithContext("partition " + name + " of " + std::to_string(layout.blocks) +
-                           " blocks"));
+          AttachPartition(conn, parent, PartitionName(parent, start), start, layout.blocks));
+    }
+    for (const std::string& qualified : decoded) {
+      GAPLESS_RETURN_IF_ERROR(AttachPartition(
+          conn, qualified, DecodedPartitionName(qualified, start), start, layout.blocks));
     }
   }
   GAPLESS_RETURN_IF_ERROR(txn.Commit());
@@ -136,6 +155,23 @@ Status EnsureUnderLock(PgConn& conn, uint64_t from, uint64_t to) {
 }
 
 }  // namespace
+
+Status CreatePartitionsOf(PgConn& conn, const std::string& schema, const std::string& table) {
+  if (!conn.in_transaction()) return Internal("CreatePartitionsOf outside a transaction");
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(kLockSql));
+  GAPLESS_ASSIGN_OR_RETURN(PartitionLayout layout, LoadPartitionLayout(conn));
+  const std::string qualified = "\"" + schema + "\".\"" + table + "\"";
+  if (layout.floor > 0) {
+    GAPLESS_RETURN_IF_ERROR(AttachPartition(
+        conn, qualified, "\"" + schema + "\".\"" + table + "_legacy\"", 0, layout.floor));
+  }
+  GAPLESS_ASSIGN_OR_RETURN(auto starts, PartitionStarts(conn));
+  for (uint64_t start : starts) {
+    GAPLESS_RETURN_IF_ERROR(AttachPartition(conn, qualified, DecodedPartitionName(qualified, start),
+                                            start, layout.blocks));
+  }
+  return Status::Ok();
+}
 
 Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to) {
   if (from > to) return Status::Ok();

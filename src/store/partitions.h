@@ -50,6 +50,13 @@ Status SetPartitionBlocks(PgConn& conn, uint64_t blocks);
 // work is redone, not failed as internal.
 Status EnsurePartitions(PgConn& conn, uint64_t from, uint64_t to);
 
+// For a caller making a partitioned table of its own (store/decoded.h) inside its transaction:
+// takes the creators' lock, so no partition is created meanwhile, and gives every partition the
+// new table needs to match the others: [0, floor) when there is a legacy partition, then one per
+// existing start. The table then gets partitions with everyone else's (EnsurePartitions reads the
+// registered decoded tables).
+Status CreatePartitionsOf(PgConn& conn, const std::string& schema, const std::string& table);
+
 // The first blocks of the block partitions that exist (the legacy one excluded), ascending.
 Result<std::vector<uint64_t>> PartitionStarts(PgConn& conn);
 

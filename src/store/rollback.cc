@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "store/decoded.h"
 #include "store/retractions.h"
 
 namespace gapless {
@@ -107,21 +108,24 @@ Result<RollbackResult> RollBack(PgConn& conn, const RollbackRequest& request) {
   for (int i = 0; i < orphaned.rows(); ++i) result.old_hashes.emplace_back(orphaned.Get(i, 0));
 
   GAPLESS_RETURN_IF_ERROR(RetractOrphanedEvents(conn, request.fork_point, result.generation + 1));
-  // The rows, children first.
-  GAPLESS_RETURN_IF_ERROR(conn.Exec(fmt::format(
-      "DELETE FROM tokens WHERE block_number > {0};\n"
-      "DELETE FROM contracts WHERE block_number > {0};\n"
-      "DELETE FROM traces WHERE block_number > {0};\n"
-      "DELETE FROM token_transfers WHERE block_number > {0};\n"
-      "DELETE FROM logs WHERE block_number > {0};\n"
-      "DELETE FROM transactions WHERE block_number > {0};\n"
-      "DELETE FROM withdrawals WHERE block_number > {0};\n"
-      "DELETE FROM blocks WHERE number > {0};\n"
-      "DELETE FROM indexed_ranges WHERE from_block > {0};\n"
-      "UPDATE indexed_ranges SET to_block = {0} WHERE from_block <= {0} AND to_block > {0};\n"
-      // Events of orphaned blocks no bus has published yet must never go out.
-      "DELETE FROM event_outbox WHERE block_number > {0};\n",
-      fork)));
+  // The rows, children first: the decoded tables (store/decoded.h) before the logs they come from.
+  GAPLESS_ASSIGN_OR_RETURN(std::string decoded, DeleteDecodedAboveSql(conn, request.fork_point));
+  GAPLESS_RETURN_IF_ERROR(conn.Exec(
+      decoded +
+      fmt::format(
+          "DELETE FROM tokens WHERE block_number > {0};\n"
+          "DELETE FROM contracts WHERE block_number > {0};\n"
+          "DELETE FROM traces WHERE block_number > {0};\n"
+          "DELETE FROM token_transfers WHERE block_number > {0};\n"
+          "DELETE FROM logs WHERE block_number > {0};\n"
+          "DELETE FROM transactions WHERE block_number > {0};\n"
+          "DELETE FROM withdrawals WHERE block_number > {0};\n"
+          "DELETE FROM blocks WHERE number > {0};\n"
+          "DELETE FROM indexed_ranges WHERE from_block > {0};\n"
+          "UPDATE indexed_ranges SET to_block = {0} WHERE from_block <= {0} AND to_block > {0};\n"
+          // Events of orphaned blocks no bus has published yet must never go out.
+          "DELETE FROM event_outbox WHERE block_number > {0};\n",
+          fork)));
   if (static_cast<uint64_t>(frontier) > request.fork_point + 1) {
     result.frontier = request.fork_point + 1;
     GAPLESS_RETURN_IF_ERROR(conn.Query("UPDATE indexer_state SET value = $1, updated_at = now() "

@@ -10,6 +10,7 @@
 #include "core/metrics.h"
 #include "core/mutation.h"
 #include "store/copy_rows.h"
+#include "store/decoded.h"
 #include "store/notify.h"
 #include "store/outbox.h"
 #include "store/partitions.h"
@@ -176,9 +177,14 @@ Status CheckJoins(PgConn& conn, const RangeWrite& w) {
 }
 
 // What the write holds: its datasets and always the blocks (writer.h "Datasets").
-Datasets Held(const RangeWrite& w) {
+// What the write holds: "blocks", what the fetch reports, and one dataset per decoded table it
+// writes (store/decoded.h).
+Datasets Held(const RangeWrite& w, const WriteOptions& options) {
   Datasets held = w.datasets;
   held.Add(kBlocksDataset);
+  if (options.contracts != nullptr) {
+    for (const std::string& d : options.contracts->datasets().names()) held.Add(d);
+  }
   return held;
 }
 
@@ -223,7 +229,7 @@ Status RecordCutRest(PgConn& conn, uint64_t first, uint64_t last, const PgResult
                   first, last));
 }
 
-Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
+Status FenceAndRecord(PgConn& conn, const RangeWrite& w, const Datasets& held) {
   std::string from = std::to_string(w.from_block);
   std::string to = std::to_string(w.to_block);
   // A longer row at from_block holding other datasets is cut at to_block first: the upsert below
@@ -234,7 +240,7 @@ Status FenceAndRecord(PgConn& conn, const RangeWrite& w) {
       auto cut, conn.Query("SELECT to_block, fence_token, fence_owner, datasets, committed_at"
                            " FROM indexed_ranges WHERE from_block = $1::bigint"
                            " AND to_block > $2::bigint AND datasets <> $3::text[] FOR UPDATE",
-                           {from, to, Held(w).SqlArray()}));
+                           {from, to, held.SqlArray()}));
   if (cut.rows() > 0) {
     GAPLESS_ASSIGN_OR_RETURN(int64_t cut_to, cut.GetInt64(0, 0));
     GAPLESS_RETURN_IF_ERROR(
@@ -325,9 +331,9 @@ std::string BackfillSql() {
 
 // Sets the range's record to what the write holds; a write that replaced the range's rows also
 // takes what it lacks off the other rows overlapping it (writer.h "Datasets").
-std::string RecordDatasets(const RangeWrite& w, bool replaced) {
+std::string RecordDatasets(const RangeWrite& w, const Datasets& held_sets, bool replaced) {
   const std::string from = std::to_string(w.from_block);
-  const std::string held = "'" + Held(w).SqlArray() + "'::text[]";
+  const std::string held = "'" + held_sets.SqlArray() + "'::text[]";
   std::string sql =
       "UPDATE indexed_ranges SET datasets = " + held + " WHERE from_block = " + from + ";\n";
   if (replaced) {
@@ -414,7 +420,13 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
 
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
-  GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w));
+  // First: the children's lock orders this write against those that find factory children
+  // (store/decoded.h "Factories"), before any row lock is taken.
+  if (options.contracts != nullptr) {
+    GAPLESS_RETURN_IF_ERROR(LockForChildren(conn, *options.contracts, w));
+  }
+  const Datasets held = Held(w, options);
+  GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w, held));
   GAPLESS_RETURN_IF_ERROR(CheckJoins(conn, w));
 
   std::string from = std::to_string(w.from_block);
@@ -436,15 +448,14 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
                " BETWEEN $1 AND $2)";
       }
     }
-    GAPLESS_ASSIGN_OR_RETURN(auto asked, conn.Query(sql, {from, to, Held(w).SqlArray()}));
+    GAPLESS_ASSIGN_OR_RETURN(auto asked, conn.Query(sql, {from, to, held.SqlArray()}));
     replace = asked.Get(0, 0) == "t";
     if (replace || (ask_empty && asked.Get(0, 1) == "f")) staging = false;
     if (replace) {
       // A backfill must not delete what the range holds beyond this write (traces, when it
       // fills in token metadata): refused, naming the option that keeps it. An explicit
       // kReplaceRange is the caller's choice and takes it off the record (RecordDatasets).
-      GAPLESS_ASSIGN_OR_RETURN(Datasets beyond,
-                               HeldBeyond(conn, w.from_block, w.to_block, Held(w)));
+      GAPLESS_ASSIGN_OR_RETURN(Datasets beyond, HeldBeyond(conn, w.from_block, w.to_block, held));
       if (!beyond.empty()) return BackfillWouldDrop(w.from_block, w.to_block, beyond);
     }
   }
@@ -472,6 +483,9 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
   }
 
   GAPLESS_RETURN_IF_ERROR(UpsertTokens(conn, w));
+  if (options.contracts != nullptr) {
+    GAPLESS_RETURN_IF_ERROR(WriteDecodedRows(conn, *options.contracts, w, &buffer));
+  }
 
   std::string sql;
   if (staging) {
@@ -481,7 +495,7 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
              info.columns + " FROM " + StagingName(t) + " ON CONFLICT DO NOTHING;\n";
     }
   }
-  sql += RecordDatasets(w, replace);
+  sql += RecordDatasets(w, held, replace);
   sql += OutboxInsert(w);
   // Wakes the frontier duty (store/notify.h) at commit.
   sql += "NOTIFY " + std::string(kRangeCommittedChannel) + ";\n";

@@ -88,6 +88,8 @@
 
 namespace gapless {
 
+class ContractTables;  // store/decoded.h
+
 enum class WriteMode { kStagingUpsert, kReplaceRange };
 
 struct RangeWrite {
@@ -110,6 +112,9 @@ struct WriteOptions {
   size_t copy_chunk_bytes = 1 << 20;
   // The COPY format (store/copy_rows.h): binary unless asked otherwise (--copy-format).
   CopyFormat copy_format = CopyFormat::kBinary;
+  // The contracts mode (store/decoded.h): the range's logs of these contracts are decoded into
+  // their tables in the same transaction, and the write holds their datasets. Not owned.
+  const ContractTables* contracts = nullptr;
 };
 
 // Status::reason() of the Aborted that WriteRange returns for a stale fence token: a newer lease

@@ -1,8 +1,7 @@
-// keccak: Keccak-256 (the pre-standard padding Ethereum uses, not SHA3-256) and the byte/hex
-// helpers the rest of verify/ shares.
+// keccak: Keccak-256 (core/keccak.h, shared with abi/) and the byte/hex helpers the rest of
+// verify/ shares.
 //
-// Bytes are held in std::string (a byte buffer, not text). Keccak-256 is Crypto++'s
-// CryptoPP::Keccak_256. Stateless and thread-safe.
+// Bytes are held in std::string (a byte buffer, not text). Stateless and thread-safe.
 #pragma once
 
 #include <array>
@@ -10,29 +9,16 @@
 #include <string>
 #include <string_view>
 
+#include "core/keccak.h"
+
 namespace gapless::verify {
 
-using Hash32 = std::array<uint8_t, 32>;
+using gapless::Hash32;
+using gapless::Keccak256;
 
-// Keccak-256 of the bytes.
-Hash32 Keccak256(std::string_view bytes);
-
-// The hash as bytes (32 characters), for RLP and comparisons.
-inline std::string_view AsBytes(const Hash32& hash) {
-  return std::string_view(reinterpret_cast<const char*>(hash.data()), hash.size());
-}
-
-// "0x" + lower-case hex of the bytes.
-std::string ToHex(std::string_view bytes);
-inline std::string ToHex(const Hash32& hash) { return ToHex(AsBytes(hash)); }
-
-// Decodes "0x" + an even number of hex digits (either case) into *out. False on a missing
-// prefix, an odd length or a bad digit. "0x" alone is the empty string.
-bool HexToBytes(std::string_view hex, std::string* out);
-
-// Decodes a hex quantity ("0x0", "0x1b", leading zeros tolerated) into its minimal big-endian
-// bytes (zero is the empty string), as RLP wants integers. False on a missing prefix, no digits,
-// a bad digit or more than 32 bytes.
-bool QuantityToBytes(std::string_view hex, std::string* out);
+using gapless::AsBytes;
+using gapless::HexToBytes;
+using gapless::QuantityToBytes;
+using gapless::ToHex;
 
 }  // namespace gapless::verify

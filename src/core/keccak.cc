@@ -1,12 +1,12 @@
-// Keccak-256 through Crypto++ and the hex helpers of keccak.h.
-#include "verify/keccak.h"
+// Keccak-256 through Crypto++, and the hex helpers of keccak.h.
+#include "core/keccak.h"
 
 #include <cryptopp/keccak.h>
 
 #include <array>
 #include <cstdint>
 
-namespace gapless::verify {
+namespace gapless {
 namespace {
 
 // A table: hex decoding is a fifth of VerifyBlock's time with a branchy digit function.
@@ -82,4 +82,4 @@ bool QuantityToBytes(std::string_view hex, std::string* out) {
   return true;
 }
 
-}  // namespace gapless::verify
+}  // namespace gapless

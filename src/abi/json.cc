@@ -1,0 +1,137 @@
+// Values -> JSON text (ToJson), integers -> decimal text (ToDecimal), and the check of what a
+// PostgreSQL TEXT or JSONB string accepts (IsStorableText).
+#include <simdjson.h>
+
+#include <cstring>
+
+#include "abi/abi.h"
+
+namespace gapless::abi {
+namespace {
+
+// Integers this wide or narrower are JSON numbers: exact in a double and in JavaScript.
+constexpr int kMaxNumberBits = 48;
+
+const char kHexDigits[] = "0123456789abcdef";
+
+void AppendHex(std::string_view bytes, std::string* out) {
+  out->append("\"0x");
+  for (char c : bytes) {
+    auto u = static_cast<unsigned char>(c);
+    out->push_back(kHexDigits[u >> 4]);
+    out->push_back(kHexDigits[u & 0xf]);
+  }
+  out->push_back('"');
+}
+
+// A JSON string of text already known to be storable: '"' and '\' escaped, control
+// characters as \u00XX, everything else (UTF-8 included) as is.
+void AppendString(std::string_view text, std::string* out) {
+  out->push_back('"');
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (u < 0x20) {
+      out->append("\\u00");
+      out->push_back(kHexDigits[u >> 4]);
+      out->push_back(kHexDigits[u & 0xf]);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
+
+bool IsInteger(const Type& type) {
+  return type.kind == TypeKind::kUint || type.kind == TypeKind::kInt;
+}
+
+// The type of an array's elements, or of a tuple's member i; uint256 when the type does not say
+// (a Value and a Type that do not match: the value is still written, integers as strings).
+const Type& ElementType(const Type& type, size_t i) {
+  static const Type kDefault;
+  if (type.kind == TypeKind::kArray || type.kind == TypeKind::kFixedArray) {
+    return type.components.empty() ? kDefault : type.components[0];
+  }
+  if (type.kind == TypeKind::kTuple && i < type.components.size()) return type.components[i];
+  return kDefault;
+}
+
+// False when a string inside is not storable.
+bool Append(const Value& v, const Type& type, std::string* out) {
+  switch (v.kind) {
+    case Value::Kind::kUint:
+    case Value::Kind::kInt:
+      if (IsInteger(type) && type.bits <= kMaxNumberBits) {
+        out->append(ToDecimal(v));
+      } else {
+        out->push_back('"');
+        out->append(ToDecimal(v));
+        out->push_back('"');
+      }
+      return true;
+    case Value::Kind::kBool:
+      out->append(v.boolean ? "true" : "false");
+      return true;
+    case Value::Kind::kAddress:
+    case Value::Kind::kFixedBytes:
+    case Value::Kind::kBytes:
+    case Value::Kind::kTopicHash:
+      AppendHex(v.bytes, out);
+      return true;
+    case Value::Kind::kString:
+      if (!IsStorableText(v.bytes)) return false;
+      AppendString(v.bytes, out);
+      return true;
+    case Value::Kind::kArray:
+    case Value::Kind::kFixedArray:
+      out->push_back('[');
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        if (!Append(v.items[i], ElementType(type, i), out)) return false;
+      }
+      out->push_back(']');
+      return true;
+    case Value::Kind::kTuple:
+      out->push_back('{');
+      for (size_t i = 0; i < v.items.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        bool named = type.kind == TypeKind::kTuple && i < type.component_names.size() &&
+                     !type.component_names[i].empty();
+        if (named) {
+          if (!IsStorableText(type.component_names[i])) return false;
+          AppendString(type.component_names[i], out);
+        } else {
+          out->append("\"arg").append(std::to_string(i)).push_back('"');
+        }
+        out->push_back(':');
+        if (!Append(v.items[i], ElementType(type, i), out)) return false;
+      }
+      out->push_back('}');
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<std::string> ToJson(const Value& value, const Type& type) {
+  std::string out;
+  if (!Append(value, type, &out)) return std::nullopt;
+  return out;
+}
+
+std::string ToDecimal(const Value& value) {
+  if (value.negative && !value.magnitude.is_zero()) return "-" + value.magnitude.ToDecimal();
+  return value.magnitude.ToDecimal();
+}
+
+bool IsStorableText(std::string_view bytes) {
+  if (bytes.empty()) return true;
+  if (std::memchr(bytes.data(), 0, bytes.size()) != nullptr) return false;
+  return simdjson::validate_utf8(bytes.data(), bytes.size());
+}
+
+}  // namespace gapless::abi

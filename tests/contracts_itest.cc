@@ -1,0 +1,291 @@
+// The contracts mode (issue 36) end to end, `full` data mode: a private anvil runs
+// devnet/events.js (contracts whose events carry every ABI type, logs that do not fit their ABI, a
+// token whose Transfer indexes its value, pools a factory made), `gapless index --contracts`
+// writes the decoded tables, and devnet/decode_check.js reads the same logs from the node with
+// viem's decoder and compares every row and every undecoded log with a dump of the tables.
+// Also: a write replayed over the same range changes nothing, a re-org's rollback deletes the
+// decoded rows above the fork point, an ABI change of an existing table is refused unless
+// --rebuild, and a contract added to the config of an indexed database gets its rows.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "devnet_util.h"
+#include "store/decoded.h"
+#include "store/rollback.h"
+
+namespace gapless::e2e {
+namespace {
+
+const std::string kSource = GAPLESS_SOURCE_DIR;
+
+std::string Node() {
+  const char* node = std::getenv("GAPLESS_NODE");
+  return node != nullptr && *node != 0 ? node : "/usr/bin/env";
+}
+
+// Runs `node script args...`, its output into log; returns the exit code.
+int RunNode(const std::vector<std::string>& script_and_args, const std::string& log) {
+  std::vector<std::string> args = {Node()};
+  if (args[0] == "/usr/bin/env") args.push_back("node");
+  args.insert(args.end(), script_and_args.begin(), script_and_args.end());
+  return WaitForExit(Spawn(args, log), 300);
+}
+
+// The decoded tables as decode_check.js reads them (its header comment).
+Result<std::string> DumpDecoded(PgConn& conn, const std::string& schema) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto tables, conn.Query("SELECT table_name, contract, event_signature FROM decoded_tables"
+                              " WHERE schema_name = $1 AND contract <> '' ORDER BY 1",
+                              {schema}));
+  std::string out = "{\"tables\": [";
+  for (int i = 0; i < tables.rows(); ++i) {
+    const std::string table(tables.Get(i, 0));
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto cols, conn.Query("SELECT column_name, data_type FROM information_schema.columns"
+                              " WHERE table_schema = $1 AND table_name = $2"
+                              " ORDER BY ordinal_position OFFSET 7",
+                              {schema, table}));
+    std::string values;
+    for (int c = 0; c < cols.rows(); ++c) {
+      const std::string name = "\"" + std::string(cols.Get(c, 0)) + "\"";
+      const std::string type(cols.Get(c, 1));
+      if (c > 0) values += ", ";
+      if (type == "bytea") {
+        values += "'0x' || encode(" + name + ", 'hex')";
+      } else if (type == "bigint" || type == "numeric") {
+        values += name + "::text";
+      } else {
+        values += name;
+      }
+    }
+    GAPLESS_ASSIGN_OR_RETURN(
+        auto rows,
+        conn.Query("SELECT coalesce(json_agg(json_build_object('block', block_number, 'log',"
+                   " log_index, 'values', json_build_array(" +
+                   values + ")) ORDER BY block_number, log_index), '[]')::text FROM \"" + schema +
+                   "\".\"" + table + "\""));
+    if (i > 0) out += ", ";
+    out += "{\"contract\": \"" + std::string(tables.Get(i, 1)) + "\", \"signature\": \"" +
+           std::string(tables.Get(i, 2)) + "\", \"rows\": " + std::string(rows.Get(0, 0)) + "}";
+  }
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto undecoded,
+      conn.Query("SELECT coalesce(json_agg(json_build_object('block', u.block_number, 'log',"
+                 " u.log_index, 'contract', d.contract, 'signature', d.event_signature)), '[]')"
+                 "::text FROM \"" +
+                     schema +
+                     "\".undecoded u JOIN decoded_tables d ON d.schema_name = $1"
+                     " AND d.table_name = u.table_name",
+                 {schema}));
+  return out + "], \"undecoded\": " + std::string(undecoded.Get(0, 0)) + "}";
+}
+
+class ContractsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    chain_ = StartPrivateChain(0, 1, "contracts-anvil").release();
+    if (chain_ == nullptr) return;
+    dir_ = ::testing::TempDir() + "contracts-" + std::to_string(getpid());
+    const int rc = RunNode(
+        {kSource + "/devnet/events.js", "--rpc", chain_->url, "--dir", dir_, "--rounds", "24"},
+        dir_ + ".events.log");
+    ASSERT_EQ(rc, 0) << ReadFile(dir_ + ".events.log");
+    auto manifest = ReadFile(dir_ + "/manifest.json");
+    const size_t at = manifest.find("\"last\":");
+    ASSERT_NE(at, std::string::npos) << manifest;
+    last_ = std::stoull(manifest.substr(at + 7));
+    const size_t pools = manifest.find("\"poolsCreatedBy\":");
+    ASSERT_NE(pools, std::string::npos) << manifest;
+    pools_created_by_ = std::stoull(manifest.substr(pools + 17));
+  }
+  static void TearDownTestSuite() {
+    delete chain_;
+    chain_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (chain_ == nullptr) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+    if (db_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    ASSERT_FALSE(db_.failed()) << db_.error().ToString();
+  }
+
+  // `gapless index` of blocks from..last_ with the config; its exit code (output in a log).
+  int Index(const std::string& config, std::vector<std::string> extra = {},
+            std::string* output = nullptr, uint64_t from = 0) {
+    std::vector<std::string> args = {GaplessBinary(), "index",
+                                     "--rpc",         chain_->url,
+                                     "--db",          db_.url(),
+                                     "--from",        std::to_string(from),
+                                     "--to",          std::to_string(last_),
+                                     "--range-size",  "5",
+                                     "--progress",    "off",
+                                     "--contracts",   config};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const std::string log = dir_ + ".index-" + std::to_string(++runs_) + ".log";
+    const int rc = WaitForExit(Spawn(args, log), 300);
+    if (output != nullptr) *output = ReadFile(log);
+    if (rc != 0 && output == nullptr) ADD_FAILURE() << ReadFile(log);
+    return rc;
+  }
+
+  // decode_check.js against the database's tables: its exit code, its output in *line.
+  int Check(std::string* line) {
+    auto conn = db_.Connect();
+    EXPECT_TRUE(conn.ok());
+    auto dump = DumpDecoded(**conn, "zoo");
+    EXPECT_TRUE(dump.ok()) << dump.status().ToString();
+    const std::string path = dir_ + ".dump-" + std::to_string(++runs_) + ".json";
+    std::ofstream(path) << *dump;
+    const std::string log = path + ".log";
+    const int rc = RunNode({kSource + "/devnet/decode_check.js", "--rpc", chain_->url, "--dir",
+                            dir_, "--dump", path, "--to", std::to_string(last_)},
+                           log);
+    *line = ReadFile(log);
+    return rc;
+  }
+
+  int64_t Count(const std::string& sql) {
+    auto conn = db_.Connect();
+    auto res = (*conn)->Query(sql);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return res.ok() ? std::stoll(std::string(res->Get(0, 0))) : -1;
+  }
+
+  static PrivateChain* chain_;
+  static std::string dir_;
+  static uint64_t last_;
+  static uint64_t pools_created_by_;
+  PgTestDb db_;
+  static inline int runs_ = 0;
+};
+
+PrivateChain* ContractsTest::chain_ = nullptr;
+std::string ContractsTest::dir_;
+uint64_t ContractsTest::last_ = 0;
+uint64_t ContractsTest::pools_created_by_ = 0;
+
+TEST_F(ContractsTest, DecodedTablesEqualViemsReadingOfTheNodesLogs) {
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  std::string line;
+  EXPECT_EQ(Check(&line), 0) << line;
+  EXPECT_NE(line.find("equal viem's reading"), std::string::npos) << line;
+  // What the workload sent is there: every kind of row, the misfits listed, not skipped.
+  EXPECT_GT(Count("SELECT count(*) FROM zoo.events_ints"), 24);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.events_ints WHERE neg < 0 AND i128 < 0 AND i8 = -128"
+                  " AND big = "
+                  "115792089237316195423570985008687907853269984665640564039457584007913129639935"),
+            5);
+  EXPECT_GT(Count("SELECT count(*) FROM zoo.undecoded WHERE reason <> ''"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.odd_token_transfer"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.undecoded WHERE table_name = 'odd_token_transfer'"),
+            24);
+  // Overloads get a table each.
+  EXPECT_EQ(Count("SELECT count(*) FROM decoded_tables WHERE schema_name = 'zoo'"
+                  " AND table_name LIKE 'events_overloaded_%'"),
+            2);
+
+  // Idempotent: the same range written again (replacing its rows) leaves every table equal.
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml", {"--write-mode", "replace"}), 0);
+  EXPECT_EQ(Check(&line), 0) << line;
+}
+
+TEST_F(ContractsTest, ARollbackDeletesTheDecodedRowsAboveTheForkPoint) {
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  const uint64_t fork = last_ - 5;
+  ASSERT_GT(
+      Count("SELECT count(*) FROM zoo.pools_swap WHERE block_number > " + std::to_string(fork)), 0);
+  {
+    auto conn = db_.Connect();
+    ASSERT_TRUE(conn.ok());
+    RollbackRequest request;
+    request.fork_point = fork;
+    request.max_depth = 1000;
+    auto rolled = RollBack(**conn, request);
+    ASSERT_TRUE(rolled.ok()) << rolled.status().ToString();
+  }
+  for (const char* table : {"events_ints", "events_strings", "pools_swap", "undecoded"}) {
+    EXPECT_EQ(Count(std::string("SELECT count(*) FROM zoo.") + table + " WHERE block_number > " +
+                    std::to_string(fork)),
+              0)
+        << table;
+  }
+  EXPECT_GT(Count("SELECT count(*) FROM zoo.events_ints"), 0);
+  // Indexing again refills them: equal to the node's logs again.
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  std::string line;
+  EXPECT_EQ(Check(&line), 0) << line;
+}
+
+TEST_F(ContractsTest, AnAbiChangeOfAnExistingTableIsRefusedUnlessRebuilt) {
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  // The same config, with DevPool's Mint calling its liquidity "amount": the same signature (the
+  // same logs), another table.
+  const std::string changed = dir_ + "-changed";
+  std::filesystem::create_directories(changed + "/abis");
+  for (const char* abi : {"DevEvents", "DevPoolFactory", "ERC20"}) {
+    std::filesystem::copy_file(dir_ + "/abis/" + abi + ".json", changed + "/abis/" + abi + ".json",
+                               std::filesystem::copy_options::overwrite_existing);
+  }
+  std::string pool = ReadFile(dir_ + "/abis/DevPool.json");
+  int replaced = 0;
+  for (size_t at = pool.find("\"liquidity\""); at != std::string::npos;
+       at = pool.find("\"liquidity\"", at)) {
+    pool.replace(at, 11, "\"amount\"");
+    ++replaced;
+  }
+  ASSERT_GT(replaced, 0);
+  std::ofstream(changed + "/abis/DevPool.json") << pool;
+  std::filesystem::copy_file(dir_ + "/contracts.yaml", changed + "/contracts.yaml",
+                             std::filesystem::copy_options::overwrite_existing);
+
+  std::string output;
+  EXPECT_NE(Index(changed + "/contracts.yaml", {}, &output), 0);
+  EXPECT_NE(output.find("zoo.pools_mint"), std::string::npos) << output;
+  EXPECT_NE(output.find("--rebuild"), std::string::npos) << output;
+  EXPECT_EQ(Count("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'zoo'"
+                  " AND table_name = 'pools_mint' AND column_name = 'amount'"),
+            0);
+
+  ASSERT_EQ(Index(changed + "/contracts.yaml", {"--rebuild", "zoo.pools_mint"}, &output), 0)
+      << output;
+  EXPECT_GT(Count("SELECT count(*) FROM zoo.pools_mint WHERE amount > 0"), 0);
+}
+
+TEST_F(ContractsTest, AContractAddedToTheConfigLaterGetsItsRowsForTheCommittedRanges) {
+  // First without the events contract.
+  std::string yaml = ReadFile(dir_ + "/contracts.yaml");
+  const size_t start = yaml.find("  - name: events\n");
+  const size_t end = yaml.find("  - name: pools\n");
+  ASSERT_NE(start, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  const std::string without = dir_ + "/without-events.yaml";
+  std::ofstream(without) << yaml.substr(0, start) + yaml.substr(end);
+  ASSERT_EQ(Index(without), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM decoded_tables WHERE table_name = 'events_ints'"), 0);
+
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  std::string line;
+  EXPECT_EQ(Check(&line), 0) << line;
+}
+
+TEST_F(ContractsTest, FactoryChildrenFoundAfterTheBlocksAboveThemCommittedAreBackfilled) {
+  // The blocks above the pools' creation first: their swaps belong to children nobody knows yet.
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml", {}, nullptr, pools_created_by_ + 1), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.pools_swap"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.children"), 0);
+  // Then the rest: the range holding the creations finds the children and decodes their logs of
+  // every committed block above it.
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.children"), 3);
+  EXPECT_GT(Count("SELECT count(*) FROM zoo.pools_swap"), 24);
+  std::string line;
+  EXPECT_EQ(Check(&line), 0) << line;
+}
+
+}  // namespace
+}  // namespace gapless::e2e
