@@ -5,15 +5,15 @@
 // that do not fit their ABI (a truncated data part, a topic too many) and swaps in every pool, a
 // few transactions per block, and writes into --dir:
 //   abis/<Contract>.json   each contract's ABI, and ERC20.json (the standard Transfer event)
-//   contracts.yaml         a contracts config naming them all (name: zoo); the pools through
-//                          their factory unless --pools-by-address, which lists them instead
+//   contracts.yaml         a contracts config naming them all (name: zoo), the pools through
+//                          their factory
+//   contracts-by-address.yaml  the same with the pools' addresses listed instead
 //   manifest.json          addresses, the first and last block, the block of the last pool's
 //                          creation, and counts of what was sent
 // Talks to a node with unlocked dev accounts (anvil); calls are encoded with viem. The same
 // --seed on a fresh node sends the same transactions.
 //
 // Usage: node devnet/events.js --rpc URL --dir DIR [--rounds N] [--seed S] [--pools N]
-//          [--pools-by-address]
 'use strict';
 
 const fs = require('fs');
@@ -22,7 +22,7 @@ const { encodeFunctionData, encodeDeployData, toHex, keccak256, toBytes } = requ
 const { ensureBuilt } = require('./compile.js');
 
 function parseArgs(argv) {
-  const out = { rpc: '', dir: '', rounds: 20, seed: 1, pools: 3, poolsByAddress: false };
+  const out = { rpc: '', dir: '', rounds: 20, seed: 1, pools: 3 };
   for (let i = 0; i < argv.length; ++i) {
     const a = argv[i];
     const next = () => {
@@ -34,7 +34,6 @@ function parseArgs(argv) {
     else if (a === '--rounds') out.rounds = Number(next());
     else if (a === '--seed') out.seed = Number(next());
     else if (a === '--pools') out.pools = Number(next());
-    else if (a === '--pools-by-address') out.poolsByAddress = true;
     else throw new Error(`unknown option ${a}`);
   }
   if (!out.rpc || !out.dir) throw new Error('usage: events.js --rpc URL --dir DIR [--rounds N]');
@@ -210,19 +209,23 @@ async function main() {
   writeAbi('DevPool', pool.abi);
   writeAbi('DevPoolFactory', factory.abi);
   writeAbi('ERC20', ERC20_TRANSFER_ABI);
-  const poolsEntry = args.poolsByAddress
-    ? `    address: [${pools.map((p) => `"${p}"`).join(', ')}]\n`
-    : `    factory: {address: "${addr.factory}", event: PoolCreated, parameter: pool, abi: abis/DevPoolFactory.json}\n`;
+  const config = (poolsEntry) =>
+    `# Written by devnet/events.js: the contracts of contracts/DevEvents.sol.\n` +
+    `name: zoo\n` +
+    `contracts:\n` +
+    `  - name: events\n    abi: abis/DevEvents.json\n    address: "${addr.events}"\n` +
+    `  - name: pools\n    abi: abis/DevPool.json\n` + poolsEntry +
+    `  - name: PoolFactory\n    abi: abis/DevPoolFactory.json\n    address: "${addr.factory}"\n` +
+    `  - name: odd_token\n    abi: abis/ERC20.json\n    address: "${addr.token}"\n` +
+    `    events: [Transfer]\n`;
   fs.writeFileSync(
     path.join(args.dir, 'contracts.yaml'),
-    `# Written by devnet/events.js: the contracts of contracts/DevEvents.sol.\n` +
-      `name: zoo\n` +
-      `contracts:\n` +
-      `  - name: events\n    abi: abis/DevEvents.json\n    address: "${addr.events}"\n` +
-      `  - name: pools\n    abi: abis/DevPool.json\n` + poolsEntry +
-      `  - name: PoolFactory\n    abi: abis/DevPoolFactory.json\n    address: "${addr.factory}"\n` +
-      `  - name: odd_token\n    abi: abis/ERC20.json\n    address: "${addr.token}"\n` +
-      `    events: [Transfer]\n`,
+    config(`    factory: {address: "${addr.factory}", event: PoolCreated, parameter: pool, ` +
+           `abi: abis/DevPoolFactory.json}\n`),
+  );
+  fs.writeFileSync(
+    path.join(args.dir, 'contracts-by-address.yaml'),
+    config(`    address: [${pools.map((p) => `"${p}"`).join(', ')}]\n`),
   );
   const manifest = { rpc: url, first, last, contracts: addr, pools, poolsCreatedBy, counts };
   fs.writeFileSync(path.join(args.dir, 'manifest.json'), JSON.stringify(manifest, null, 1));

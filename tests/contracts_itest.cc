@@ -287,5 +287,34 @@ TEST_F(ContractsTest, FactoryChildrenFoundAfterTheBlocksAboveThemCommittedAreBac
   EXPECT_EQ(Check(&line), 0) << line;
 }
 
+TEST_F(ContractsTest, EventsModeStoresOnlyTheMatchingLogsAndTheirBlocksAndDecodesThemAlike) {
+  ASSERT_EQ(Index(dir_ + "/contracts-by-address.yaml", {"--data", "events", "--verify"}), 0);
+  std::string line;
+  EXPECT_EQ(Check(&line), 0) << line;
+  EXPECT_NE(line.find("equal viem's reading"), std::string::npos) << line;
+  // The blocks stored are exactly those holding a matching log; no transaction is stored.
+  EXPECT_EQ(Count("SELECT count(*) FROM blocks b WHERE NOT EXISTS"
+                  " (SELECT 1 FROM logs l WHERE l.block_number = b.number)"),
+            0);
+  EXPECT_GT(Count("SELECT count(*) FROM blocks"), 20);
+  EXPECT_LT(Count("SELECT count(*) FROM blocks"), static_cast<int64_t>(last_));
+  EXPECT_EQ(Count("SELECT count(*) FROM transactions"), 0);
+  // The whole range is committed: the frontier passed it although most blocks are not stored.
+  EXPECT_EQ(Count("SELECT coalesce(sum(to_block - from_block + 1), 0) FROM indexed_ranges"),
+            static_cast<int64_t>(last_) + 1);
+  // A full-mode run cannot share the database.
+  std::string output;
+  EXPECT_NE(Index(dir_ + "/contracts-by-address.yaml", {}, &output), 0);
+  EXPECT_NE(output.find("--data events"), std::string::npos) << output;
+}
+
+TEST_F(ContractsTest, EventsModeRefusesAFactoryConfigNamingTheReason) {
+  std::string output;
+  EXPECT_NE(Index(dir_ + "/contracts.yaml", {"--data", "events"}, &output), 0);
+  EXPECT_NE(output.find("factory"), std::string::npos) << output;
+  // Refused before anything was written: the database was not even migrated.
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_tables WHERE tablename = 'indexed_ranges'"), 0);
+}
+
 }  // namespace
 }  // namespace gapless::e2e

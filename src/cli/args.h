@@ -50,6 +50,7 @@ struct IndexArgs {  // index, run, worker
   std::string token_metadata = "on";
   std::string contracts;             // --contracts FILE (docs/contracts.md); "": none
   std::vector<std::string> rebuild;  // --rebuild TABLE
+  std::string data = "full";         // --data full|events
 };
 
 // The HA leader's lock nodes: run, leader, worker, status.

@@ -1,6 +1,10 @@
 // flags_db.cc: the flags of reconcile, verify and export (cli/flags.h), the tools that work on
 // the database (reconcile rebuilds the coordination Redis from it; verify and export only read).
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "cli/flags.h"
 
@@ -44,14 +48,32 @@ void DefineDbSubcommands(CLI::App* app, Args* a, Subcommands* out) {
   DocumentEnv(s.verify);
 
   s.exp = app->add_subcommand("export",
-                              "Write a table as CSV with ethereum-etl's columns and formatting");
+                              "Write a table as CSV with ethereum-etl's columns and formatting, "
+                              "or a contracts-mode decoded table (SCHEMA.TABLE) in the same CSV");
   AddCommon(s.exp, &a->common);
+  // A name with a dot is a decoded table, checked against the database's registry by the
+  // command (store/export.h); the others are ethereum-etl's, checked here.
   s.exp
-      ->add_option("--table", a->exp.table,
-                   "blocks|transactions|logs|token_transfers|receipts|traces|contracts|tokens")
+      ->add_option(
+          "--table", a->exp.table,
+          "blocks|transactions|logs|token_transfers|receipts|traces|contracts|tokens, or "
+          "SCHEMA.TABLE: a table of the contracts mode (its events' tables, SCHEMA.undecoded, "
+          "SCHEMA.children), its own columns, rows by block and log index; integers exact, "
+          "bytes 0x-hex, booleans true/false (not Python's True/False of --table "
+          "contracts), JSONB compact, NULL empty")
       ->required()
-      ->check(CLI::IsMember({"blocks", "transactions", "logs", "token_transfers", "receipts",
-                             "traces", "contracts", "tokens"}));
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            static constexpr std::array<std::string_view, 8> kTables = {
+                "blocks",   "transactions", "logs",      "token_transfers",
+                "receipts", "traces",       "contracts", "tokens"};
+            if (name.find('.') != std::string::npos) return "";
+            if (std::find(kTables.begin(), kTables.end(), name) != kTables.end()) return "";
+            return name +
+                   " not in {blocks,transactions,logs,token_transfers,receipts,traces,contracts,"
+                   "tokens} nor SCHEMA.TABLE, a decoded table";
+          },
+          "", "export table"));
   s.exp->add_option("--from", a->exp.from, "First block")->capture_default_str();
   s.exp->add_option("--to", a->exp.to, "Last block (max: the highest indexed block)")
       ->capture_default_str();

@@ -151,6 +151,14 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "write as their blocks; ranges committed before a table existed are written "
                   "again with it")
       ->check(CLI::ExistingFile);
+  sub->add_option("--data", index.data,
+                  "full: every block, transaction, receipt and log (and with --contracts their "
+                  "decoded tables, from the logs already fetched); events: with --contracts, only "
+                  "the contracts' logs (eth_getLogs, sized per endpoint by the provider's limits) "
+                  "and the headers of the blocks holding them, a block without a matching log not "
+                  "stored (docs/contracts.md). A database holds one mode")
+      ->check(CLI::IsMember({"full", "events"}))
+      ->capture_default_str();
   sub->add_option("--rebuild", index.rebuild,
                   "With --contracts: a table (schema.table or table) whose event the config now "
                   "defines otherwise (its ABI changed) is dropped and made again, and every range "

@@ -188,6 +188,47 @@ Result<Block> DecodeBlockHeader(const std::string& block_json,
   return block;
 }
 
+Result<std::vector<Log>> DecodeLogsResult(const std::string& json) {
+  Where where;
+  where.item = "eth_getLogs answer";
+  dom::element root;
+  GAPLESS_RETURN_IF_ERROR(ParseAt(json, &root, where, "logs JSON"));
+  if (!root.is_array()) return WrongRoot(where, "logs JSON", "an array", root);
+  std::vector<Log> logs;
+  Expect loose;
+  loose.compare = false;
+  size_t n = 0;
+  for (dom::element element : ArrayOf(root)) {
+    Where log_where = where;
+    log_where.log = n++;
+    int64_t last = -1;
+    Log log;
+    GAPLESS_RETURN_IF_ERROR(DecodeLog(element, log_where, loose, &last, &log));
+    if (log.removed) {
+      return log_where.Wrap(InvalidData(
+          "block " + std::to_string(log.block_number) + " log " + std::to_string(log.log_index) +
+          " is marked removed (the chain re-orged under the request)"));
+    }
+    if (!logs.empty()) {
+      const Log& p = logs.back();
+      const bool after = log.block_number > p.block_number ||
+                         (log.block_number == p.block_number && log.log_index > p.log_index);
+      if (!after) {
+        return log_where.Wrap(InvalidData(
+            "block " + std::to_string(log.block_number) + " log " + std::to_string(log.log_index) +
+            " comes after block " + std::to_string(p.block_number) + " log " +
+            std::to_string(p.log_index) + " (an answer's logs must be in chain order, each once)"));
+      }
+      if (log.block_number == p.block_number && log.block_hash != p.block_hash) {
+        return log_where.Wrap(InvalidData("block " + std::to_string(log.block_number) +
+                                          ": logs of two different block hashes"));
+      }
+    }
+    logs.push_back(std::move(log));
+  }
+  return logs;
+}
+
 Result<TransactionData> DecodeTransactionWithReceipt(const std::string& tx_json,
                                                      const std::string& receipt_json,
                                                      std::optional<uint64_t> expected_chain_id) {

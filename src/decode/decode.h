@@ -62,6 +62,12 @@ Result<BlockData> DecodeBlock(const std::string& block_json, const std::string& 
 Result<Block> DecodeBlockHeader(const std::string& block_json,
                                 std::optional<uint64_t> expected_number = std::nullopt);
 
+// Decodes an eth_getLogs result (a JSON array of log objects) into logs, each field checked as in
+// a receipt. The answer must be in chain order, each (block, log index) once, one hash per block;
+// a log marked removed (the chain re-orged under the request) is InvalidData, so the request is
+// made again.
+Result<std::vector<Log>> DecodeLogsResult(const std::string& json);
+
 // One transaction with its receipt, logs and token transfers.
 struct TransactionData {
   Transaction transaction;

@@ -320,5 +320,41 @@ TEST_F(DecodeErrors, JsonIntegerAbove64BitsAnywhereIsInvalidData) {
   ExpectError(Decode(), Code::kInvalidData, {"block 54", "block JSON", "invalid JSON"});
 }
 
+// eth_getLogs answers (the contracts mode's events data mode): logs in chain order are read; one
+// out of order, repeated, marked removed, or of two hashes in one block is refused, naming it.
+std::string Hex(uint64_t v) { return U256(v).ToHexQuantity(); }
+
+std::string LogJson(uint64_t block, uint32_t index, char hash = 'a', bool removed = false) {
+  return std::string(R"({"address":"0x)") + std::string(40, '1') + R"(","topics":["0x)" +
+         std::string(64, 'e') + R"("],"data":"0x00","blockNumber":")" + Hex(block) +
+         R"(","blockHash":"0x)" + std::string(64, hash) + R"(","transactionHash":"0x)" +
+         std::string(64, 'c') + R"(","transactionIndex":"0x0","logIndex":")" + Hex(index) +
+         R"(","removed":)" + (removed ? "true" : "false") + "}";
+}
+
+TEST(DecodeLogsResultTest, ReadsLogsInChainOrderAndRefusesAnyOther) {
+  auto logs =
+      DecodeLogsResult("[" + LogJson(5, 0) + "," + LogJson(5, 3) + "," + LogJson(9, 1) + "]");
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  ASSERT_EQ(logs->size(), 3u);
+  EXPECT_EQ((*logs)[2].block_number, 9u);
+  EXPECT_EQ((*logs)[1].log_index, 3u);
+  EXPECT_EQ((*logs)[0].address, "0x" + std::string(40, '1'));
+  ASSERT_TRUE(DecodeLogsResult("[]").ok());
+
+  auto backwards = DecodeLogsResult("[" + LogJson(5, 3) + "," + LogJson(5, 0) + "]");
+  EXPECT_EQ(backwards.status().code(), Code::kInvalidData);
+  EXPECT_NE(backwards.status().message().find("block 5 log 0 comes after block 5 log 3"),
+            std::string::npos)
+      << backwards.status().ToString();
+  EXPECT_FALSE(DecodeLogsResult("[" + LogJson(5, 1) + "," + LogJson(5, 1) + "]").ok());
+  EXPECT_FALSE(DecodeLogsResult("[" + LogJson(6, 0) + "," + LogJson(5, 1) + "]").ok());
+  auto removed = DecodeLogsResult("[" + LogJson(5, 0, 'a', true) + "]");
+  EXPECT_NE(removed.status().message().find("removed"), std::string::npos);
+  auto forks = DecodeLogsResult("[" + LogJson(5, 0, 'a') + "," + LogJson(5, 1, 'b') + "]");
+  EXPECT_NE(forks.status().message().find("two different block hashes"), std::string::npos);
+  EXPECT_FALSE(DecodeLogsResult("{}").ok());
+}
+
 }  // namespace
 }  // namespace gapless

@@ -81,9 +81,15 @@ struct Expect {
   uint64_t block_number = 0;
   std::string_view tx_hash;
   uint32_t tx_index = 0;
+  // False for a log read on its own (eth_getLogs): nothing to compare its fields with.
+  bool compare = true;
 };
 
 enum class TxMode { kFull, kHeaderOnly };
+
+// One log object of an eth_getLogs answer (expect.compare false).
+Status DecodeLog(dom::element v, const Where& where, const Expect& expect, int64_t* last_log_index,
+                 Log* log);
 
 // Merges one receipt into *tx (which already holds the transaction) and appends its logs.
 Status DecodeReceipt(dom::element v, const Where& where, const Expect& expect,

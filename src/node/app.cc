@@ -113,6 +113,7 @@ Result<CheckedChain> CheckChain(JsonRpcClient& rpc, const ChainRequest& request,
   auto conn = out.pool->Acquire();
   GAPLESS_RETURN_IF_ERROR(EnsureChainId(*conn, out.chain_id));
   GAPLESS_RETURN_IF_ERROR(EnsureGenesisHash(*conn, genesis.hash));
+  GAPLESS_RETURN_IF_ERROR(EnsureDataMode(*conn, request.data_mode).WithContext("--data"));
   if (request.contracts != nullptr) {
     GAPLESS_RETURN_IF_ERROR(
         ApplyContractTables(*conn, *request.contracts, request.rebuild).WithContext("--contracts"));

@@ -83,6 +83,8 @@ struct ChainRequest {
   // (store/decoded.h ApplyContractTables), with --rebuild's tables; null: none.
   const ContractTables* contracts = nullptr;
   std::vector<std::string> rebuild;
+  // --data: "full" or "events" (store/writer.h EnsureDataMode).
+  std::string data_mode = "full";
 };
 
 // A node checked to serve the chain the database holds, and the database, ready to write.

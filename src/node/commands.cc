@@ -74,8 +74,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   auto rpc = make_client();
   GAPLESS_ASSIGN_OR_RETURN(
       CheckedChain chain,
-      CheckChain(*rpc, args.Chain(),
-                 args.db, args.db_connections + command.events.buses.size()));
+      CheckChain(*rpc, args.Chain(), args.db, args.db_connections + command.events.buses.size()));
 
   IndexerOptions options;
   options.from = chain.from;
@@ -88,6 +87,7 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   options.verify = VerificationFor(chain, args.Verification());
   options.token_metadata = args.token_metadata;
   options.contracts = args.contracts.get();
+  options.events_filter = args.EventsFilter();
   options.datasets = args.AskedDatasets();
   options.write_mode = args.write_mode;
   options.copy_format = args.copy_format;
@@ -262,16 +262,26 @@ Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out) {
 Result<Outcome> RunExport(const ExportCommand& command, std::ostream& out) {
   GAPLESS_ASSIGN_OR_RETURN(auto pool, OpenToRead(command.db));
   auto conn = pool->Acquire();
+  // A decoded table is checked against the registry first, before --output is opened (and
+  // truncated).
+  std::optional<DecodedExportTable> decoded;
+  if (!command.decoded_table.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(decoded, FindDecodedTable(*conn, command.decoded_table));
+  }
   GAPLESS_ASSIGN_OR_RETURN(uint64_t to, UpperBound(*conn, command.to));
+  auto write = [&](std::ostream& o) {
+    return decoded.has_value()
+               ? ExportDecodedCsv(*conn, *decoded, command.from, to, o)
+               : ExportCsv(*conn, command.table, command.from, to, o, command.options);
+  };
   if (command.output == "-") {
-    Status st = ExportCsv(*conn, command.table, command.from, to, out, command.options);
+    Status st = write(out);
     out.flush();
     GAPLESS_RETURN_IF_ERROR(st);
   } else {
     std::ofstream file(command.output, std::ios::binary | std::ios::trunc);
     if (!file) return FailedPrecondition("--output " + command.output + ": cannot open");
-    GAPLESS_RETURN_IF_ERROR(
-        ExportCsv(*conn, command.table, command.from, to, file, command.options));
+    GAPLESS_RETURN_IF_ERROR(write(file));
   }
   // Blocks not indexed have no rows, like blocks without activity: say which (exit 1).
   constexpr size_t kShown = 10;

@@ -85,6 +85,8 @@ struct IndexingOptions {
   // TABLE: tables whose changed event definition is accepted by making them again.
   std::shared_ptr<const ContractTables> contracts;
   std::vector<std::string> rebuild;
+  // --data events: only the contracts' matching logs and their blocks (docs/contracts.md).
+  bool events_only = false;
   // What a run asks for besides the blocks (store/datasets.h): traces with --traces,
   // token_metadata with --token-metadata, one dataset per decoded table with --contracts.
   Datasets AskedDatasets() const {
@@ -96,6 +98,14 @@ struct IndexingOptions {
     }
     return asked;
   }
+  // The eth_getLogs filter of --data events; nullopt in full mode.
+  std::optional<LogFilter> EventsFilter() const {
+    if (!events_only || contracts == nullptr) return std::nullopt;
+    LogFilter filter;
+    filter.addresses = contracts->FilterAddresses();
+    filter.topic0s = contracts->FilterTopic0s();
+    return filter;
+  }
   ChainRequest Chain() const {
     ChainRequest request;
     request.from = from;
@@ -104,6 +114,7 @@ struct IndexingOptions {
     request.partition_blocks = partition_blocks;
     request.contracts = contracts.get();
     request.rebuild = rebuild;
+    request.data_mode = events_only ? "events" : "full";
     return request;
   }
   std::optional<VerifyOptions> Verification() const {
@@ -208,6 +219,8 @@ Result<Outcome> RunVerify(const VerifyCommand& command, std::ostream& out);
 struct ExportCommand {
   std::string db;
   ExportTable table = ExportTable::kBlocks;
+  // "schema.table": this decoded table (store/export.h "Decoded tables") in place of `table`.
+  std::string decoded_table;
   uint64_t from = 0;
   std::optional<uint64_t> to;  // nullopt: the highest indexed block
   ExportOptions options;

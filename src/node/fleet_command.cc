@@ -157,6 +157,7 @@ std::vector<std::unique_ptr<Worker>> MakeWorkers(
     options.verify = VerificationFor(chain, args.Verification());
     options.token_metadata = args.token_metadata;
     options.contracts = args.contracts.get();
+    options.events_filter = args.EventsFilter();
     options.write_mode = args.write_mode;
     options.copy_format = args.copy_format;
     options.memory_budget = budget;
@@ -395,8 +396,7 @@ Result<Outcome> RunFleet(const FleetCommand& command) {
   // numbers.
   auto check_chain = [&]() -> Result<CheckedChain> {
     if (!has_rpc) return ChainFromDatabase(args, connections);
-    return CheckChain(*rpc, args.Chain(),
-                      args.db, connections);
+    return CheckChain(*rpc, args.Chain(), args.db, connections);
   };
   // A run with an end gives up after --startup-timeout; one that follows the chain (or a
   // worker, which serves until stopped) waits as long as it takes.

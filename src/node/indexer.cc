@@ -95,6 +95,13 @@ void Indexer::WorkerLoop() {
       Status st =
           WithRetries(fmt::format("fetch blocks {}-{}", write.from_block, write.to_block), [&] {
             write.blocks.clear();
+            if (options_.events_filter.has_value()) {
+              write.sparse = true;
+              return FetchEventsRange(source, *options_.events_filter, write.from_block,
+                                      write.to_block, batch,
+                                      BlockChecks{options_.chain_id, options_.verify},
+                                      /*limiter=*/nullptr, &stop_, &write.blocks);
+            }
             return FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
                                        BlockChecks{options_.chain_id, options_.verify},
                                        /*limiter=*/nullptr, &stop_, &write.blocks, &enrich,

@@ -94,6 +94,19 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            MemoryBudget* budget = nullptr, const RangeCheck* check = nullptr,
                            Datasets* held = nullptr);
 
+// The contracts mode's `events` data mode (docs/contracts.md): appends the blocks of from..to that
+// hold a log matching `filter`, each with its header (eth_getBlockByNumber(n, false), in batches
+// of headers_per_request) and those logs only, ascending, to *out: a sparse range
+// (store/writer.h RangeWrite::sparse). The logs come from the source's node (rpc/json_rpc.h
+// GetLogs: sized per endpoint by the provider's limits). A log whose block hash is not its
+// header's (a re-org between the two requests) is InvalidData, so the range is fetched again.
+// With checks.verify, each block's logsBloom must admit its logs. `check` as for
+// FetchAndDecodeRange. The limiter is asked before the logs and before each batch of headers.
+Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t from, uint64_t to,
+                        uint32_t headers_per_request, const BlockChecks& checks,
+                        RateLimiter* limiter, const std::atomic<bool>* stop,
+                        std::vector<BlockData>* out, const RangeCheck* check = nullptr);
+
 // A factory of RpcBlockSources over the clients `make_client` makes.
 BlockSourceFactory RpcBlockSources(RpcClientFactory make_client);
 

@@ -232,10 +232,17 @@ Status Worker::FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* 
   // A block the check refuses (not the head log's at its height) was served from another fork or
   // a lagging backend: FetchAndDecodeRange distrusts the endpoint that served it, and the retry
   // asks another (a pool's).
-  Status st = FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
-                                  BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
-                                  task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
-                                  &options_.check_blocks, &write->datasets);
+  Status st =
+      options_.events_filter.has_value()
+          ? FetchEventsRange(source, *options_.events_filter, write->from_block, write->to_block,
+                             batch, BlockChecks{options_.chain_id, options_.verify},
+                             options_.limiter, task.abort.get(), &write->blocks,
+                             &options_.check_blocks)
+          : FetchAndDecodeRange(source, write->from_block, write->to_block, batch,
+                                BlockChecks{options_.chain_id, options_.verify}, options_.limiter,
+                                task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
+                                &options_.check_blocks, &write->datasets);
+  write->sparse = options_.events_filter.has_value();
   AddSince(options_.env, fetch_start, counters_.fetch_micros);
   return st;
 }

@@ -118,6 +118,7 @@ EndpointPool::EndpointPool(std::vector<EndpointSpec> specs, PoolOptions options)
     Metrics().up.With({e->name}).Set(1);
     endpoints_.push_back(std::move(e));
   }
+  log_sizers_ = std::make_unique<GetLogsSizers>(endpoints_.size(), options_.env, options_.get_logs);
 }
 
 EndpointPool::~EndpointPool() = default;

@@ -32,6 +32,12 @@
 //    receipts) is routed to the others (eth_getBlockReceipts, trace_block,
 //    debug_traceBlockByNumber) and asked there again after missing_method_retry (10 min); the
 //    client's own fallback applies only when none serves it.
+//  - eth_getLogs sizing: the pool owns one GetLogsSizer per endpoint (rpc/get_logs_limits.h
+//    GetLogsSizers, timed by the pool's Env), since a provider's cap on a request's range is that
+//    endpoint's alone. JsonRpcClient::GetLogs sends its requests through PostFor: the pool routes
+//    the request first, and the range asked of each endpoint tried (the first choice, a failover,
+//    a hedge) is the one that endpoint's sizer gives; the answer's served_by says which endpoint
+//    answered or refused, and its sizer alone learns from it. DescribeLogSizing shows them.
 //  - Chain check (check_chain): an endpoint serves requests only once it answered eth_chainId
 //    and block 0's hash (64 hex digits) equal to the pool's chain: in one batch
 //    (ChainCheckRequest), or one call at a time where it refuses batches; each request admitted
@@ -77,6 +83,7 @@
 
 #include "core/env.h"
 #include "core/status.h"
+#include "rpc/get_logs_limits.h"
 #include "rpc/http_transport.h"
 
 namespace gapless {
@@ -119,6 +126,8 @@ struct PoolOptions {
   // the first endpoint is slow or away at its start. While it returns nullopt (that pool not
   // settled yet), requests fail Unavailable. Empty: the pool settles its own chain.
   std::function<std::optional<ChainIdentity>()> chain_from;
+  // The eth_getLogs sizing of each endpoint (EndpointPool::log_sizers).
+  GetLogsSizerOptions get_logs;
   Env* env = nullptr;  // time and the routing draw; nullptr = Env::Default()
 };
 
@@ -256,6 +265,12 @@ class EndpointPool {
 
   std::vector<EndpointStats> Stats();
 
+  // The endpoints' eth_getLogs sizers (see the file comment), endpoint i's at index i.
+  GetLogsSizers& log_sizers() { return *log_sizers_; }
+  // For `gapless status`: each endpoint's sizing, in endpoint order (GetLogsSizer::Describe:
+  // "width 2000, cap 500 (stated, probe in 312 s)", "width 8000, no cap").
+  std::vector<std::string> DescribeLogSizing() const { return log_sizers_->Describe(); }
+
  private:
   struct Endpoint;
   double EffectiveWeightLocked(size_t i) const;
@@ -272,6 +287,7 @@ class EndpointPool {
   std::optional<ChainIdentity> chain_;                  // guarded by mu_
   uint64_t posts_ = 0;
   uint64_t hedges_ = 0;
+  std::unique_ptr<GetLogsSizers> log_sizers_;  // locks itself
 };
 
 // One client's view of the pool: a transport per endpoint (made by the caller, e.g. CurlTransport
@@ -283,6 +299,9 @@ class PoolTransport : public HttpTransport {
   ~PoolTransport() override;
 
   Result<HttpResponse> Post(std::string_view body) override;
+  // Routed, failed over and hedged as Post, each endpoint asked its own body_for(i).
+  Result<HttpResponse> PostFor(std::string_view method, const BodyFor& body_for) override;
+  GetLogsSizers* log_sizers() override { return &pool_->log_sizers(); }
   // "pool of 3 (http://a/***, http://b, ...)".
   std::string Describe() const override;
   std::string Scrub(std::string text) const override;
@@ -299,7 +318,7 @@ class PoolTransport : public HttpTransport {
   struct Flight;
   // Sends body to endpoint i, on this thread or (hedging) on a thread of its own; `signal` is
   // notified when it ends.
-  std::shared_ptr<Flight> Launch(size_t i, std::string_view body, size_t calls,
+  std::shared_ptr<Flight> Launch(size_t i, std::string body, size_t calls,
                                  const std::vector<std::string>* methods, bool async,
                                  std::shared_ptr<FlightSignal> signal);
   void WaitIdle(size_t i);
@@ -308,10 +327,13 @@ class PoolTransport : public HttpTransport {
   // EndpointPool::HedgeDelayMicros, the same request also goes to order[1], and to order[2] when
   // that hedge fails at once while order[0] still runs, as the hedge budget allows. Returns once
   // one of them answered usably or all of them ended: the flights sent, order[0]'s first (a
-  // flight that lost may still be running on its own thread).
+  // flight that lost may still be running on its own thread). Endpoint i is sent body_for(i).
   std::vector<std::shared_ptr<Flight>> SendHedged(const std::vector<size_t>& order, size_t usable,
-                                                  std::string_view body, size_t calls,
+                                                  const BodyFor& body_for, size_t calls,
                                                   const std::vector<std::string>& methods);
+  // Post's and PostFor's routing and failover of one request of `calls` calls of `methods`.
+  Result<HttpResponse> Send(size_t calls, const std::vector<std::string>& methods,
+                            const BodyFor& body_for);
   // Asks endpoint i its chain over its own transport and tells the pool (OfferChain; a failure is
   // recorded as any request's). One batch, or its two calls one at a time where the endpoint
   // refuses batches; each request admitted as any other (EndpointPool::Admit). On failure,

@@ -1,8 +1,9 @@
 // PoolTransport (rpc/endpoint_pool.h): one client's requests through the RPC endpoint pool. Post
 // routes each request (EndpointPool::Route), fails over to the next endpoint within the same
 // Post, hedges a slow one (SendHedged), and keeps away from endpoints whose answers the client
-// found wrong (Distrust). Launch sends to one endpoint, after its chain check when it needs one
-// (endpoint_pool_chain.cc).
+// found wrong (Distrust). PostFor does the same for a request whose body depends on the endpoint
+// (JsonRpcClient::GetLogs: each endpoint asked the range its own sizer gives). Launch sends to one
+// endpoint, after its chain check when it needs one (endpoint_pool_chain.cc).
 #include <fmt/format.h>
 
 #include <bit>
@@ -40,13 +41,13 @@ void PoolTransport::WaitIdle(size_t i) {
 }
 
 std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
-    size_t i, std::string_view body, size_t calls, const std::vector<std::string>* methods,
-    bool async, std::shared_ptr<FlightSignal> signal) {
+    size_t i, std::string body, size_t calls, const std::vector<std::string>* methods, bool async,
+    std::shared_ptr<FlightSignal> signal) {
   WaitIdle(i);
   auto flight = std::make_shared<Flight>();
   flight->signal = std::move(signal);
   flight->endpoint = i;
-  auto run = [this, flight, i, body = std::string(body), calls, methods = *methods] {
+  auto run = [this, flight, i, body = std::move(body), calls, methods = *methods] {
     Env* env = pool_->options().env;
     if (pool_->NeedsChainCheck(i)) {
       // Its first request since it joined or came back: its chain first.
@@ -102,7 +103,7 @@ std::shared_ptr<PoolTransport::Flight> PoolTransport::Launch(
 }
 
 std::vector<std::shared_ptr<PoolTransport::Flight>> PoolTransport::SendHedged(
-    const std::vector<size_t>& order, size_t usable, std::string_view body, size_t calls,
+    const std::vector<size_t>& order, size_t usable, const BodyFor& body_for, size_t calls,
     const std::vector<std::string>& methods) {
   const size_t first = order[0];
   std::optional<size_t> second;
@@ -113,9 +114,9 @@ std::vector<std::shared_ptr<PoolTransport::Flight>> PoolTransport::SendHedged(
   auto signal = std::make_shared<FlightSignal>();
   std::vector<std::shared_ptr<Flight>> flights;
   if (!delay.has_value()) {
-    flights.push_back(Launch(first, body, calls, &methods, /*async=*/false, signal));
+    flights.push_back(Launch(first, body_for(first), calls, &methods, /*async=*/false, signal));
   } else {
-    flights.push_back(Launch(first, body, calls, &methods, /*async=*/true, signal));
+    flights.push_back(Launch(first, body_for(first), calls, &methods, /*async=*/true, signal));
     std::unique_lock<std::mutex> lock(signal->mu);
     signal->cv.wait_for(lock, std::chrono::microseconds(*delay), [&] { return flights[0]->done; });
     // Not answered within the p95: the same request to the next endpoint, if the budget
@@ -129,7 +130,8 @@ std::vector<std::shared_ptr<PoolTransport::Flight>> PoolTransport::SendHedged(
       lock.unlock();
       bool taken = next <= 2 && pool_->TakeHedge();
       if (taken) {
-        flights.push_back(Launch(order[next], body, calls, &methods, /*async=*/true, signal));
+        flights.push_back(
+            Launch(order[next], body_for(order[next]), calls, &methods, /*async=*/true, signal));
         pool_->CountHedge(order[next]);
       }
       lock.lock();
@@ -154,6 +156,17 @@ std::vector<std::shared_ptr<PoolTransport::Flight>> PoolTransport::SendHedged(
 }
 
 Result<HttpResponse> PoolTransport::Post(std::string_view body) {
+  size_t calls = 1;
+  const std::vector<std::string> methods = MethodsOf(body, &calls);
+  return Send(calls, methods, [body](size_t) { return std::string(body); });
+}
+
+Result<HttpResponse> PoolTransport::PostFor(std::string_view method, const BodyFor& body_for) {
+  return Send(1, {std::string(method)}, body_for);
+}
+
+Result<HttpResponse> PoolTransport::Send(size_t calls, const std::vector<std::string>& methods,
+                                         const BodyFor& body_for) {
   if (pool_->options().check_chain && !pool_->chain().has_value()) {
     if (pool_->options().chain_from) {
       // Another pool of the process decides the chain (PoolOptions::chain_from).
@@ -167,8 +180,6 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
       if (failure.has_value()) return std::move(*failure);
     }
   }
-  size_t calls = 1;
-  const std::vector<std::string> methods = MethodsOf(body, &calls);
   // Endpoints whose answers this client found wrong are not asked for a while (unless that is
   // all of them).
   const uint64_t all =
@@ -200,7 +211,8 @@ Result<HttpResponse> PoolTransport::Post(std::string_view body) {
                                      Describe()))
           .WithReason("http:429");
     }
-    std::vector<std::shared_ptr<Flight>> flights = SendHedged(order, usable, body, calls, methods);
+    std::vector<std::shared_ptr<Flight>> flights =
+        SendHedged(order, usable, body_for, calls, methods);
     std::unique_lock<std::mutex> lock(flights[0]->signal->mu);
     std::shared_ptr<Flight> winner;
     for (auto& f : flights) {

@@ -369,4 +369,43 @@ std::string GetLogsSizer::Describe(int64_t now_micros) const {
   return out + ", probe in " + std::to_string((due + 999'999) / 1'000'000) + " s)";
 }
 
+GetLogsSizers::GetLogsSizers(size_t endpoints, Env* env, GetLogsSizerOptions options)
+    : env_(env != nullptr ? env : Env::Default()),
+      sizers_(std::max<size_t>(1, endpoints), GetLogsSizer(options)) {}
+
+GetLogsRange GetLogsSizers::Next(size_t endpoint, uint64_t from, uint64_t to_limit) {
+  const int64_t now = env_->NowMicros();
+  std::lock_guard<std::mutex> lock(mu_);
+  return sizers_[Index(endpoint)].Next(from, to_limit, now);
+}
+
+void GetLogsSizers::OnAnswer(size_t endpoint, GetLogsRange asked, uint64_t logs) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sizers_[Index(endpoint)].OnAnswer(asked, logs);
+}
+
+Result<GetLogsRange> GetLogsSizers::OnRefused(size_t endpoint, GetLogsRange asked,
+                                              const GetLogsLimit& why) {
+  if (endpoint >= sizers_.size()) {
+    return Internal("eth_getLogs sizing: no endpoint " + std::to_string(endpoint));
+  }
+  const int64_t now = env_->NowMicros();
+  std::lock_guard<std::mutex> lock(mu_);
+  return sizers_[endpoint].OnRefused(asked, why, now);
+}
+
+std::vector<std::string> GetLogsSizers::Describe() const {
+  const int64_t now = env_->NowMicros();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  out.reserve(sizers_.size());
+  for (const GetLogsSizer& s : sizers_) out.push_back(s.Describe(now));
+  return out;
+}
+
+std::optional<uint64_t> GetLogsSizers::cap(size_t endpoint) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sizers_[Index(endpoint)].cap();
+}
+
 }  // namespace gapless

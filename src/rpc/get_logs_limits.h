@@ -1,7 +1,8 @@
 // get_logs_limits: how wide an eth_getLogs request to one endpoint should be (issue 36 item 3), as
 // a pure policy: a reading of a provider's limit error (ClassifyGetLogsError) and the per-endpoint
 // state that sizes the next range from the answers and refusals seen (GetLogsSizer). Nothing here
-// sends a request or reads a clock; the caller passes the time in.
+// sends a request; a GetLogsSizer reads no clock (the caller passes the time in), GetLogsSizers
+// reads its Env's. JsonRpcClient::GetLogs (rpc/json_rpc.h) is the one caller.
 //
 // Providers limit eth_getLogs in two ways, and word it in a dozen: a structural cap on the range's
 // width ("eth_getLogs is limited to a 10,000 range"), and a cap on the answer's size ("query
@@ -22,15 +23,24 @@
 // the tip go through the same calls: at the tip the range is clipped by to_limit and such a clipped
 // answer neither shrinks the width nor proves anything about the cap.
 //
+// GetLogsSizers holds one sizer per endpoint of a transport, behind a mutex, timed by the Env it is
+// given: an endpoint pool owns one for its endpoints (shared by every client of the pool), a
+// client over one endpoint its own (JsonRpcClient::GetLogs).
+//
 // Thread-safety: ClassifyGetLogsError, GetLogsLimitKindName and DescribeGetLogsLimit are pure and
-// thread-safe. A GetLogsSizer is not thread-safe: the caller (the pool) locks around its calls.
+// thread-safe. A GetLogsSizer is not thread-safe: the caller locks around its calls
+// (GetLogsSizers does). GetLogsSizers is thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/env.h"
 #include "core/status.h"
 
 namespace gapless {
@@ -166,6 +176,32 @@ class GetLogsSizer {
   uint64_t width_;
   std::optional<Cap> cap_;
   std::optional<GetLogsRange> last_refused_;
+};
+
+// The sizers of a transport's endpoints, endpoint i's at index i (HttpResponse::served_by's bit
+// i; 0 over one endpoint), each used under the mutex, with the time from env. The methods are
+// GetLogsSizer's for one endpoint; an index out of range is a caller's bug (Internal from
+// OnRefused, endpoint 0's sizer otherwise).
+class GetLogsSizers {
+ public:
+  // env: not owned; nullptr = Env::Default().
+  GetLogsSizers(size_t endpoints, Env* env, GetLogsSizerOptions options = {});
+
+  size_t size() const { return sizers_.size(); }
+  GetLogsRange Next(size_t endpoint, uint64_t from, uint64_t to_limit);
+  void OnAnswer(size_t endpoint, GetLogsRange asked, uint64_t logs);
+  Result<GetLogsRange> OnRefused(size_t endpoint, GetLogsRange asked, const GetLogsLimit& why);
+  // Each endpoint's GetLogsSizer::Describe, in endpoint order.
+  std::vector<std::string> Describe() const;
+  // Endpoint i's cap (GetLogsSizer::cap), for tests and status.
+  std::optional<uint64_t> cap(size_t endpoint) const;
+
+ private:
+  size_t Index(size_t endpoint) const { return endpoint < sizers_.size() ? endpoint : 0; }
+
+  Env* env_;
+  mutable std::mutex mu_;
+  std::vector<GetLogsSizer> sizers_;  // guarded by mu_
 };
 
 }  // namespace gapless

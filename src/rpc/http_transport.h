@@ -9,7 +9,9 @@
 // ReplayTransport is.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +19,8 @@
 #include "core/status.h"
 
 namespace gapless {
+
+class GetLogsSizers;  // rpc/get_logs_limits.h
 
 struct HttpResponse {
   long status = 0;  // NOLINT(runtime/int): libcurl's type for the status code
@@ -56,6 +60,21 @@ class HttpTransport {
     (void)served_by;
     return Describe();
   }
+
+  // For a request whose body depends on the endpoint it goes to (an eth_getLogs range sized for
+  // that endpoint: JsonRpcClient::GetLogs): POSTs body_for(i) to the endpoint i it routes the
+  // request to, and body_for(j) to each other endpoint j it fails over or hedges to. body_for is
+  // called on the calling thread, before PostFor returns, once per endpoint asked; the answer's
+  // served_by says whose body it answers. `method` is the request's one method (for routing).
+  // Over one endpoint: Post(body_for(0)).
+  using BodyFor = std::function<std::string(size_t endpoint)>;
+  virtual Result<HttpResponse> PostFor(std::string_view method, const BodyFor& body_for) {
+    (void)method;
+    return Post(body_for(0));
+  }
+  // The eth_getLogs sizers of this transport's endpoints, shared by its clients (an endpoint
+  // pool's: rpc/endpoint_pool.h), or nullptr over one endpoint (the client keeps its own).
+  virtual GetLogsSizers* log_sizers() { return nullptr; }
 };
 
 }  // namespace gapless

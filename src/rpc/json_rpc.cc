@@ -2,7 +2,8 @@
 // Unavailable failures with backoff or Retry-After and re-sends the elements that failed alone;
 // Call and Batch (split by max_batch_size, halved on "batch too large") are built on it, with
 // the client's metrics. Also the small typed calls: ChainId, BlockNumber, ResolveBlockTag.
-// Blocks and receipts: json_rpc_blocks.cc; traces: json_rpc_traces.cc; the wire format (request
+// Blocks and receipts: json_rpc_blocks.cc; traces: json_rpc_traces.cc; logs of a block range:
+// json_rpc_logs.cc; the wire format (request
 // bodies, answers, error classification): json_rpc_wire.cc.
 #include "rpc/json_rpc.h"
 
@@ -119,16 +120,8 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     if (!single) body.push_back(']');
     const std::string what = DescribeCalls(calls, pending, single);
 
-    ++stats_.posts;
-    stats_.calls += pending.size();
-    if (attempt > 0) ++stats_.retries;
-    const auto post_started = std::chrono::steady_clock::now();
-    Result<HttpResponse> response = transport_->Post(body);
-    RpcMetrics& metrics = Metrics();
-    metrics.requests.Inc();
-    metrics.calls.Inc(static_cast<double>(pending.size()));
-    metrics.latency.Observe(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - post_started).count());
+    Result<HttpResponse> response =
+        CountedPost(pending.size(), attempt, [&] { return transport_->Post(body); });
     Status failure = response.ok() ? CheckHttpStatus(*response, what, endpoint)
                                    : response.status().WithContext(what);
     if (failure.ok()) {
@@ -141,28 +134,8 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     }
     failure = Scrubbed(failure);
     if (!failure.ok()) {
-      // By the typed reason ("http-429", "rpc:-32005"), else the code: a fixed set of words.
-      metrics.errors.With({failure.reason().empty() ? CodeName(failure.code()) : failure.reason()})
-          .Inc();
-      if (response.ok() && response->status == 429) metrics.rate_limited.Inc();
-    }
-    if (!failure.ok()) {
-      if (failure.code() != Code::kUnavailable) return failure;
-      if (last_attempt) {
-        return Unavailable(
-                   fmt::format("{} (gave up after {} attempts)", failure.message(), attempt + 1))
-            .WithReason(failure.reason());
-      }
-      int64_t wait = 0;
-      if (response.ok() && response->retry_after_micros) {
-        wait = std::min(*response->retry_after_micros, options_.max_retry_after_micros);
-      } else {
-        wait = BackoffMicros(options_.env, attempt, options_.backoff_base_micros,
-                             options_.backoff_cap_micros);
-      }
-      spdlog::warn("{} (attempt {} of {}); retrying in {} ms", failure.message(), attempt + 1,
-                   options_.max_attempts, wait / 1000);
-      options_.env->SleepMicros(wait);
+      CountFailure(failure, response);
+      GAPLESS_RETURN_IF_ERROR(WaitToRetry(failure, response, attempt));
       continue;
     }
     if (!retry_rpc_errors) break;
@@ -180,6 +153,50 @@ Result<std::vector<Result<std::string>>> JsonRpcClient::Execute(std::span<const 
     pending = std::move(again);
   }
   return results;
+}
+
+Result<HttpResponse> JsonRpcClient::CountedPost(size_t calls, int attempt,
+                                                const std::function<Result<HttpResponse>()>& post) {
+  ++stats_.posts;
+  stats_.calls += calls;
+  if (attempt > 0) ++stats_.retries;
+  const auto post_started = std::chrono::steady_clock::now();
+  Result<HttpResponse> response = post();
+  RpcMetrics& metrics = Metrics();
+  metrics.requests.Inc();
+  metrics.calls.Inc(static_cast<double>(calls));
+  metrics.latency.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - post_started).count());
+  return response;
+}
+
+void JsonRpcClient::CountFailure(const Status& failure, const Result<HttpResponse>& response) {
+  RpcMetrics& metrics = Metrics();
+  // By the typed reason ("http-429", "rpc:-32005"), else the code: a fixed set of words.
+  metrics.errors.With({failure.reason().empty() ? CodeName(failure.code()) : failure.reason()})
+      .Inc();
+  if (response.ok() && response->status == 429) metrics.rate_limited.Inc();
+}
+
+Status JsonRpcClient::WaitToRetry(const Status& failure, const Result<HttpResponse>& response,
+                                  int attempt) {
+  if (failure.code() != Code::kUnavailable) return failure;
+  if (attempt + 1 >= options_.max_attempts) {
+    return Unavailable(
+               fmt::format("{} (gave up after {} attempts)", failure.message(), attempt + 1))
+        .WithReason(failure.reason());
+  }
+  int64_t wait = 0;
+  if (response.ok() && response->retry_after_micros) {
+    wait = std::min(*response->retry_after_micros, options_.max_retry_after_micros);
+  } else {
+    wait = BackoffMicros(options_.env, attempt, options_.backoff_base_micros,
+                         options_.backoff_cap_micros);
+  }
+  spdlog::warn("{} (attempt {} of {}); retrying in {} ms", failure.message(), attempt + 1,
+               options_.max_attempts, wait / 1000);
+  options_.env->SleepMicros(wait);
+  return Status::Ok();
 }
 
 Status JsonRpcClient::Scrubbed(const Status& st) const {

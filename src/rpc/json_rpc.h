@@ -1,6 +1,6 @@
 // JsonRpcClient: Ethereum JSON-RPC over an HttpTransport, with the retry policy and the error
 // classification the rest of gapless relies on, plus the typed calls the indexer needs (chain id,
-// head, block tags, blocks with their receipts).
+// head, block tags, blocks with their receipts, the logs of a block range).
 //
 // Results are the raw JSON text of the answer's "result" (e.g. "null", "\"0x1\"", an object),
 // cut out of the HTTP body without re-serialising, in strings with at least 64 bytes of spare
@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -41,6 +42,7 @@
 #include "core/env.h"
 #include "core/raw_block.h"
 #include "core/status.h"
+#include "rpc/get_logs_limits.h"
 #include "rpc/http_transport.h"
 
 namespace gapless {
@@ -48,6 +50,23 @@ namespace gapless {
 struct RpcRequest {
   std::string method;              // e.g. "eth_getBlockByNumber"
   std::string params_json = "[]";  // a JSON array, sent as is, e.g. R"(["0x10",true])"
+};
+
+// Which logs GetLogs asks for. Both lists are OR-ed within, AND-ed together.
+struct LogFilter {
+  std::vector<std::string> addresses;  // "0x" + 40 hex digits (sent lower-case); empty: any
+  std::vector<std::string> topic0s;    // "0x" + 64 hex digits (sent lower-case); empty: any
+};
+
+// One answered eth_getLogs request of GetLogs: its blocks and the answer's raw JSON array of log
+// objects (decode/decode.h DecodeLogsResult reads it), padded for simdjson like every result.
+struct LogsChunk {
+  uint64_t from = 0;  // inclusive
+  uint64_t to = 0;    // inclusive
+  std::string logs_json;
+  uint64_t logs = 0;  // how many log objects logs_json holds
+  // The endpoint that answered (HttpResponse::served_by; 0 over one endpoint), for Distrust.
+  uint64_t served_by = 0;
 };
 
 struct JsonRpcClientOptions {
@@ -70,6 +89,8 @@ struct JsonRpcClientOptions {
   // methods, and over a pool the answer came from one endpoint (rpc/endpoint_pool.h routes by
   // method the same way, with the same interval).
   int64_t missing_method_retry_micros = 600'000'000;
+  // GetLogs's range sizing over one endpoint (over an endpoint pool, PoolOptions::get_logs).
+  GetLogsSizerOptions get_logs;
   // Sleeps, the clock and the RNG for jitter. Not owned; nullptr = Env::Default().
   Env* env = nullptr;
 };
@@ -132,6 +153,27 @@ class JsonRpcClient {
   // the message.
   Result<std::vector<RawBlock>> FetchBlocks(uint64_t first, uint64_t count);
 
+  // Every log of blocks [from, to] that matches filter (from <= to), in chunks that cover the
+  // range once, in order, each with its logs in (block, log index) order (checked: a log outside
+  // its request's range or out of order is InvalidData naming the endpoint).
+  // The range is asked in eth_getLogs requests sized per endpoint (rpc/get_logs_limits.h
+  // GetLogsSizer: over an endpoint pool the pool's sizer of the endpoint the request goes to,
+  // through HttpTransport::PostFor; over one endpoint this client's own). Each answer grows or
+  // shrinks that endpoint's width. A JSON-RPC error answer is read first as a limit
+  // (ClassifyGetLogsError on its code and message, before the error table above): a limit
+  // (a cap, a suggested range, too many logs, a range too large) makes the sizer give a strictly
+  // narrower range from the same block, asked at once (no sleep, no attempt spent: a request is
+  // never sent twice unchanged). Any other failure follows the client's retry policy (the same
+  // request again after backoff, up to max_attempts, for Unavailable; at once otherwise).
+  // Failures: a one-block request refused as a limit is FailedPrecondition naming the block and
+  // the endpoint (that endpoint will not serve that block's logs: lower the filter's scope or use
+  // another endpoint); a filter entry that is not 0x-hex of its length is FailedPrecondition;
+  // others as for Call, with the blocks asked in the message.
+  Result<std::vector<LogsChunk>> GetLogs(const LogFilter& filter, uint64_t from, uint64_t to);
+  // For `gapless status`: the eth_getLogs sizing of each endpoint (GetLogsSizer::Describe, in
+  // endpoint order: the pool's endpoints, or this client's one).
+  std::vector<std::string> DescribeLogSizing();
+
   // False once the node answered eth_getBlockReceipts with "method not found", until the next
   // fetch after missing_method_retry_micros.
   bool block_receipts_supported() const { return block_receipts_supported_; }
@@ -168,6 +210,18 @@ class JsonRpcClient {
   Result<std::vector<Result<std::string>>> Execute(std::span<const RpcRequest> calls, bool single,
                                                    bool retry_rpc_errors,
                                                    std::span<uint64_t> served_by = {});
+  // One POST (post()), counted in stats_ and the client's metrics: `calls` calls, attempt > 0 a
+  // retry.
+  Result<HttpResponse> CountedPost(size_t calls, int attempt,
+                                   const std::function<Result<HttpResponse>()>& post);
+  // A failed request counted in the client's metrics (by typed reason, else code; HTTP 429s).
+  void CountFailure(const Status& failure, const Result<HttpResponse>& response);
+  // After attempt (from 0) of a request failed: OK after sleeping the server's Retry-After (at
+  // most max_retry_after_micros) or a backoff when it is to be sent again (Unavailable, attempts
+  // left); otherwise the failure to return ("gave up after n attempts" on the last).
+  Status WaitToRetry(const Status& failure, const Result<HttpResponse>& response, int attempt);
+  // The eth_getLogs sizers: the transport's (a pool's), else this client's own (made once).
+  GetLogsSizers& LogSizers();
   // Call without retrying JSON-RPC error answers (transport failures are still retried).
   Result<std::string> CallNoRpcRetry(std::string_view method, std::string_view params_json);
   // Fills traces_json of every block in one batch (traces on); switches to the debug API on
@@ -192,6 +246,7 @@ class JsonRpcClient {
   bool debug_trace_by_hash_ = true;  // false while the node lacks debug_traceBlockByHash
   int64_t by_hash_again_at_ = 0;
   Stats stats_;
+  std::unique_ptr<GetLogsSizers> own_log_sizers_;  // over one endpoint
 };
 
 // The JSON-RPC error code a status from JsonRpcClient carries ("JSON-RPC error <code>: ..." in its

@@ -114,7 +114,8 @@ struct Envelope {
   std::string_view result;  // into the body
   bool has_error = false;
   int64_t error_code = 0;
-  std::string error_message;
+  std::string error_message;       // for error messages: a snippet
+  std::string error_message_full;  // as sent (up to 4096 bytes): for ReadRpcError
   std::string error_data;
 };
 
@@ -127,6 +128,7 @@ simdjson::error_code ParseErrorObject(od::value v, Envelope* env) {
     std::string_view raw;
     if (auto e = RawJson(v, &raw)) return e;
     env->error_message = Snippet(raw);
+    env->error_message_full = std::string(raw.substr(0, 4096));
     return simdjson::SUCCESS;
   }
   od::object obj;
@@ -146,6 +148,7 @@ simdjson::error_code ParseErrorObject(od::value v, Envelope* env) {
         message = raw;
       }
       env->error_message = Snippet(message, 300);
+      env->error_message_full = std::string(message.substr(0, 4096));
     } else if (key == "data") {
       std::string_view raw;
       if (auto e = RawJson(fv, &raw)) return e;
@@ -430,6 +433,17 @@ Status ParseAnswer(od::parser& parser, std::string& body, bool single, uint64_t 
     }
   }
   return Status::Ok();
+}
+
+std::optional<RpcErrorObject> ReadRpcError(od::parser& parser, std::string& body) {
+  od::document doc;
+  od::object obj;
+  Envelope env;
+  if (parser.iterate(Padded(body)).get(doc) || doc.get_object().get(obj) ||
+      ParseEnvelope(obj, &env) || !env.has_error) {
+    return std::nullopt;
+  }
+  return RpcErrorObject{env.error_code, std::move(env.error_message_full)};
 }
 
 Status ScanBlock(od::parser& parser, std::string& json, BlockSummary* out) {

@@ -1,5 +1,6 @@
 // Internal to rpc/: the JSON-RPC wire format the client's files share (json_rpc.cc sends and
-// retries, json_rpc_blocks.cc and json_rpc_traces.cc fetch blocks, receipts and traces).
+// retries, json_rpc_blocks.cc and json_rpc_traces.cc fetch blocks, receipts and traces,
+// json_rpc_logs.cc the logs of a block range).
 // json_rpc_wire.cc builds request bodies, reads answers (one response object or a batch array,
 // matched by id) and classifies failures (HTTP status, JSON-RPC error objects) per the table in
 // json_rpc.h; it also holds the simdjson helpers and the one scan of a block's JSON the client
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -55,6 +57,15 @@ Status ParseAnswer(simdjson::ondemand::parser& parser, std::string& body, bool s
                    uint64_t base_id, std::span<const RpcRequest> calls,
                    const std::vector<size_t>& pending, std::vector<Result<std::string>>& results,
                    const std::string& what, const std::string& endpoint);
+
+// The code and message of the error object of a single JSON-RPC response (body, as ParseAnswer
+// read it), or nullopt when it has none or is not one. The message whole (up to 4096 bytes, where
+// the failure's text quotes 300): a provider's suggested range comes at the end of a long one.
+struct RpcErrorObject {
+  int64_t code = 0;
+  std::string message;
+};
+std::optional<RpcErrorObject> ReadRpcError(simdjson::ondemand::parser& parser, std::string& body);
 
 // What the client needs to know about a block's JSON.
 struct BlockSummary {

@@ -166,6 +166,24 @@ Result<ContractTables> ContractTables::Make(const abi::ContractsConfig& config) 
   return out;
 }
 
+std::vector<std::string> ContractTables::FilterAddresses() const {
+  std::vector<std::string> out;
+  for (const auto& [address, contracts] : by_address_) out.push_back(address);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> ContractTables::FilterTopic0s() const {
+  std::vector<std::string> out;
+  for (const abi::EventTable& t : tables_) {
+    if (t.event.anonymous) return {};
+    out.push_back(ToHex(t.topic0));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 Status ContractTables::FindChildren(const std::vector<BlockData>& blocks,
                                     std::vector<Child>* children, Rows* out) const {
   children->clear();
@@ -554,6 +572,10 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
 }
 
 Result<std::vector<std::string>> RegisteredDecodedTables(PgConn& conn) {
+  // A schema older than migration 015 (a test writing into it, a database mid-upgrade) has none.
+  GAPLESS_ASSIGN_OR_RETURN(auto exists,
+                           conn.Query("SELECT to_regclass('decoded_tables') IS NOT NULL"));
+  if (exists.Get(0, 0) != "t") return std::vector<std::string>();
   GAPLESS_ASSIGN_OR_RETURN(
       auto res, conn.Query("SELECT schema_name, table_name FROM decoded_tables ORDER BY 1, 2"));
   std::vector<std::string> out;

@@ -105,6 +105,12 @@ class ContractTables {
   // InvalidData naming the block and log when a log's hex fields do not parse (the decoder
   // checked them: a bug).
   Status Decode(const std::vector<BlockData>& blocks, const Children& children, Rows* out) const;
+  // What an eth_getLogs filter for these contracts asks (the `events` data mode): every configured
+  // address ("0x" hex, sorted, unique), and the selected events' topic 0s ("0x" hex, sorted,
+  // unique), or none (any topic) when an anonymous event is selected (its logs have no topic 0 to
+  // ask for).
+  std::vector<std::string> FilterAddresses() const;
+  std::vector<std::string> FilterTopic0s() const;
   // Names of the config's contracts, in config order.
   const std::vector<std::string>& contract_names() const { return contract_names_; }
 

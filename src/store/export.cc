@@ -106,6 +106,69 @@ ExportQuery QueryFor(ExportTable table) {
 
 constexpr size_t kOutputChunk = 64 << 10;
 
+// `json` (PostgreSQL's text of a jsonb: ", " and ": " between items) without the whitespace
+// outside its strings. Inside a string a backslash escapes the next character.
+void CompactJson(std::string_view json, std::string* out) {
+  out->clear();
+  bool in_string = false, escaped = false;
+  for (char c : json) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      continue;
+    } else if (c == '"') {
+      in_string = true;
+    }
+    out->push_back(c);
+  }
+}
+
+// Runs `sql` and writes its rows as CSV under `header` (nothing for no rows). The columns flagged
+// in `json_columns` (columns past its end are not JSON) are made compact first.
+Status StreamCsv(PgConn& conn, std::string_view header, const std::string& sql,
+                 const std::vector<PgParam>& params, const std::vector<bool>& json_columns,
+                 std::ostream& out) {
+  std::string buf;
+  buf.reserve(kOutputChunk + 4096);
+  std::string compact;
+  bool header_written = false;
+  auto flush = [&]() -> Status {
+    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+    buf.clear();
+    if (!out) return FailedPrecondition("export: writing the output failed");
+    return Status::Ok();
+  };
+  GAPLESS_RETURN_IF_ERROR(conn.QueryEach(sql, params, [&](const PgResult& row) -> Status {
+    if (!header_written) {
+      buf += header;
+      buf.push_back('\n');
+      header_written = true;
+    }
+    for (int c = 0; c < row.columns(); ++c) {
+      if (c > 0) buf.push_back(',');
+      if (row.IsNull(0, c)) continue;
+      if (static_cast<size_t>(c) < json_columns.size() && json_columns[c]) {
+        CompactJson(row.Get(0, c), &compact);
+        AppendCsvField(compact, &buf);
+      } else {
+        AppendCsvField(row.Get(0, c), &buf);
+      }
+    }
+    buf.push_back('\n');
+    return buf.size() >= kOutputChunk ? flush() : Status::Ok();
+  }));
+  GAPLESS_RETURN_IF_ERROR(flush());
+  out.flush();
+  if (!out) return FailedPrecondition("export: writing the output failed");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ExportTable> ParseExportTable(std::string_view name) {
@@ -192,32 +255,104 @@ Status ExportCsv(PgConn& conn, ExportTable table, uint64_t from, uint64_t to, st
     }
     params.push_back(array + "}");
   }
-  std::string buf;
-  buf.reserve(kOutputChunk + 4096);
-  bool header_written = false;
-  auto flush = [&]() -> Status {
-    out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-    buf.clear();
-    if (!out) return FailedPrecondition("export: writing the output failed");
-    return Status::Ok();
-  };
-  GAPLESS_RETURN_IF_ERROR(conn.QueryEach(q.sql, params, [&](const PgResult& row) -> Status {
-    if (!header_written) {
-      buf += q.header;
-      buf.push_back('\n');
-      header_written = true;
+  return StreamCsv(conn, q.header, q.sql, params, {}, out);
+}
+
+bool IsDecodedTableName(std::string_view name) { return name.find('.') != std::string_view::npos; }
+
+Result<DecodedExportTable> FindDecodedTable(PgConn& conn, std::string_view name) {
+  const size_t dot = name.find('.');
+  const std::string schema(name.substr(0, dot));
+  const std::string table(dot == std::string_view::npos ? "" : name.substr(dot + 1));
+  GAPLESS_ASSIGN_OR_RETURN(auto registered,
+                           conn.Query("SELECT schema_name, table_name FROM decoded_tables"
+                                      " WHERE schema_name = $1 AND table_name = $2",
+                                      {schema, table}));
+  if (registered.rows() != 1) {
+    GAPLESS_ASSIGN_OR_RETURN(auto others,
+                             conn.Query("SELECT schema_name, table_name FROM decoded_tables"
+                                        " WHERE schema_name = $1 ORDER BY table_name",
+                                        {schema}));
+    std::string message = "unknown export table " + std::string(name) + ": ";
+    if (others.rows() == 0) {
+      GAPLESS_ASSIGN_OR_RETURN(
+          auto schemas,
+          conn.Query("SELECT string_agg(DISTINCT schema_name, ', ' ORDER BY schema_name)"
+                     " FROM decoded_tables"));
+      message += "no decoded table is registered in schema " + schema;
+      message += schemas.IsNull(0, 0)
+                     ? " (nor in any: the contracts mode never wrote here)"
+                     : " (schemas with decoded tables: " + std::string(schemas.Get(0, 0)) + ")";
+      return FailedPrecondition(message);
     }
-    for (int c = 0; c < row.columns(); ++c) {
-      if (c > 0) buf.push_back(',');
-      if (!row.IsNull(0, c)) AppendCsvField(row.Get(0, c), &buf);
+    message += "the decoded tables registered in schema " + schema + " are ";
+    for (int i = 0; i < others.rows(); ++i) {
+      message +=
+          (i > 0 ? ", " : "") + std::string(others.Get(i, 0)) + "." + std::string(others.Get(i, 1));
     }
-    buf.push_back('\n');
-    return buf.size() >= kOutputChunk ? flush() : Status::Ok();
-  }));
-  GAPLESS_RETURN_IF_ERROR(flush());
-  out.flush();
-  if (!out) return FailedPrecondition("export: writing the output failed");
-  return Status::Ok();
+    return FailedPrecondition(message);
+  }
+  DecodedExportTable out;
+  out.schema = registered.Get(0, 0);
+  out.table = registered.Get(0, 1);
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto columns,
+      conn.Query("SELECT a.attname, format_type(a.atttypid, NULL) FROM pg_catalog.pg_attribute a"
+                 " JOIN pg_catalog.pg_class c ON c.oid = a.attrelid"
+                 " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                 " WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0"
+                 " AND NOT a.attisdropped ORDER BY a.attnum",
+                 {out.schema, out.table}));
+  for (int i = 0; i < columns.rows(); ++i) {
+    out.columns.push_back({std::string(columns.Get(i, 0)), std::string(columns.Get(i, 1))});
+  }
+  if (out.columns.empty()) {
+    return FailedPrecondition("export table " + std::string(name) +
+                              " is registered in decoded_tables but not in the database");
+  }
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto key, conn.Query("SELECT a.attname FROM pg_catalog.pg_constraint k"
+                           " JOIN pg_catalog.pg_class c ON c.oid = k.conrelid"
+                           " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                           " CROSS JOIN LATERAL unnest(k.conkey) WITH ORDINALITY AS u(attnum, i)"
+                           " JOIN pg_catalog.pg_attribute a"
+                           "   ON a.attrelid = c.oid AND a.attnum = u.attnum"
+                           " WHERE n.nspname = $1 AND c.relname = $2 AND k.contype = 'p'"
+                           " ORDER BY u.i",
+                           {out.schema, out.table}));
+  for (int i = 0; i < key.rows(); ++i) out.order.emplace_back(key.Get(i, 0));
+  // Every decoded table has this key's first two columns; a table without a key (made by hand)
+  // is still ordered by block.
+  if (out.order.empty()) out.order = {"block_number", "log_index"};
+  return out;
+}
+
+Status ExportDecodedCsv(PgConn& conn, const DecodedExportTable& table, uint64_t from, uint64_t to,
+                        std::ostream& out) {
+  if (from > to) return Status::Ok();
+  std::string header, select;
+  std::vector<bool> json_columns;
+  for (const DecodedExportTable::Column& c : table.columns) {
+    if (!header.empty()) header.push_back(',');
+    AppendCsvField(c.name, &header);
+    const std::string id = PgQuoteIdent(c.name);
+    if (!select.empty()) select += ", ";
+    if (c.type == "bytea") {
+      select += "'0x' || encode(" + id + ", 'hex')";
+    } else if (c.type == "boolean") {
+      select += id + "::text";  // 'true' / 'false' (the type's own output is 't' / 'f')
+    } else {
+      select += id;
+    }
+    json_columns.push_back(c.type == "jsonb" || c.type == "json");
+  }
+  std::string order;
+  for (const std::string& c : table.order) order += (order.empty() ? "" : ", ") + PgQuoteIdent(c);
+  const std::string sql = "SELECT " + select + " FROM " + PgQuoteIdent(table.schema) + "." +
+                          PgQuoteIdent(table.table) +
+                          " WHERE block_number BETWEEN $1 AND $2 ORDER BY " + order;
+  return StreamCsv(conn, header, sql, {std::to_string(from), std::to_string(to)}, json_columns,
+                   out);
 }
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> MissingBlocks(PgConn& conn, uint64_t from,

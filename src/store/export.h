@@ -1,5 +1,6 @@
 // export: stored data as CSV in exactly ethereum-etl's format (columns, order, serialisation), so
-// gapless can stand in for `ethereumetl export_*` and its output can be diffed against it.
+// gapless can stand in for `ethereumetl export_*` and its output can be diffed against it; and
+// the contracts mode's decoded tables in the same CSV ("Decoded tables" below).
 //
 // Tables and columns (fixtures/MANIFEST.md §2.1-2.5):
 //   blocks           number,hash,parent_hash,nonce,sha3_uncles,logs_bloom,transactions_root,
@@ -36,6 +37,18 @@
 // transfer's token id in `value`. So by default only erc20 and erc721 rows are exported, erc721
 // with value = token id. ExportOptions.token_standards can add erc1155 (rows of a TransferBatch
 // share their log_index; value = the amount) or narrow the set.
+//
+// Decoded tables (the contracts mode, docs/contracts.md): a name with a dot, "schema.table", is one
+// of the tables registered in decoded_tables (`{schema}.undecoded` and `{schema}.children`
+// included). FindDecodedTable checks the name against that registry, and only the registry's and
+// the catalog's identifiers (double-quoted) go into the SQL, never the name as given. The header is
+// the table's column names in table order; rows are those of blocks [from, to] ordered by the
+// primary key (block_number, log_index; undecoded adds table_name, children contract). Values:
+// BIGINT, INTEGER and NUMERIC(78,0) as exact decimals (negative ones with "-"), BYTEA as 0x-hex
+// ("0x" for empty), BOOLEAN as true/false (lower case, as SQL writes them: not Python's
+// True/False of the contracts table above), TEXT as stored, JSONB as its JSON text made compact
+// (no whitespace outside strings; keys in jsonb's order), NULL as an empty cell; quoting, line
+// ends and the 0-byte output for no rows as above.
 //
 // Rows are ordered by block number, then index, and streamed (libpq single-row mode): memory
 // stays small however large the interval. Thread-safety: as for the PgConn.
@@ -82,6 +95,31 @@ Result<std::vector<TokenStandard>> ParseTokenStandards(std::string_view list);
 // database errors as PgConn reports them. On error the output holds a prefix of the rows.
 Status ExportCsv(PgConn& conn, ExportTable table, uint64_t from, uint64_t to, std::ostream& out,
                  const ExportOptions& options = {});
+
+// True when `name` names a decoded table rather than one of ExportTable's: it holds a dot.
+bool IsDecodedTableName(std::string_view name);
+
+// A registered decoded table as the catalog describes it: what ExportDecodedCsv reads.
+struct DecodedExportTable {
+  std::string schema;  // as registered in decoded_tables
+  std::string table;
+  struct Column {
+    std::string name;
+    std::string type;  // PostgreSQL's name of it: "bigint", "numeric", "bytea", "jsonb", ...
+  };
+  std::vector<Column> columns;     // in table order
+  std::vector<std::string> order;  // the primary key's columns
+};
+
+// Looks `name` ("schema.table") up in decoded_tables and the catalog. FailedPrecondition naming it
+// when it is not registered, listing the tables registered in its schema (or saying there are
+// none), and when a registered table is missing from the database.
+Result<DecodedExportTable> FindDecodedTable(PgConn& conn, std::string_view name);
+
+// Writes the rows of blocks [from, to] of `table` (see "Decoded tables" above). Errors as
+// ExportCsv.
+Status ExportDecodedCsv(PgConn& conn, const DecodedExportTable& table, uint64_t from, uint64_t to,
+                        std::ostream& out);
 
 // The blocks of [from, to] the database does not hold, as inclusive intervals in order, at most
 // `limit` of them: an export of them has no rows, which must not pass for "no activity".

@@ -43,18 +43,24 @@ Status ValidateRange(const RangeWrite& w) {
     return InvalidData("block number " + std::to_string(w.to_block) + " is out of range");
   }
   uint64_t expected = w.to_block - w.from_block + 1;
-  if (w.blocks.size() != expected) {
+  if (w.sparse ? w.blocks.size() > expected : w.blocks.size() != expected) {
     return InvalidData(std::to_string(w.blocks.size()) + " blocks given, the range has " +
                        std::to_string(expected));
   }
   for (size_t i = 0; i < w.blocks.size(); ++i) {
     const BlockData& d = w.blocks[i];
     uint64_t n = d.block.number;
-    GAPLESS_RETURN_IF_ERROR(Check(n == w.from_block + i, n,
-                                  "out of place: expected block " +
-                                      std::to_string(w.from_block + i) + " at position " +
-                                      std::to_string(i)));
-    if (i > 0) {
+    if (w.sparse) {
+      GAPLESS_RETURN_IF_ERROR(Check(
+          n >= w.from_block && n <= w.to_block && (i == 0 || n > w.blocks[i - 1].block.number), n,
+          "out of place: not ascending inside the range"));
+    } else {
+      GAPLESS_RETURN_IF_ERROR(Check(n == w.from_block + i, n,
+                                    "out of place: expected block " +
+                                        std::to_string(w.from_block + i) + " at position " +
+                                        std::to_string(i)));
+    }
+    if (i > 0 && w.blocks[i - 1].block.number + 1 == n) {
       GAPLESS_RETURN_IF_ERROR(Check(d.block.parent_hash == w.blocks[i - 1].block.hash, n,
                                     "parent " + d.block.parent_hash + " is not block " +
                                         std::to_string(n - 1) + " " + w.blocks[i - 1].block.hash +
@@ -147,8 +153,12 @@ Status EnsureStagingTables(PgConn& conn) {
 // mismatch means the chain re-orged between the two writes, or a worker of the old fork writes
 // late: nothing commits (writer.h, "Chain").
 Status CheckJoins(PgConn& conn, const RangeWrite& w) {
+  // A sparse write (writer.h) joins a stored neighbour only where it holds the range's end block.
+  if (w.blocks.empty()) return Status::Ok();
   const BlockData& first = w.blocks.front();
   const BlockData& last = w.blocks.back();
+  const bool has_first = first.block.number == w.from_block;
+  const bool has_last = last.block.number == w.to_block;
   std::vector<PgParam> params = {std::to_string(w.from_block > 0 ? w.from_block - 1 : 0),
                                  std::to_string(w.to_block + 1)};
   GAPLESS_ASSIGN_OR_RETURN(
@@ -159,14 +169,14 @@ Status CheckJoins(PgConn& conn, const RangeWrite& w) {
   for (int i = 0; i < around.rows(); ++i) {
     GAPLESS_ASSIGN_OR_RETURN(int64_t n, around.GetInt64(i, 0));
     std::string hash(around.Get(i, 1)), parent(around.Get(i, 2));
-    if (w.from_block > 0 && static_cast<uint64_t>(n) == w.from_block - 1 &&
+    if (has_first && w.from_block > 0 && static_cast<uint64_t>(n) == w.from_block - 1 &&
         hash != first.block.parent_hash) {
       return Aborted("block " + std::to_string(w.from_block) + " has parent " +
                      first.block.parent_hash + " but the stored block " + std::to_string(n) +
                      " is " + hash + ": the chain re-orged (nothing was written)")
           .WithReason(std::string(kParentMismatchReason));
     }
-    if (static_cast<uint64_t>(n) == w.to_block + 1 && parent != last.block.hash) {
+    if (has_last && static_cast<uint64_t>(n) == w.to_block + 1 && parent != last.block.hash) {
       return Aborted("the stored block " + std::to_string(n) + " has parent " + parent +
                      " but block " + std::to_string(w.to_block) + " is " + last.block.hash +
                      ": the chain re-orged (nothing was written)")
@@ -176,12 +186,11 @@ Status CheckJoins(PgConn& conn, const RangeWrite& w) {
   return Status::Ok();
 }
 
-// What the write holds: its datasets and always the blocks (writer.h "Datasets").
-// What the write holds: "blocks", what the fetch reports, and one dataset per decoded table it
-// writes (store/decoded.h).
+// What the write holds: "blocks" (unless sparse: writer.h), what the fetch reports, and one
+// dataset per decoded table it writes (store/decoded.h).
 Datasets Held(const RangeWrite& w, const WriteOptions& options) {
   Datasets held = w.datasets;
-  held.Add(kBlocksDataset);
+  if (!w.sparse) held.Add(kBlocksDataset);
   if (options.contracts != nullptr) {
     for (const std::string& d : options.contracts->datasets().names()) held.Add(d);
   }
@@ -496,7 +505,7 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     }
   }
   sql += RecordDatasets(w, held, replace);
-  sql += OutboxInsert(w);
+  if (!w.blocks.empty()) sql += OutboxInsert(w);
   // Wakes the frontier duty (store/notify.h) at commit.
   sql += "NOTIFY " + std::string(kRangeCommittedChannel) + ";\n";
   GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
@@ -599,6 +608,24 @@ Status EnsureChainId(PgConn& conn, uint64_t chain_id) {
   if (stored != id) {
     return FailedPrecondition("database " + conn.address() + " holds chain " + stored +
                               ", not chain " + id + ": use one database per chain");
+  }
+  return Status::Ok();
+}
+
+Status EnsureDataMode(PgConn& conn, std::string_view mode) {
+  GAPLESS_RETURN_IF_ERROR(
+      conn.Query("INSERT INTO indexer_state (key, value) SELECT 'data_mode', CASE WHEN EXISTS"
+                 " (SELECT 1 FROM indexed_ranges) THEN 'full' ELSE $1 END"
+                 " ON CONFLICT (key) DO NOTHING",
+                 {std::string(mode)})
+          .status());
+  GAPLESS_ASSIGN_OR_RETURN(auto res,
+                           conn.Query("SELECT value FROM indexer_state WHERE key = 'data_mode'"));
+  if (res.rows() != 1) return Internal("indexer_state has no data_mode");
+  if (res.Get(0, 0) != mode) {
+    return FailedPrecondition("database " + conn.address() + " holds an index of --data " +
+                              std::string(res.Get(0, 0)) + ", not --data " + std::string(mode) +
+                              ": the two modes cannot share a database; use another database");
   }
   return Status::Ok();
 }

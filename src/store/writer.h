@@ -66,10 +66,10 @@
 // datasets.
 //
 // Input checks (InvalidData, naming the block and field, before anything is sent): the blocks are
-// exactly from_block..to_block in order; every transaction, log and transfer carries its block's
-// number; keys are strictly increasing within a block (transaction_index, log_index,
-// (log_index, batch_index), withdrawal index); hex fields are 0x-hex; integers fit their columns
-// (BIGINT, INTEGER, SMALLINT).
+// exactly from_block..to_block in order (a sparse write: some of them, ascending); every
+// transaction, log and transfer carries its block's number; keys are strictly increasing within a
+// block (transaction_index, log_index, (log_index, batch_index), withdrawal index); hex fields are
+// 0x-hex; integers fit their columns (BIGINT, INTEGER, SMALLINT).
 //
 // Thread-safety: as for the PgConn (one thread at a time); different connections write in
 // parallel.
@@ -95,13 +95,18 @@ enum class WriteMode { kStagingUpsert, kReplaceRange };
 struct RangeWrite {
   uint64_t from_block = 0;        // inclusive
   uint64_t to_block = 0;          // inclusive
-  std::vector<BlockData> blocks;  // exactly from_block..to_block, in order
+  std::vector<BlockData> blocks;  // exactly from_block..to_block, in order (unless sparse)
   std::optional<int64_t> fence_token;
   // Who holds the lease the token came with (the worker id); empty: unknown (see "Fencing").
   std::string fence_owner;
   // What the blocks hold besides "blocks" (always recorded): traces, token metadata, ... as the
   // fetch reports it (node/range_job.h FetchAndDecodeRange). See "Datasets".
   Datasets datasets{};  // {}: aggregate initialisers that stop before it stay warning-free
+  // The contracts mode's `events` data mode (docs/contracts.md): `blocks` holds only the blocks
+  // with matching logs (headers and those logs), ascending inside [from_block, to_block], maybe
+  // none. Parent hashes are checked between adjacent blocks only, a stored neighbour is joined
+  // only where the range's end block is held, and the write does not hold the "blocks" dataset.
+  bool sparse = false;
 };
 
 struct WriteOptions {
@@ -136,6 +141,13 @@ Status WriteRange(PgConn& conn, const RangeWrite& write, const WriteOptions& opt
 // Records chain_id in indexer_state on first use; FailedPrecondition if the database already holds
 // another chain.
 Status EnsureChainId(PgConn& conn, uint64_t chain_id);
+
+// The data mode a database holds (docs/contracts.md): "full" (every block, transaction, receipt
+// and log) or "events" (the contracts mode's matching logs and their blocks only, sparse writes).
+// Recorded on first use ("full" for a database that already holds ranges from before the record
+// existed); FailedPrecondition when a run of the other mode starts on it: the two cannot share a
+// database (a full run would take sparse ranges for whole ones).
+Status EnsureDataMode(PgConn& conn, std::string_view mode);
 
 // Records the hash of block 0 on first use and refuses a node whose block 0 differs afterwards:
 // the chain id alone does not tell two devnets (or a chain and its fork) apart. FailedPrecondition

@@ -1,0 +1,113 @@
+// The contracts mode's `events` data mode: a range's matching logs and the headers of the blocks
+// holding them (range_job.h FetchEventsRange).
+#include <fmt/format.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "decode/decode.h"
+#include "node/range_job.h"
+#include "verify/verify.h"
+
+namespace gapless {
+namespace {
+
+// True when every bit set in `logs_bloom` (of the stored logs) is set in the header's: the block
+// admits the logs (the bloom is a superset filter; a log outside it cannot be the block's).
+bool BloomAdmits(std::string_view header_bloom, std::string_view logs_bloom) {
+  if (header_bloom.size() != logs_bloom.size()) return false;
+  auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  for (size_t i = 2; i < logs_bloom.size(); ++i) {
+    const int want = digit(logs_bloom[i]);
+    if ((digit(header_bloom[i]) & want) != want) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t from, uint64_t to,
+                        uint32_t headers_per_request, const BlockChecks& checks,
+                        RateLimiter* limiter, const std::atomic<bool>* stop,
+                        std::vector<BlockData>* out, const RangeCheck* check) {
+  if (from > to) return Internal("FetchEventsRange: from above to");
+  JsonRpcClient* rpc = source.rpc();
+  if (rpc == nullptr) {
+    return FailedPrecondition("--data events needs a JSON-RPC node (--rpc): " + source.Describe() +
+                              " answers no eth_getLogs");
+  }
+  if (!source.rate_limited()) limiter = nullptr;
+  if (stop != nullptr && stop->load()) return Interrupted();
+  if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, rpc->GetLogs(filter, from, to));
+  std::vector<Log> logs;
+  for (const LogsChunk& chunk : chunks) {
+    Result<std::vector<Log>> part = DecodeLogsResult(chunk.logs_json);
+    if (!part.ok()) {
+      if (part.status().code() == Code::kInvalidData) source.Distrust(chunk.served_by);
+      return part.status().WithContext(fmt::format("eth_getLogs {}-{} from {}", chunk.from,
+                                                   chunk.to,
+                                                   source.DescribeServers(chunk.served_by)));
+    }
+    for (Log& log : *part) logs.push_back(std::move(log));
+  }
+
+  // The blocks holding them, in order, with their logs.
+  std::map<uint64_t, std::vector<Log>> by_block;
+  for (Log& log : logs) {
+    if (log.block_number < from || log.block_number > to) {
+      return InvalidData(fmt::format("eth_getLogs for blocks {}-{} answered a log of block {}",
+                                     from, to, log.block_number));
+    }
+    by_block[log.block_number].push_back(std::move(log));
+  }
+  const size_t start = out->size();
+  std::vector<uint64_t> numbers;
+  for (const auto& [number, unused] : by_block) numbers.push_back(number);
+  const size_t per_request = std::max<uint32_t>(1, headers_per_request);
+  for (size_t i = 0; i < numbers.size(); i += per_request) {
+    if (stop != nullptr && stop->load()) return Interrupted();
+    std::vector<RpcRequest> calls;
+    for (size_t j = i; j < std::min(numbers.size(), i + per_request); ++j) {
+      calls.push_back({"eth_getBlockByNumber", fmt::format(R"(["0x{:x}",false])", numbers[j])});
+    }
+    if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
+    GAPLESS_ASSIGN_OR_RETURN(auto answers, rpc->Batch(calls));
+    for (size_t k = 0; k < answers.size(); ++k) {
+      const uint64_t number = numbers[i + k];
+      if (!answers[k].ok()) return answers[k].status().WithContext(fmt::format("block {}", number));
+      GAPLESS_ASSIGN_OR_RETURN(Block header, DecodeBlockHeader(*answers[k], number));
+      BlockData data;
+      data.logs = std::move(by_block[number]);
+      for (const Log& log : data.logs) {
+        // The logs and the header were asked apart: the chain may have re-orged between them.
+        if (log.block_hash != header.hash) {
+          return InvalidData(fmt::format(
+              "block {}: log {} is of block hash {}, the header's is {} (a re-org between the "
+              "two requests)",
+              number, log.log_index, log.block_hash, header.hash));
+        }
+      }
+      if (checks.verify.has_value()) {
+        // --verify in events mode: every stored log's address and topics are in the block's
+        // logsBloom (a log the header's bloom does not admit cannot be the block's).
+        GAPLESS_ASSIGN_OR_RETURN(std::string bloom, ComputeLogsBloom(data.logs));
+        if (!BloomAdmits(header.logs_bloom, bloom)) {
+          return InvalidData(fmt::format(
+              "block {}: logsBloom of the header does not admit the logs eth_getLogs gave (verify)",
+              number));
+        }
+      }
+      data.block = std::move(header);
+      out->push_back(std::move(data));
+    }
+  }
+  if (check != nullptr && *check && out->size() > start) {
+    size_t wrong = SIZE_MAX;
+    GAPLESS_RETURN_IF_ERROR((*check)(std::span<const BlockData>(*out).subspan(start), &wrong));
+  }
+  return Status::Ok();
+}
+
+}  // namespace gapless
