@@ -99,13 +99,19 @@ async function main() {
     return v >= 1n << BigInt(bits - 1) ? v - (1n << BigInt(bits)) : v;
   };
 
+  const counts = { transactions: 0, blocks: 0, misfits: 0 };
   const pending = [];
+  // At most 50 transactions a block (of 1,000,000 gas at most each): a round over many pools
+  // spans several blocks.
   const send = async (to, data) => {
-    const hash = await rpc(url, 'eth_sendTransaction', [{ from, to, data, gas: toHex(3_000_000) }]);
+    if (pending.length >= 50) await mine();
+    const hash = await rpc(url, 'eth_sendTransaction', [{ from, to, data, gas: toHex(1_000_000) }]);
     pending.push(hash);
     return hash;
   };
   const mine = async () => {
+    counts.transactions += pending.length;
+    counts.blocks += 1;
     await rpc(url, 'evm_mine', []);
     const receipts = await Promise.all(
       pending.map((h) => rpc(url, 'eth_getTransactionReceipt', [h])),
@@ -144,7 +150,6 @@ async function main() {
   }
   const poolsCreatedBy = Number(await rpc(url, 'eth_blockNumber', []));
 
-  const counts = { transactions: 0, blocks: 0, misfits: 0 };
   const oddStrings = ['0xff00fe', '0x68656c6c6f00776f726c64', '0xc328'];
   const intsTopic = keccak256(
     toBytes('Ints(int256,int24,uint160,uint8,int64,uint64,int128,uint256,uint48,int8)'),
@@ -195,9 +200,7 @@ async function main() {
       await e('emitRaw', [[overloadedTopic, toHex(big(256), { size: 32 })], toHex(big(256), { size: 32 })]);
       counts.misfits += 2;
     }
-    counts.transactions += pending.length;
     await mine();
-    counts.blocks += 1;
   }
   const last = Number(await rpc(url, 'eth_blockNumber', []));
   await rpc(url, 'evm_setAutomine', [true]);

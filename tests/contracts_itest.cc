@@ -316,5 +316,100 @@ TEST_F(ContractsTest, EventsModeRefusesAFactoryConfigNamingTheReason) {
   EXPECT_EQ(Count("SELECT count(*) FROM pg_tables WHERE tablename = 'indexed_ranges'"), 0);
 }
 
+// A factory with 1,000 children and a fleet whose ranges commit out of order: the blocks above the
+// children's creation are committed first (by `index`, knowing no child), then a fleet of three
+// workers in two processes indexes the rest in ranges of 10 blocks, each range holding creations
+// decoding its children's logs of the committed blocks above it. The tables equal viem's reading.
+class FactoryFleetTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* anvil = std::getenv("GAPLESS_ANVIL");
+    if (anvil == nullptr || *anvil == 0) return;
+    // A chain id of its own: the fleet's Redis keys are per chain, and other tests' devnets run
+    // at the same time (docs/decisions.md).
+    const int port = FreePort();
+    url_ = "http://127.0.0.1:" + std::to_string(port);
+    pid_ = Spawn({anvil, "--port", std::to_string(port), "--chain-id", "31344", "--silent",
+                  "--gas-limit", "100000000"},
+                 ::testing::TempDir() + "factory-fleet-anvil.log");
+    auto rpc = ClientsFor(url_)();
+    ASSERT_TRUE(testing_util::WaitFor([&] { return rpc->ChainId().ok(); }, 30'000));
+    dir_ = ::testing::TempDir() + "factory-fleet-" + std::to_string(getpid());
+    ASSERT_EQ(RunNode({kSource + "/devnet/events.js", "--rpc", url_, "--dir", dir_, "--rounds", "2",
+                       "--pools", "1000"},
+                      dir_ + ".events.log"),
+              0)
+        << ReadFile(dir_ + ".events.log");
+    const std::string manifest = ReadFile(dir_ + "/manifest.json");
+    last_ = std::stoull(manifest.substr(manifest.find("\"last\":") + 7));
+    pools_created_by_ = std::stoull(manifest.substr(manifest.find("\"poolsCreatedBy\":") + 17));
+  }
+  static void TearDownTestSuite() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      WaitForExit(pid_, 10);
+    }
+  }
+  void SetUp() override {
+    if (pid_ <= 0) GTEST_SKIP() << "GAPLESS_ANVIL not set";
+    if (db_.skipped()) GTEST_SKIP() << "GAPLESS_TEST_PG_URL not set";
+    const char* redis = std::getenv("GAPLESS_TEST_REDIS_URL");
+    if (redis == nullptr) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+    redis_url_ = redis;
+    ASSERT_FALSE(db_.failed()) << db_.error().ToString();
+  }
+
+  static inline pid_t pid_ = -1;
+  static inline std::string url_;
+  static inline std::string dir_;
+  static inline uint64_t last_ = 0;
+  static inline uint64_t pools_created_by_ = 0;
+  PgTestDb db_;
+  std::string redis_url_;
+};
+
+TEST_F(FactoryFleetTest, AThousandChildrenFoundAfterTheBlocksAboveThemAreDecodedAlike) {
+  const std::string config = dir_ + "/contracts.yaml";
+  const std::string log = dir_ + ".run.log";
+  ASSERT_EQ(WaitForExit(Spawn({GaplessBinary(), "index", "--rpc", url_, "--db", db_.url(), "--from",
+                               std::to_string(pools_created_by_ + 1), "--to", std::to_string(last_),
+                               "--progress", "off", "--contracts", config},
+                              log),
+                        300),
+            0)
+      << ReadFile(log);
+  ClearChainKeys(redis_url_, 31344);
+  Devnet devnet{url_, nullptr};
+  DevnetManifest manifest;
+  manifest.chain_id = 31344;
+  manifest.last_block = last_;
+  devnet.manifest = &manifest;
+  FleetFlags flags;
+  flags.range_size = "10";
+  flags.workers = "2";
+  flags.extra = {"--contracts", config};
+  pid_t run = Spawn(FleetCommand("run", devnet, db_.url(), redis_url_, last_, flags), log);
+  pid_t worker = Spawn(FleetCommand("worker", devnet, db_.url(), redis_url_, last_, flags), log);
+  const int rc = WaitForExit(run, 400);
+  kill(worker, SIGTERM);
+  WaitForExit(worker, 30);
+  ASSERT_EQ(rc, 0) << ReadFile(log);
+
+  auto conn = db_.Connect();
+  ASSERT_TRUE(conn.ok());
+  auto children = (*conn)->Query("SELECT count(*) FROM zoo.children");
+  ASSERT_TRUE(children.ok()) << children.status().ToString();
+  EXPECT_EQ(std::string(children->Get(0, 0)), "1000");
+  auto dump = DumpDecoded(**conn, "zoo");
+  ASSERT_TRUE(dump.ok()) << dump.status().ToString();
+  const std::string path = dir_ + ".fleet-dump.json";
+  std::ofstream(path) << *dump;
+  const int checked = RunNode({kSource + "/devnet/decode_check.js", "--rpc", url_, "--dir", dir_,
+                               "--dump", path, "--to", std::to_string(last_)},
+                              path + ".log");
+  EXPECT_EQ(checked, 0) << ReadFile(path + ".log");
+  EXPECT_NE(ReadFile(path + ".log").find("equal viem's reading"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gapless::e2e

@@ -73,23 +73,33 @@ std::vector<Token> Tokenize(std::string_view m) {
     size_t j = i;
     while (j < m.size() && IsWordChar(m[j])) ++j;
     std::string raw(m.substr(i, j - i));
-    std::optional<uint64_t> number = IsDigit(c) ? ParseNumber(raw) : std::nullopt;
+    // A plain bool and value, not an optional: GCC 12 at -O3 warns (wrongly) that the optional's
+    // value may be read uninitialized.
+    uint64_t value = 0;
+    bool is_number = false;
+    if (IsDigit(c)) {
+      const std::optional<uint64_t> parsed = ParseNumber(raw);
+      is_number = parsed.has_value();
+      value = parsed.value_or(0);
+    }
     // Thousands separators: "10,000", "1,000,000" (1 to 3 digits, then groups of exactly 3). Not
     // inside brackets, where "[100,200]" is two numbers.
     const bool bracketed = !out.empty() && out.back().type == Token::Type::kPunct &&
                            (out.back().text == "[" || out.back().text == "(");
-    if (number && raw.size() <= 3 && !bracketed && std::all_of(raw.begin(), raw.end(), IsDigit)) {
-      while (j + 4 <= m.size() && m[j] == ',' && IsDigit(m[j + 1]) && IsDigit(m[j + 2]) &&
-             IsDigit(m[j + 3]) && (j + 4 == m.size() || !IsWordChar(m[j + 4]))) {
-        for (size_t k = j + 1; k < j + 4; ++k) {
-          if (!AppendDigit(&*number, 10, static_cast<uint64_t>(m[k] - '0'))) number.reset();
+    if (is_number && raw.size() <= 3 && !bracketed &&
+        std::all_of(raw.begin(), raw.end(), IsDigit)) {
+      while (is_number && j + 4 <= m.size() && m[j] == ',' && IsDigit(m[j + 1]) &&
+             IsDigit(m[j + 2]) && IsDigit(m[j + 3]) &&
+             (j + 4 == m.size() || !IsWordChar(m[j + 4]))) {
+        // A group that overflows makes the whole run a word.
+        for (size_t k = j + 1; k < j + 4 && is_number; ++k) {
+          is_number = AppendDigit(&value, 10, static_cast<uint64_t>(m[k] - '0'));
         }
-        if (!number) break;
-        j += 4;
+        if (is_number) j += 4;
       }
     }
-    if (number) {
-      out.push_back({Token::Type::kNumber, std::move(raw), *number});
+    if (is_number) {
+      out.push_back({Token::Type::kNumber, std::move(raw), value});
     } else {
       for (char& ch : raw) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       out.push_back({Token::Type::kWord, std::move(raw), 0});
