@@ -273,6 +273,27 @@ TEST_F(ContractsTest, AContractAddedToTheConfigLaterGetsItsRowsForTheCommittedRa
   EXPECT_EQ(Check(&line), 0) << line;
 }
 
+TEST_F(ContractsTest, AChildThatIsAlsoAnotherContractsAddressIsDecodedOnceForEach) {
+  // The first pool is both a child of `pools` and, by address, the contract `first_pool`: the
+  // backfill of the child (its creation committed after its swaps) must not decode it again for
+  // `first_pool`, whose rows the writes above it already hold.
+  const std::string manifest = ReadFile(dir_ + "/manifest.json");
+  const size_t at = manifest.find("\"pools\": [");
+  ASSERT_NE(at, std::string::npos) << manifest;
+  const size_t quote = manifest.find('"', at + 10);
+  const std::string first_pool = manifest.substr(quote + 1, 42);
+  const std::string config = dir_ + "/with-first-pool.yaml";
+  std::ofstream(config) << ReadFile(dir_ + "/contracts.yaml") +
+                               "  - name: first_pool\n    abi: abis/DevPool.json\n    address: \"" +
+                               first_pool + "\"\n";
+  ASSERT_EQ(Index(config, {}, nullptr, pools_created_by_ + 1), 0);
+  ASSERT_EQ(Index(config), 0);
+  const std::string where = " WHERE address = decode('" + first_pool.substr(2) + "', 'hex')";
+  const int64_t direct = Count("SELECT count(*) FROM zoo.first_pool_swap");
+  EXPECT_GT(direct, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM zoo.pools_swap" + where), direct);
+}
+
 TEST_F(ContractsTest, FactoryChildrenFoundAfterTheBlocksAboveThemCommittedAreBackfilled) {
   // The blocks above the pools' creation first: their swaps belong to children nobody knows yet.
   ASSERT_EQ(Index(dir_ + "/contracts.yaml", {}, nullptr, pools_created_by_ + 1), 0);
@@ -302,8 +323,30 @@ TEST_F(ContractsTest, EventsModeStoresOnlyTheMatchingLogsAndTheirBlocksAndDecode
   // The whole range is committed: the frontier passed it although most blocks are not stored.
   EXPECT_EQ(Count("SELECT coalesce(sum(to_block - from_block + 1), 0) FROM indexed_ranges"),
             static_cast<int64_t>(last_) + 1);
-  // A full-mode run cannot share the database.
+  // A second run finds everything committed (a sparse range holds no "blocks" dataset, and is
+  // not taken for one lacking it).
   std::string output;
+  ASSERT_EQ(Index(dir_ + "/contracts-by-address.yaml", {"--data", "events"}, &output), 0)
+      << output;
+  EXPECT_NE(output.find(": 0 to do"), std::string::npos) << output;
+  // verify and export know an events database: blocks without matching logs are not gaps.
+  const std::string verify_log = dir_ + ".verify-events.log";
+  EXPECT_EQ(WaitForExit(Spawn({GaplessBinary(), "verify", "--db", db_.url(), "--from", "0",
+                               "--to", std::to_string(last_)},
+                              verify_log),
+                        120),
+            0)
+      << ReadFile(verify_log);
+  const std::string export_log = dir_ + ".export-events.log";
+  EXPECT_EQ(WaitForExit(Spawn({GaplessBinary(), "export", "--db", db_.url(), "--table",
+                               "zoo.events_ints", "--from", "0", "--to", std::to_string(last_),
+                               "--output", dir_ + ".events_ints.csv"},
+                              export_log),
+                        120),
+            0)
+      << ReadFile(export_log);
+  EXPECT_NE(ReadFile(dir_ + ".events_ints.csv").find("block_number,block_hash"), std::string::npos);
+  // A full-mode run cannot share the database.
   EXPECT_NE(Index(dir_ + "/contracts-by-address.yaml", {}, &output), 0);
   EXPECT_NE(output.find("--data events"), std::string::npos) << output;
 }

@@ -148,8 +148,9 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
   sub->add_option("--contracts", index.contracts,
                   "A contracts config (YAML, docs/contracts.md): the events of these contracts "
                   "decoded from their ABIs into typed tables in the config's schema, in the same "
-                  "write as their blocks; ranges committed before a table existed are written "
-                  "again with it")
+                  "write as their blocks. Ranges committed before a table existed (or before its "
+                  "contract's addresses, factories or blocks changed) lack it: index writes them "
+                  "again; run and worker refuse to start over them and name the index command")
       ->check(CLI::ExistingFile);
   sub->add_option("--data", index.data,
                   "full: every block, transaction, receipt and log (and with --contracts their "
@@ -160,9 +161,9 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
       ->check(CLI::IsMember({"full", "events"}))
       ->capture_default_str();
   sub->add_option("--rebuild", index.rebuild,
-                  "With --contracts: a table (schema.table or table) whose event the config now "
-                  "defines otherwise (its ABI changed) is dropped and made again, and every range "
-                  "is written again to refill it; without it such a change is refused")
+                  "index with --contracts: a table (schema.table or table) whose event the config "
+                  "now defines otherwise (its ABI changed) is dropped and made again, and every "
+                  "range is written again to refill it; without it such a change is refused")
       ->take_all();
   sub->add_option("--progress", index.progress,
                   "auto: a live bar on a terminal, plain lines every 10 s otherwise; tty; "

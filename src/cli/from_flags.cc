@@ -139,6 +139,11 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
         "--traces: not with --source kafka yet (the block stream has no "
         "traces); index with --source rpc");
   }
+  if (!a.index.rebuild.empty()) {
+    // The table would be dropped, and the fleet refuses ranges lacking it: only `index` refills.
+    return FailedPrecondition("--rebuild: with `gapless index`, which refills the table; run and "
+                              "worker refuse to start over ranges that lack it");
+  }
   if (command.source == BlockSourceKind::kKafka && a.index.data == "events") {
     // The stream carries whole blocks; events mode asks the node for logs.
     return FailedPrecondition("--data events: not with --source kafka (use --source rpc)");

@@ -65,6 +65,11 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
   const size_t start = out->size();
   std::vector<uint64_t> numbers;
   for (const auto& [number, unused] : by_block) numbers.push_back(number);
+  // The range's last block is asked too, logs or not: a node (or a pool's backend) behind `to`
+  // may answer eth_getLogs with nothing rather than an error, and its missing header (NotFound,
+  // retried) is what tells an empty stretch from one the node has not reached.
+  const bool last_has_logs = by_block.count(to) != 0;
+  if (!last_has_logs) numbers.push_back(to);
   const size_t per_request = std::max<uint32_t>(1, headers_per_request);
   for (size_t i = 0; i < numbers.size(); i += per_request) {
     if (stop != nullptr && stop->load()) return Interrupted();
@@ -78,6 +83,7 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
       const uint64_t number = numbers[i + k];
       if (!answers[k].ok()) return answers[k].status().WithContext(fmt::format("block {}", number));
       GAPLESS_ASSIGN_OR_RETURN(Block header, DecodeBlockHeader(*answers[k], number));
+      if (number == to && !last_has_logs) continue;  // asked only to see the node has it
       BlockData data;
       data.logs = std::move(by_block[number]);
       for (const Log& log : data.logs) {

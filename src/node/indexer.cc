@@ -21,7 +21,8 @@ Result<uint64_t> Indexer::Plan() {
   }
   auto conn = pool_->Acquire();
   Datasets asked = options_.datasets;
-  asked.Add(kBlocksDataset);
+  // A sparse write (--data events) holds no "blocks" (store/writer.h RangeWrite::sparse).
+  if (!options_.events_filter.has_value()) asked.Add(kBlocksDataset);
   GAPLESS_ASSIGN_OR_RETURN(auto done, CommittedRanges(*conn, options_.from, options_.to, asked));
   ranges_ = PendingRanges(options_.from, options_.to, options_.range_size, std::move(done));
   uint64_t blocks = 0;

@@ -100,6 +100,9 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
 // (store/writer.h RangeWrite::sparse). The logs come from the source's node (rpc/json_rpc.h
 // GetLogs: sized per endpoint by the provider's limits). A log whose block hash is not its
 // header's (a re-org between the two requests) is InvalidData, so the range is fetched again.
+// Block `to`'s header is asked even without logs: a node that has not reached it answers null
+// (NotFound, retried) instead of passing an empty stretch off as one without logs (a pool's
+// getLogs and header requests may still reach two backends: a residual risk, docs/contracts.md).
 // With checks.verify, each block's logsBloom must admit its logs. `check` as for
 // FetchAndDecodeRange. The limiter is asked before the logs and before each batch of headers.
 Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t from, uint64_t to,

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -118,8 +119,8 @@ bool InRebuild(const std::vector<std::string>& rebuild, const std::string& schem
 
 }  // namespace
 
-std::string DecodedTableDataset(const abi::EventTable& table) {
-  Hash32 hash = Keccak256(table.Definition());
+std::string DecodedTableDataset(const abi::EventTable& table, const std::string& sources) {
+  Hash32 hash = Keccak256(table.Definition() + "\n" + sources);
   std::string hex = ToHex(std::string_view(reinterpret_cast<const char*>(hash.data()), 4));
   return "decoded:" + table.schema + "." + table.table + "." + hex.substr(2);
 }
@@ -128,6 +129,18 @@ Result<ContractTables> ContractTables::Make(const abi::ContractsConfig& config) 
   ContractTables out;
   out.schema_ = config.name;
   out.tables_ = abi::PlanTables(config);
+  // Where each contract's logs come from, for its tables' datasets.
+  std::map<std::string, std::string> sources;
+  for (const abi::ContractSpec& spec : config.contracts) {
+    std::string& text = sources[spec.name];
+    for (const std::string& a : spec.addresses) text += "address " + a + "\n";
+    for (const abi::FactorySpec& f : spec.factories) {
+      text += "factory " + f.address + " " + f.event.Signature() + " " +
+              std::to_string(f.parameter) + "\n";
+    }
+    text += fmt::format("blocks {} {}\n", spec.start_block.value_or(0),
+                        spec.end_block.value_or(UINT64_MAX));
+  }
   for (const abi::EventTable& t : out.tables_) {
     if (t.table.size() > kMaxDecodedTableName) {
       return FailedPrecondition(fmt::format(
@@ -135,7 +148,7 @@ Result<ContractTables> ContractTables::Make(const abi::ContractsConfig& config) 
           "shorten the contract's name",
           config.path, t.schema, t.table, t.table.size(), kMaxDecodedTableName));
     }
-    out.datasets_.Add(DecodedTableDataset(t));
+    out.datasets_.Add(DecodedTableDataset(t, sources[t.contract]));
   }
   // PlanTables gives the tables in config order, contract by contract.
   size_t next = 0;
@@ -164,6 +177,12 @@ Result<ContractTables> ContractTables::Make(const abi::ContractsConfig& config) 
     }
   }
   return out;
+}
+
+bool ContractTables::IsFactoryOf(int contract, const std::string& factory) const {
+  return std::any_of(factories_.begin(), factories_.end(), [&](const Factory& f) {
+    return f.contract == contract && f.address == factory;
+  });
 }
 
 std::vector<std::string> ContractTables::FilterAddresses() const {
@@ -221,12 +240,12 @@ Status ContractTables::FindChildren(const std::vector<BlockData>& blocks,
 }
 
 Status ContractTables::Decode(const std::vector<BlockData>& blocks, const Children& children,
-                              Rows* out) const {
+                              Rows* out, bool children_only) const {
   out->tables.assign(tables_.size(), std::string());
   out->counts.assign(tables_.size(), 0);
   for (const BlockData& block : blocks) {
     for (const Log& log : block.logs) {
-      if (auto it = by_address_.find(log.address); it != by_address_.end()) {
+      if (auto it = by_address_.find(log.address); !children_only && it != by_address_.end()) {
         for (int c : it->second) {
           const Contract& contract = contracts_[static_cast<size_t>(c)];
           if (log.block_number < contract.from || log.block_number > contract.to) continue;
@@ -235,7 +254,18 @@ Status ContractTables::Decode(const std::vector<BlockData>& blocks, const Childr
       }
       if (children.empty()) continue;
       if (auto it = children.find(log.address); it != children.end()) {
+        // An address created twice for one contract (two factories naming it, a factory event
+        // repeated, a CREATE2 redeployment) is that contract's child once, from its first
+        // creation: its logs are decoded once.
         for (const Child& child : it->second) {
+          const bool earlier = std::any_of(it->second.begin(), it->second.end(),
+                                           [&](const Child& other) {
+                                             return other.contract == child.contract &&
+                                                    (other.block < child.block ||
+                                                     (other.block == child.block &&
+                                                      &other < &child));
+                                           });
+          if (earlier) continue;
           const Contract& contract = contracts_[static_cast<size_t>(child.contract)];
           if (log.block_number < std::max(contract.from, child.block) ||
               log.block_number > contract.to) {
@@ -409,10 +439,11 @@ Status CopyText(PgConn& conn, const std::string& target, const std::string& colu
   return writer.Finish();
 }
 
-// `names` as a SQL text[] literal; they are identifiers (abi/config.h), nothing to escape.
+// `names` as a SQL text[] literal, each element quoted (an unquoted NULL is a null element);
+// they are identifiers and contract names of [A-Za-z0-9_.] (abi/config.h), nothing to escape.
 std::string TextArray(const std::vector<std::string>& names) {
   std::string out = "'{";
-  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? "," : "") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? ",\"" : "\"") + names[i] + "\"";
   return out + "}'::text[]";
 }
 
@@ -437,6 +468,8 @@ Status LoadChildren(PgConn& conn, const ContractTables& tables, uint64_t below,
     child.block = static_cast<uint64_t>(block);
     child.log_index = static_cast<uint32_t>(log_index);
     child.factory = std::string(res.Get(i, 4));
+    // A child of a factory the config no longer names is not this contract's any more.
+    if (!tables.IsFactoryOf(child.contract, child.factory)) continue;
     (*out)[child.address].push_back(std::move(child));
   }
   return Status::Ok();
@@ -553,7 +586,7 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
     GAPLESS_RETURN_IF_ERROR(conn.Exec(deletes));
     ContractTables::Children only{{child.address, {child}}};
     ContractTables::Rows late;
-    GAPLESS_RETURN_IF_ERROR(tables.Decode(above, only, &late));
+    GAPLESS_RETURN_IF_ERROR(tables.Decode(above, only, &late, /*children_only=*/true));
     for (size_t i = 0; i < tables.tables().size(); ++i) rows.tables[i] += late.tables[i];
     rows.undecoded += late.undecoded;
   }

@@ -97,14 +97,18 @@ class ContractTables {
   using Children = std::unordered_map<std::string, std::vector<Child>>;
 
   bool has_factories() const { return !factories_.empty(); }
+  // True when `factory` ("0x" hex) is one of the configured factories of contract `contract`.
+  bool IsFactoryOf(int contract, const std::string& factory) const;
   // The children the factory events among `blocks`' logs create, in chain order. A factory event
   // that does not fit its ABI, or names no valid address, is listed in `out->undecoded`.
   Status FindChildren(const std::vector<BlockData>& blocks, std::vector<Child>* children,
                       Rows* out) const;
-  // Decodes the logs of the configured addresses and of `children` (each from its block on).
-  // InvalidData naming the block and log when a log's hex fields do not parse (the decoder
-  // checked them: a bug).
-  Status Decode(const std::vector<BlockData>& blocks, const Children& children, Rows* out) const;
+  // Decodes the logs of the configured addresses (unless children_only) and of `children` (each
+  // from its block on; one entry per contract and address counts, the earliest). InvalidData
+  // naming the block and log when a log's hex fields do not parse (the decoder checked them: a
+  // bug).
+  Status Decode(const std::vector<BlockData>& blocks, const Children& children, Rows* out,
+                bool children_only = false) const;
   // What an eth_getLogs filter for these contracts asks (the `events` data mode): every configured
   // address ("0x" hex, sorted, unique), and the selected events' topic 0s ("0x" hex, sorted,
   // unique), or none (any topic) when an anonymous event is selected (its logs have no topic 0 to
@@ -142,9 +146,11 @@ class ContractTables {
   Datasets datasets_;
 };
 
-// The dataset of one decoded table: "decoded:{schema}.{table}.{8 hex digits of its definition's
-// hash}", so a table made again with another definition is a new dataset.
-std::string DecodedTableDataset(const abi::EventTable& table);
+// The dataset of one decoded table: "decoded:{schema}.{table}.{8 hex digits of a hash}" of its
+// definition and of where its logs come from (`sources`: the contract's addresses, factories and
+// block window), so a table made again with another definition, or fed from other addresses, is
+// a new dataset that the committed ranges lack: they are written again, and their rows replaced.
+std::string DecodedTableDataset(const abi::EventTable& table, const std::string& sources);
 
 // Creates the schema, its tables and partitions and registers them (see above). `rebuild`: table
 // names ("schema.table" or "table") whose changed definition is accepted by dropping them.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "store/queries.h"
+
 namespace gapless {
 namespace {
 
@@ -357,6 +359,24 @@ Status ExportDecodedCsv(PgConn& conn, const DecodedExportTable& table, uint64_t 
 
 Result<std::vector<std::pair<uint64_t, uint64_t>>> MissingBlocks(PgConn& conn, uint64_t from,
                                                                  uint64_t to, size_t limit) {
+  // An events-mode database stores only the blocks with matching logs: there a block is missing
+  // when no committed range covers it.
+  GAPLESS_ASSIGN_OR_RETURN(
+      auto mode, conn.Query("SELECT value FROM indexer_state WHERE key = 'data_mode'"));
+  if (mode.rows() == 1 && mode.Get(0, 0) == "events") {
+    GAPLESS_ASSIGN_OR_RETURN(auto committed, CommittedRanges(conn, from, to));
+    std::vector<std::pair<uint64_t, uint64_t>> gaps;
+    uint64_t next = from;
+    for (const auto& [a, b] : committed) {
+      if (a > next && gaps.size() < limit) gaps.emplace_back(next, a - 1);
+      next = b + 1;
+    }
+    if (next <= to && gaps.size() < limit &&
+        (committed.empty() || committed.back().second < to)) {
+      gaps.emplace_back(next, to);
+    }
+    return gaps;
+  }
   // Gaps between the blocks present, plus the run before the first and after the last one.
   GAPLESS_ASSIGN_OR_RETURN(
       auto res,

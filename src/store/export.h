@@ -122,7 +122,8 @@ Status ExportDecodedCsv(PgConn& conn, const DecodedExportTable& table, uint64_t 
                         std::ostream& out);
 
 // The blocks of [from, to] the database does not hold, as inclusive intervals in order, at most
-// `limit` of them: an export of them has no rows, which must not pass for "no activity".
+// `limit` of them: an export of them has no rows, which must not pass for "no activity". In an
+// events-mode database (store/writer.h EnsureDataMode): the blocks no committed range covers.
 Result<std::vector<std::pair<uint64_t, uint64_t>>> MissingBlocks(PgConn& conn, uint64_t from,
                                                                  uint64_t to, size_t limit);
 

@@ -90,7 +90,9 @@ struct VerifyReport {
 };
 
 // Checks [from, to]: every block present (exactly once is the primary key's guarantee), parent
-// hashes chain, counts and hashes consistent, every dataset a run asked for present. Scans every
+// hashes chain, counts and hashes consistent, every dataset a run asked for present. In an
+// events-mode database (store/writer.h EnsureDataMode) every block committed (a range covering
+// it recorded), parent hashes chain between adjacent stored blocks, logs carry their block's hash. Scans every
 // row of the interval (in chunks of blocks, so memory stays bounded); run it on bounded intervals
 // of a large database.
 Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to);
