@@ -6,8 +6,9 @@
 # transaction type, reverts), indexes it with `gapless run --workers 4 --events redis://...`
 # (workers coordinated through Redis, events published to Redis Streams) with a live progress
 # display while `gapless events tail` and `gapless consume balances` receive the events and the
-# run's /metrics is scraped (--metrics-addr), verifies it and prints a summary. The servers keep running so you can explore; `scripts/demo.sh stop`
-# stops them.
+# run's /metrics is scraped (--metrics-addr), verifies it and prints a summary; then the contracts
+# mode: devnet/events.js's contracts indexed with --contracts, a few decoded rows printed. The
+# servers keep running so you can explore; `scripts/demo.sh stop` stops them.
 # Environment: GAPLESS_DEMO_BLOCKS (default 400) blocks of traffic.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -138,9 +139,33 @@ SELECT CASE token_standard WHEN 20 THEN 'ERC-20' WHEN 721 THEN 'ERC-721' ELSE 'E
        AS standard, count(*) AS transfers, count(DISTINCT token_address) AS tokens
   FROM token_transfers GROUP BY token_standard ORDER BY token_standard;
 SQL
+echo "== contracts mode: contracts' events decoded from their ABIs into typed tables"
+# devnet/events.js deploys contracts whose events carry every ABI type (and a factory whose pools
+# emit swaps) on the same devnet and writes a contracts config for them (docs/contracts.md); they
+# are indexed into a database of their own, its events decoded into the schema `zoo`.
+contracts_dir="$GAPLESS_RUN_DIR/contracts-demo"
+rm -rf "$contracts_dir"
+node devnet/events.js --rpc "$rpc" --dir "$contracts_dir" --rounds 12
+contracts_db_name=gapless_demo_contracts
+psql -q "$(scripts/pg.sh url postgres)" -c "DROP DATABASE IF EXISTS $contracts_db_name" \
+  -c "CREATE DATABASE $contracts_db_name"
+contracts_db=$(scripts/pg.sh url "$contracts_db_name")
+"$gapless" index --rpc "$rpc" --db "$contracts_db" --from 0 --to latest --progress off \
+  --log-level warn --contracts "$contracts_dir/contracts.yaml"
+psql -q "$contracts_db" <<'SQL'
+SELECT table_name, event_signature FROM decoded_tables
+ WHERE schema_name = 'zoo' AND contract <> '' ORDER BY 1 LIMIT 8;
+SELECT block_number, log_index, neg, tick, small, big FROM zoo.events_ints
+ ORDER BY block_number, log_index LIMIT 3;
+SELECT block_number, '0x' || encode(address, 'hex') AS pool, amount0, amount1, tick
+  FROM zoo.pools_swap ORDER BY block_number, log_index LIMIT 3;
+SELECT table_name, reason FROM zoo.undecoded ORDER BY block_number, log_index LIMIT 2;
+SQL
+
 cat <<EOF2
 Try:
   $gapless export --db $db --table token_transfers | head
+  $gapless export --db $contracts_db --table zoo.pools_swap | head
   $gapless status --db $db --redis $redis --rpc $rpc --bus $redis --group demo-balances
   $gapless events tail --bus $redis --chain-id $chain_id --from-beginning --type block.new --count 5
   psql $db

@@ -303,6 +303,14 @@ Result<CheckedChain> ChainFromDatabase(const IndexingOptions& args, size_t conne
   }
   chain.from = *args.from.number;
   chain.to = args.to.number.value_or(UINT64_MAX);
+  // What CheckChain does last for a worker with a node: the data mode, the decoded tables.
+  const ChainRequest request = args.Chain();
+  auto conn = chain.pool->Acquire();
+  GAPLESS_RETURN_IF_ERROR(EnsureDataMode(*conn, request.data_mode).WithContext("--data"));
+  if (request.contracts != nullptr) {
+    GAPLESS_RETURN_IF_ERROR(ApplyContractTables(*conn, *request.contracts, request.rebuild)
+                                .WithContext("--contracts"));
+  }
   return chain;
 }
 
