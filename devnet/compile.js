@@ -86,7 +86,9 @@ function compile({ quiet = false } = {}) {
         bytecode: '0x' + c.evm.bytecode.object,
         methodIdentifiers: c.evm.methodIdentifiers,
       };
-      const tmp = path.join(buildDir, `.${name}.json.tmp`);
+      // Per process: two compiles at once (tests starting devnets side by side) must not rename
+      // each other's half-written file.
+      const tmp = path.join(buildDir, `.${name}.json.${process.pid}.tmp`);
       fs.writeFileSync(tmp, JSON.stringify(artifact, null, 2) + '\n');
       fs.renameSync(tmp, path.join(buildDir, `${name}.json`));
       written.push(name);
