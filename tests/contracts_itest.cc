@@ -326,13 +326,12 @@ TEST_F(ContractsTest, EventsModeStoresOnlyTheMatchingLogsAndTheirBlocksAndDecode
   // A second run finds everything committed (a sparse range holds no "blocks" dataset, and is
   // not taken for one lacking it).
   std::string output;
-  ASSERT_EQ(Index(dir_ + "/contracts-by-address.yaml", {"--data", "events"}, &output), 0)
-      << output;
+  ASSERT_EQ(Index(dir_ + "/contracts-by-address.yaml", {"--data", "events"}, &output), 0) << output;
   EXPECT_NE(output.find(": 0 to do"), std::string::npos) << output;
   // verify and export know an events database: blocks without matching logs are not gaps.
   const std::string verify_log = dir_ + ".verify-events.log";
-  EXPECT_EQ(WaitForExit(Spawn({GaplessBinary(), "verify", "--db", db_.url(), "--from", "0",
-                               "--to", std::to_string(last_)},
+  EXPECT_EQ(WaitForExit(Spawn({GaplessBinary(), "verify", "--db", db_.url(), "--from", "0", "--to",
+                               std::to_string(last_)},
                               verify_log),
                         120),
             0)
@@ -351,11 +350,17 @@ TEST_F(ContractsTest, EventsModeStoresOnlyTheMatchingLogsAndTheirBlocksAndDecode
   EXPECT_NE(output.find("--data events"), std::string::npos) << output;
 }
 
-TEST_F(ContractsTest, EventsModeRefusesAFactoryConfigNamingTheReason) {
+TEST_F(ContractsTest, EventsModeRefusesFactoriesAndBusEventsNamingTheReason) {
   std::string output;
   EXPECT_NE(Index(dir_ + "/contracts.yaml", {"--data", "events"}, &output), 0);
   EXPECT_NE(output.find("factory"), std::string::npos) << output;
   // Refused before anything was written: the database was not even migrated.
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_tables WHERE tablename = 'indexed_ranges'"), 0);
+  // Events on the buses are built from whole blocks: not with --data events yet.
+  EXPECT_NE(Index(dir_ + "/contracts-by-address.yaml",
+                  {"--data", "events", "--events", "redis://127.0.0.1:1"}, &output),
+            0);
+  EXPECT_NE(output.find("--events: not with --data events"), std::string::npos) << output;
   EXPECT_EQ(Count("SELECT count(*) FROM pg_tables WHERE tablename = 'indexed_ranges'"), 0);
 }
 
