@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/keccak.h"
 #include "store/partitions.h"
@@ -258,13 +259,12 @@ Status ContractTables::Decode(const std::vector<BlockData>& blocks, const Childr
         // repeated, a CREATE2 redeployment) is that contract's child once, from its first
         // creation: its logs are decoded once.
         for (const Child& child : it->second) {
-          const bool earlier = std::any_of(it->second.begin(), it->second.end(),
-                                           [&](const Child& other) {
-                                             return other.contract == child.contract &&
-                                                    (other.block < child.block ||
-                                                     (other.block == child.block &&
-                                                      &other < &child));
-                                           });
+          const bool earlier =
+              std::any_of(it->second.begin(), it->second.end(), [&](const Child& other) {
+                return other.contract == child.contract &&
+                       (other.block < child.block ||
+                        (other.block == child.block && &other < &child));
+              });
           if (earlier) continue;
           const Contract& contract = contracts_[static_cast<size_t>(child.contract)];
           if (log.block_number < std::max(contract.from, child.block) ||
@@ -568,20 +568,29 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
 
   // The children found here whose logs in committed blocks above the range no write has decoded
   // (decoded.h "Factories"): their tables' rows of those blocks, from the stored logs.
+  std::vector<std::pair<int, std::string>> backfilled;  // (contract, address): once each
   for (const ContractTables::Child& child : found) {
+    const std::pair<int, std::string> key{child.contract, child.address};
+    if (std::find(backfilled.begin(), backfilled.end(), key) != backfilled.end()) continue;
+    backfilled.push_back(key);
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> above,
                              StoredLogsAbove(conn, child.address, write.to_block));
     if (above.empty()) continue;
+    // Only the child's contract's rows: the same address may be another contract's too.
+    const std::string& contract = tables.contract_names()[static_cast<size_t>(child.contract)];
+    std::vector<std::string> own;
     std::string deletes;
     for (const abi::EventTable& t : tables.tables()) {
-      if (t.contract != tables.contract_names()[static_cast<size_t>(child.contract)]) continue;
+      if (t.contract != contract) continue;
+      own.push_back(t.table);
       deletes += "DELETE FROM " + Qualified(t.schema, t.table) + " WHERE block_number > " +
                  std::to_string(write.to_block) + " AND address = decode('" +
                  child.address.substr(2) + "', 'hex');\n";
     }
+    if (own.empty()) continue;
     deletes += "DELETE FROM " + undecoded + " WHERE block_number > " +
                std::to_string(write.to_block) + " AND address = decode('" +
-               child.address.substr(2) + "', 'hex') AND table_name = ANY(" + TextArray(names) +
+               child.address.substr(2) + "', 'hex') AND table_name = ANY(" + TextArray(own) +
                ");\n";
     GAPLESS_RETURN_IF_ERROR(conn.Exec(deletes));
     ContractTables::Children only{{child.address, {child}}};
