@@ -31,15 +31,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "abi/tables.h"
 
@@ -663,18 +659,6 @@ Result<ContractsConfig> ConfigParser::Parse(std::string_view text) {
   return config;
 }
 
-// The whole file, or a message saying why not (without the path).
-Result<std::string> ReadWholeFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return FailedPrecondition("is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return FailedPrecondition(std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return FailedPrecondition("read failed");
-  return text.str();
-}
-
 }  // namespace
 
 Result<ContractsConfig> ParseContractsConfig(std::string_view yaml_text,
@@ -689,14 +673,6 @@ Result<ContractsConfig> ParseContractsConfig(std::string_view yaml_text,
                               std::to_string(std::max(e.mark.line, 0) + 1) + ": " +
                               OneLine(e.msg, kMaxMessage));
   }
-}
-
-Result<ContractsConfig> LoadContractsConfig(const std::string& path) {
-  auto text = ReadWholeFile(path);
-  if (!text.ok()) {
-    return FailedPrecondition("contracts config " + path + ": " + text.status().message());
-  }
-  return ParseContractsConfig(*text, path, ReadWholeFile);
 }
 
 }  // namespace gapless::abi

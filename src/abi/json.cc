@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "abi/abi.h"
+#include "core/text.h"
 
 namespace gapless::abi {
 namespace {
@@ -20,26 +21,6 @@ void AppendHex(std::string_view bytes, std::string* out) {
     auto u = static_cast<unsigned char>(c);
     out->push_back(kHexDigits[u >> 4]);
     out->push_back(kHexDigits[u & 0xf]);
-  }
-  out->push_back('"');
-}
-
-// A JSON string of text already known to be storable: '"' and '\' escaped, control
-// characters as \u00XX, everything else (UTF-8 included) as is.
-void AppendString(std::string_view text, std::string* out) {
-  out->push_back('"');
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHexDigits[u >> 4]);
-      out->push_back(kHexDigits[u & 0xf]);
-    } else {
-      out->push_back(c);
-    }
   }
   out->push_back('"');
 }
@@ -83,7 +64,7 @@ bool Append(const Value& v, const Type& type, std::string* out) {
       return true;
     case Value::Kind::kString:
       if (!IsStorableText(v.bytes)) return false;
-      AppendString(v.bytes, out);
+      AppendJsonText(v.bytes, out);
       return true;
     case Value::Kind::kArray:
     case Value::Kind::kFixedArray:
@@ -102,7 +83,7 @@ bool Append(const Value& v, const Type& type, std::string* out) {
                      !type.component_names[i].empty();
         if (named) {
           if (!IsStorableText(type.component_names[i])) return false;
-          AppendString(type.component_names[i], out);
+          AppendJsonText(type.component_names[i], out);
         } else {
           out->append("\"arg").append(std::to_string(i)).push_back('"');
         }

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/text.h"
+
 namespace gapless::decode_internal {
 namespace {
 
@@ -19,25 +21,6 @@ Status HexError(std::string_view field, std::string_view text, HexProblem proble
 Status TooLarge(std::string_view field, std::string_view text, uint64_t max) {
   std::string limit = max == kBigintMax ? "2^63-1 (the BIGINT range)" : std::to_string(max);
   return FieldError(field, QuoteForMessage(text) + " is above " + limit);
-}
-
-void AppendJsonString(std::string_view s, std::string* out) {
-  static const char* kHex = "0123456789abcdef";
-  out->push_back('"');
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
-      out->append("\\u00");
-      out->push_back(kHex[u >> 4]);
-      out->push_back(kHex[u & 0xf]);
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
 }
 
 bool IsHexText(std::string_view s) {
@@ -70,7 +53,7 @@ Status AppendCompact(dom::element v, std::string_view field, int depth, std::str
       for (dom::key_value_pair kv : ObjectOf(v)) {
         if (!first) out->push_back(',');
         first = false;
-        AppendJsonString(kv.key, out);
+        AppendJsonText(kv.key, out);
         out->push_back(':');
         GAPLESS_RETURN_IF_ERROR(AppendCompact(kv.value, field, depth + 1, out));
       }
@@ -87,7 +70,7 @@ Status AppendCompact(dom::element v, std::string_view field, int depth, std::str
         }
         out->push_back('"');
       } else {
-        AppendJsonString(s, out);
+        AppendJsonText(s, out);
       }
       return Status::Ok();
     }
