@@ -107,6 +107,12 @@ struct HarnessOptions {
   // harness produces to the Kafka mock cluster, read by Kafka workers, with the RPC workers
   // healing gaps) or "mixed" (kafka for odd seeds, rpc for even ones).
   std::string source = "mixed";
+  // The contracts mode (docs/contracts.md) the fleet runs in: "full" (every seed indexes whole
+  // blocks and decodes a contracts config: the chain's token, a contract whose ABI misfits it,
+  // and a factory's children), "events" (RPC seeds --data events with the token and the misfit,
+  // Kafka seeds as full: events mode reads eth_getLogs), "mixed" (RPC seeds 0 mod 4 events, every
+  // other seed full) or "off" (no config).
+  std::string contracts = "mixed";
   int workers = 3;
   uint64_t max_reorg_depth = 8;
   int64_t lease_ttl_ms = 3'000;
@@ -135,7 +141,8 @@ struct SeedReport {
   int64_t recovery_ms = -1;  // -1: did not recover
   uint64_t tip = 0;          // the chain's last block at the end
   uint64_t reorgs = 0;       // re-orgs the database recorded
-  std::string source;        // where the fleet's blocks came from: "rpc" or "kafka"
+  std::string source;        // where the fleet's blocks came from: "rpc", "rpc-ev" (the
+                             // contracts mode's --data events) or "kafka"
   std::string dir;           // where its timeline and logs are (removed when it passed)
   size_t violations() const;
 };

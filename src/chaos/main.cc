@@ -8,7 +8,8 @@
 //   all|processes|network|redis|servers|reorgs|
 //                 KIND,KIND...] [--workers 3] [--settle 180] [--work-dir DIR] [--pg-url URL]
 //                 [--gapless PATH] [--anvil PATH] [--faults-per-minute 12] [--keep-logs]
-//                 [--parallel N] [--buses redis,amqp,kafka]
+//                 [--parallel N] [--buses redis,amqp,kafka] [--source rpc|kafka|mixed]
+//                 [--contracts full|events|mixed|off]
 //                 [--mutation fence|reorg-floor|relay-contiguity|lease-owner|head-log-height]
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -145,6 +146,12 @@ int main(int argc, char** argv) {
                  "produces, Kafka workers, RPC workers for gaps), or mixed (kafka for odd seeds)")
       ->capture_default_str()
       ->check(CLI::IsMember({"rpc", "kafka", "mixed"}));
+  app.add_option("--contracts", options.contracts,
+                 "The contracts mode: full (every seed decodes a contracts config, a factory "
+                 "among it), events (RPC seeds in --data events), mixed (RPC seeds 0 mod 4 in "
+                 "events, the rest full) or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"full", "events", "mixed", "off"}));
   app.add_option("--gapless", options.gapless_bin, "The gapless binary")->capture_default_str();
   app.add_option("--anvil", options.anvil_bin, "The anvil binary (default: $GAPLESS_ANVIL)");
   app.add_flag("--keep-logs", options.keep_passing_logs, "Keep the directories of passing seeds");

@@ -71,7 +71,8 @@ Result<SeedReport> Scenario::Run() {
   if (d_.kafka_ != nullptr) schedule.buses.insert(schedule.buses.end(), {"kafka-1", "kafka-2"});
   const std::vector<Fault> faults = MakeSchedule(d_.seed_, schedule);
   report.faults = faults.size();
-  report.source = d_.kafka_source_ ? "kafka" : "rpc";
+  // "rpc-ev": the RPC source in the contracts mode's events data mode.
+  report.source = d_.kafka_source_ ? "kafka" : d_.events_mode_ ? "rpc-ev" : "rpc";
 
   d_.StartTraffic();
   if (d_.kafka_source_) d_.StartProducer();

@@ -29,29 +29,26 @@ Status Deployment::StartChain() {
   if (a == std::string::npos || b == std::string::npos) return Internal("anvil: no accounts");
   account0_ = accounts.substr(a, 42);
   account1_ = accounts.substr(b, 42);
-  // The emitter: every call logs Transfer(caller, calldata[32..64], calldata[0..32]) (the same
-  // hand-assembled contract as tests/reorg_itest.cc).
-  const std::string runtime =
-      "6020600060003760203533"
-      "7fddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef"
-      "60206000a300";
+  GAPLESS_ASSIGN_OR_RETURN(emitter_, Deploy(EmitterInitCode()));
+  // The factory (the contracts mode's children): every call creates an emitter and logs
+  // ChildCreated(child).
+  GAPLESS_ASSIGN_OR_RETURN(factory_, Deploy(FactoryInitCode()));
+  return rpc_->Call("anvil_mine", R"(["0x28"])").status();
+}
+
+Result<std::string> Deployment::Deploy(const std::string& init_code) {
   GAPLESS_ASSIGN_OR_RETURN(
       std::string sent,
-      rpc_->Call("eth_sendTransaction", R"([{"from":")" + account0_ +
-                                            R"(","data":"0x603280600b6000396000f3)" + runtime +
-                                            R"("}])"));
+      rpc_->Call("eth_sendTransaction",
+                 R"([{"from":")" + account0_ + R"(","data":"0x)" + init_code + R"("}])"));
   const std::string hash = sent.substr(1, sent.size() - 2);
   for (int i = 0; i < 100; ++i) {
     auto receipt = rpc_->Call("eth_getTransactionReceipt", "[\"" + hash + "\"]");
     size_t at = receipt.ok() ? receipt->find("\"contractAddress\":\"") : std::string::npos;
-    if (at != std::string::npos) {
-      emitter_ = receipt->substr(at + 19, 42);
-      break;
-    }
+    if (at != std::string::npos) return receipt->substr(at + 19, 42);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  if (emitter_.empty()) return Internal("anvil: the emitter contract was not mined");
-  return rpc_->Call("anvil_mine", R"(["0x28"])").status();
+  return Internal("anvil: a contract was not mined");
 }
 
 std::string TokenCall(const std::string& from, const std::string& emitter, const std::string& to,
@@ -69,6 +66,15 @@ void Deployment::StartTraffic() {
         std::lock_guard<std::mutex> lock(chain_mu_);
         (void)rpc->Call("eth_sendTransaction",
                         "[" + TokenCall(account0_, emitter_, account1_, n) + "]");
+        // The contracts mode's factory: a child every 10th round (up to 12), and every second
+        // round a transfer on one of them (a child orphaned by a re-org logs nothing: no code).
+        if (contracts_ && n % 10 == 5 && children_.size() < 12) MakeChild(*rpc);
+        if (contracts_ && n % 2 == 0 && !children_.empty()) {
+          (void)rpc->Call(
+              "eth_sendTransaction",
+              "[" + TokenCall(account0_, children_[n / 2 % children_.size()], account1_, 500 + n) +
+                  "]");
+        }
         if (n % 3 == 0) {
           (void)rpc->Call("eth_sendTransaction",
                           fmt::format(R"([{{"from":"{}","to":"{}","value":"0x{:x}"}}])", account0_,

@@ -201,6 +201,11 @@ Status Deployment::Setup() {
   GAPLESS_ASSIGN_OR_RETURN(pool_, PgPool::Open(db_url_, 3));
   kafka_source_ = options_.source == "kafka" || (options_.source == "mixed" && seed_ % 2 == 1);
   compact_ = seed_ % 3 == 0;
+  contracts_ = options_.contracts != "off";
+  events_mode_ = !kafka_source_ && (options_.contracts == "events" ||
+                                    (options_.contracts == "mixed" && seed_ % 4 == 0));
+  // Events mode publishes no events yet (docs/contracts.md): no buses, no consumers.
+  if (events_mode_) options_.buses.clear();
   GAPLESS_RETURN_IF_ERROR(StartBuses());
   if (kafka_source_) {
     if (kafka_ == nullptr) {
@@ -211,6 +216,7 @@ Status Deployment::Setup() {
     GAPLESS_RETURN_IF_ERROR(kafka_->CreateTopic(std::string(kBlockTopic) + ".dlq", 1));
   }
   GAPLESS_RETURN_IF_ERROR(StartChain());
+  if (contracts_) GAPLESS_RETURN_IF_ERROR(WriteContractsConfig());
   return StartFleet();
 }
 

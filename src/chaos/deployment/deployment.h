@@ -51,6 +51,10 @@ inline constexpr uint64_t kRangeSize = 5;
 inline constexpr uint64_t kPartitionBlocks = 40;  // the databases' partition_blocks
 // The block topic the harness produces to with the Kafka source.
 inline constexpr const char* kBlockTopic = "blocks";
+// The contracts mode (contracts.cc): the config's name (the decoded tables' schema) and the
+// factory's event.
+inline constexpr const char* kContractsSchema = "chaos";
+inline constexpr const char* kChildCreatedSignature = "ChildCreated(address)";
 
 int64_t MillisSince(Clock::time_point t);
 // A JSON-RPC client of the harness's own (5 s timeout, 3 attempts).
@@ -61,6 +65,10 @@ std::vector<std::string> CheckedTypes();
 // A connection to the coordination Redis's replica, or to a server of either role.
 Result<std::unique_ptr<RedisConn>> ConnectAnyRole(const std::string& url);
 // A token transfer to the emitter, as eth_sendTransaction and anvil_reorg take it.
+// The deploy code of the emitter (every call logs an ERC-20 Transfer) and of the factory (every
+// call creates an emitter and logs ChildCreated(child)), hex without 0x (contracts.cc).
+std::string EmitterInitCode();
+std::string FactoryInitCode();
 std::string TokenCall(const std::string& from, const std::string& emitter, const std::string& to,
                       uint64_t amount);
 
@@ -111,6 +119,11 @@ class Deployment {
   void ReorgChain(JsonRpcClient& rpc, uint64_t depth, int64_t salt);
   // Waits (up to 20 s, less when the run ends) until PostgreSQL stores a block with this hash.
   bool WaitStored(const std::string& hash);
+  // The contracts mode (contracts.cc): a call to the factory, its child remembered for the
+  // traffic; call with chain_mu_ held.
+  void MakeChild(JsonRpcClient& rpc);
+  // --contracts (and --data events) for a process indexing the chain, in the contracts mode.
+  void AddContracts(std::vector<std::string>* args) const;
 
   uint64_t seed_;
   HarnessOptions options_;
@@ -140,6 +153,14 @@ class Deployment {
   // "Compaction"), so writes, re-orgs, failovers and stale writers meet merged rows below the
   // frontier; the `compacted` invariant checks that they did.
   bool compact_ = false;
+  // The contracts mode (HarnessOptions::contracts, contracts.cc): every process indexes with
+  // --contracts contracts_file_; in events mode (RPC seeds only) with --data events, and then
+  // without buses, traces or the factory (events mode takes none of them yet).
+  bool contracts_ = false;
+  bool events_mode_ = false;
+  std::string contracts_file_;
+  std::string factory_;                // the factory contract
+  std::vector<std::string> children_;  // guarded by chain_mu_: the children the traffic made
   std::mutex produce_mu_;
   uint64_t produce_from_ = 0;        // guarded by produce_mu_
   uint64_t produce_generation_ = 0;  // guarded by produce_mu_: bumped by every re-org
@@ -172,6 +193,10 @@ class Deployment {
  private:
   Status CreateDatabase(const std::string& name, std::string* url);
   Status StartChain();
+  // Deploys a contract from account 0; its address (chain.cc).
+  Result<std::string> Deploy(const std::string& init_code);
+  // The contracts config and its ABIs in the seed's directory (contracts.cc).
+  Status WriteContractsConfig();
   Status StartBuses();
   // The gapless processes (fleet.cc): their command lines, every link through a proxy of its
   // own; the blocks indexed before events; the stale-write audit; then the fleet started.

@@ -12,6 +12,12 @@
 
 namespace gapless::chaos {
 
+void Deployment::AddContracts(std::vector<std::string>* args) const {
+  if (!contracts_) return;
+  args->insert(args->end(), {"--contracts", contracts_file_});
+  if (events_mode_) args->insert(args->end(), {"--data", "events"});
+}
+
 Status Deployment::StartFleet() {
   // host:port of the database URL, to point a process at its proxy instead.
   std::smatch hp;
@@ -88,8 +94,9 @@ Status Deployment::StartFleet() {
               "--log-level",
               "info"};
     // RPC seeds index traces too (the Kafka stream carries none): written, re-orged and
-    // compared with the clean run like every other table.
-    if (!kafka_source_) p.args.push_back("--traces");
+    // compared with the clean run like every other table. Not in events mode (no blocks whole).
+    if (!kafka_source_ && !events_mode_) p.args.push_back("--traces");
+    AddContracts(&p.args);
     // worker-3 under a memory budget below its fixed needs: every range of 5 is fetched and
     // committed block by block (node/memory_budget.h), so kills, re-orgs and failovers meet
     // ranges half written in parts.
@@ -195,7 +202,8 @@ Status Deployment::StartFleet() {
                                       std::to_string(kRangeSize),
                                       "--progress",
                                       "off"};
-    if (!kafka_source_) index.push_back("--traces");
+    if (!kafka_source_ && !events_mode_) index.push_back("--traces");
+    AddContracts(&index);
     pid_t pid = SpawnChild(index, dir_ + "/index.log");
     const int code = WaitForExit(pid, 300);
     if (code != 0) {
@@ -226,10 +234,14 @@ Status Deployment::StartFleet() {
     if (p.pid <= 0) p.Start();
   }
   Note(fmt::format(
-      "deployment started: {} gapless processes, {} proxied links, blocks from {}, lock nodes {}{}",
+      "deployment started: {} gapless processes, {} proxied links, blocks from {}, lock nodes "
+      "{}{}{}",
       procs_.size(), links_.size() + kafka_links_.size(), kafka_source_ ? "a Kafka stream" : "RPC",
       lock_tls_.has_value() ? "over TLS (rediss://)" : "plain",
-      compact_ ? ", indexed_ranges compacted at once" : ""));
+      compact_ ? ", indexed_ranges compacted at once" : "",
+      !contracts_    ? ""
+      : events_mode_ ? ", contracts in events mode (--data events)"
+                     : ", contracts decoded (a factory among them)"));
   return Status::Ok();
 }
 

@@ -17,7 +17,15 @@
 namespace gapless::chaos {
 
 std::string DifferenceFromChain(Deployment& d, uint64_t tip) {
-  auto headers = FetchHeaders(*d.rpc_, 0, tip);
+  // Events mode: the blocks holding the contracts' logs, no other (docs/contracts.md).
+  std::vector<HeadEntry> matching;
+  if (d.events_mode_) {
+    auto blocks = MatchingBlocks(d, tip);
+    if (!blocks.ok()) return blocks.status().ToString();
+    for (const auto& [number, hash] : *blocks) matching.push_back({number, hash, ""});
+  }
+  auto headers = d.events_mode_ ? Result<std::vector<HeadEntry>>(std::move(matching))
+                                : FetchHeaders(*d.rpc_, 0, tip);
   if (!headers.ok()) return headers.status().ToString();
   auto conn = d.pool_->Acquire();
   auto r = conn->Query("SELECT number, '0x' || encode(hash, 'hex') FROM blocks ORDER BY number");
@@ -38,11 +46,26 @@ std::string DifferenceFromChain(Deployment& d, uint64_t tip) {
   if (!stored.empty() && stored.rbegin()->first > tip) {
     return fmt::format("block {} is stored above the tip {}", stored.rbegin()->first, tip);
   }
+  if (stored.size() != headers->size()) {
+    // Events mode: a block without the contracts' logs is not stored.
+    return fmt::format("{} blocks stored, {} hold the contracts' logs", stored.size(),
+                       headers->size());
+  }
   return "";
 }
 
 std::string FrontierAhead(Deployment& d) {
   auto conn = d.pool_->Acquire();
+  if (d.events_mode_) {
+    // Events mode stores only the blocks with the contracts' logs: every block below the
+    // frontier is in a committed range instead.
+    auto r = conn->Query(
+        "WITH f AS (SELECT value::bigint AS v FROM indexer_state WHERE key = 'frontier') "
+        "SELECT f.v, f.v = 0 OR int8range(0, f.v) <@ (SELECT range_agg(blocks) FROM "
+        "indexed_ranges) FROM f");
+    if (!r.ok() || r->rows() == 0 || r->Get(0, 1) != "f") return "";
+    return fmt::format("frontier {} but the committed ranges below it have a hole", r->Get(0, 0));
+  }
   // One snapshot: a rollback lowering the frontier and deleting rows commits wholly.
   auto r = conn->Query(
       "WITH f AS (SELECT value::bigint AS v FROM indexer_state WHERE key = 'frontier') "
@@ -118,9 +141,37 @@ std::string TracesWhole(Deployment& d) {
   return problem;
 }
 
+// The contracts mode's clean run: `gapless index` with the fleet's --contracts (and --data).
+std::string CleanRunProcess(Deployment& d, uint64_t tip) {
+  std::vector<std::string> args = {
+      d.options_.gapless_bin, "index",  "--rpc",      d.anvil_url_, "--db",
+      d.clean_url_,           "--from", "0",          "--to",       std::to_string(tip),
+      "--range-size",         "20",     "--progress", "off"};
+  if (!d.kafka_source_ && !d.events_mode_) args.push_back("--traces");
+  d.AddContracts(&args);
+  const std::string log = d.dir_ + "/clean-run.log";
+  const int code = WaitForExit(SpawnChild(args, log), 600);
+  return code == 0 ? "" : fmt::format("clean run: exit {} (see {})", code, log);
+}
+
 std::string EqualsCleanRun(Deployment& d, uint64_t tip) {
   // A clean single-process index of the final chain into another database.
   std::string problem;
+  if (d.contracts_) {
+    problem = CleanRunProcess(d, tip);
+    auto clean = PgPool::Open(d.clean_url_, 3);
+    if (!clean.ok()) return clean.status().ToString();
+    auto ours = d.pool_->Acquire();
+    auto theirs = (*clean)->Acquire();
+    for (const char* table : {"blocks", "withdrawals", "transactions", "logs", "token_transfers",
+                              "traces", "contracts", "tokens"}) {
+      if (!problem.empty()) break;
+      auto a = TableChecksum(*ours, table, 0, tip);
+      auto b = TableChecksum(*theirs, table, 0, tip);
+      if (!a.ok() || !b.ok() || *a != *b) problem = std::string(table) + " differs";
+    }
+    return problem;
+  }
   auto clean = PgPool::Open(d.clean_url_, 3);
   if (!clean.ok()) {
     problem = clean.status().ToString();
@@ -160,9 +211,13 @@ std::string EqualsCleanRun(Deployment& d, uint64_t tip) {
 
 std::string VerifyDeep(Deployment& d, uint64_t tip) {
   const std::string log = d.dir_ + "/verify.log";
-  pid_t pid = SpawnChild({d.options_.gapless_bin, "verify", "--db", d.db_url_, "--from", "0",
-                          "--to", std::to_string(tip), "--deep", "--anvil-blob-roots"},
-                         log);
+  std::vector<std::string> args = {
+      d.options_.gapless_bin, "verify", "--db", d.db_url_, "--from", "0", "--to",
+      std::to_string(tip)};
+  // Events mode keeps no receipts or transactions to prove (`verify` checks the ranges' logs and
+  // blocks).
+  if (!d.events_mode_) args.insert(args.end(), {"--deep", "--anvil-blob-roots"});
+  pid_t pid = SpawnChild(args, log);
   int code = WaitForExit(pid, 600);
   return code == 0 ? "" : fmt::format("exit {} (see {})", code, log);
 }
@@ -181,6 +236,11 @@ bool Recovered(Deployment& d, uint64_t tip, std::string* why) {
     return false;
   }
   auto conn = d.pool_->Acquire();
+  if (std::string unindexed = UnindexedPartitions(*conn); !unindexed.empty()) {
+    *why = unindexed;
+    return false;
+  }
+  if (d.buses_.empty()) return true;  // no events published (events mode)
   auto cursor = conn->Query("SELECT min(next_block) FROM event_cursors");
   if (!cursor.ok() || cursor->rows() == 0 || cursor->IsNull(0, 0) ||
       static_cast<uint64_t>(cursor->GetInt64(0, 0).value()) != tip + 1) {
@@ -192,10 +252,6 @@ bool Recovered(Deployment& d, uint64_t tip, std::string* why) {
       "retracted_through), 0) FROM event_cursors)");
   if (pending.ok() && pending->GetInt64(0, 0).value() > 0) {
     *why = "retractions not published yet";
-    return false;
-  }
-  if (std::string unindexed = UnindexedPartitions(*conn); !unindexed.empty()) {
-    *why = unindexed;
     return false;
   }
   for (const Bus& bus : d.buses_) {

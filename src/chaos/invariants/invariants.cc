@@ -28,9 +28,10 @@ void CheckAll(Deployment& d, const RunRecord& run, uint64_t tip, SeedReport* rep
   add("partitions-indexed", PartitionsIndexed(d));
   add("no-orphan-rows", NoOrphanRows(d));
   // RPC seeds index traces (the Kafka stream carries none).
-  if (!d.kafka_source_) add("traces-whole", TracesWhole(d));
+  if (!d.kafka_source_ && !d.events_mode_) add("traces-whole", TracesWhole(d));
   add("equals-clean-run", EqualsCleanRun(d, tip));
-  add("verify-deep", VerifyDeep(d, tip));
+  if (d.contracts_) CheckContracts(d, tip, report);
+  add(d.events_mode_ ? "verify" : "verify-deep", VerifyDeep(d, tip));
   add("one-leader-per-epoch", OneLeaderPerEpoch(d));
   for (const Bus& bus : d.buses_) {
     CheckEvents(d, tip, bus, report);

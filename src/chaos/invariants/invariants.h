@@ -11,6 +11,8 @@
 //   coordination.cc  one-leader-per-epoch, dlq-empty, keys-bounded, head-log-unique,
 //                    head-log-chained, lease-held, no-stale-write, tokens-unique
 //   ops.cc           ops-ready, ops-metrics, ops-one-leader
+//   contracts.cc     decoded-equals-clean-run, decoded-canonical, decoded-complete (the
+//                    contracts mode); the blocks events mode must hold
 // invariants.cc runs them all in the report's order (CheckAll), and processes-alive.
 //
 // Thread-safety: the scenario's thread only.
@@ -67,6 +69,12 @@ std::string NoOrphanRows(Deployment& d);
 std::string TracesWhole(Deployment& d);
 std::string EqualsCleanRun(Deployment& d, uint64_t tip);
 std::string VerifyDeep(Deployment& d, uint64_t tip);
+// contracts.cc: the contracts mode's three invariants (after EqualsCleanRun, whose clean run
+// they compare with).
+void CheckContracts(Deployment& d, uint64_t tip, SeedReport* report);
+// Events mode: the blocks holding the token's logs on the node's chain 0..tip (number -> hash),
+// which the database must hold and no other.
+Result<std::map<uint64_t, std::string>> MatchingBlocks(Deployment& d, uint64_t tip);
 // events.cc: the four events invariants of one bus.
 void CheckEvents(Deployment& d, uint64_t tip, const Bus& bus, SeedReport* report);
 // Every event of the given types on a bus, in the bus's order (per topic). `tip`: the chain's
