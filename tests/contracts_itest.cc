@@ -267,10 +267,28 @@ TEST_F(ContractsTest, AContractAddedToTheConfigLaterGetsItsRowsForTheCommittedRa
   std::ofstream(without) << yaml.substr(0, start) + yaml.substr(end);
   ASSERT_EQ(Index(without), 0);
   EXPECT_EQ(Count("SELECT count(*) FROM decoded_tables WHERE table_name = 'events_ints'"), 0);
+  // The rows' versions (xmin) and places (ctid): a range written again has new ones.
+  const std::string versions =
+      "SELECT md5(string_agg(t::text, ',')) FROM (SELECT xmin::text || ctid::text AS t FROM"
+      " blocks UNION ALL SELECT xmin::text || ctid::text FROM transactions UNION ALL SELECT"
+      " xmin::text || ctid::text FROM logs ORDER BY 1) x";
+  auto conn = db_.Connect();
+  ASSERT_TRUE(conn.ok());
+  auto before = (*conn)->Query(versions);
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
 
-  ASSERT_EQ(Index(dir_ + "/contracts.yaml"), 0);
+  // The contract added: its tables decoded from the stored logs, nothing fetched or rewritten.
+  std::string output;
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml", {}, &output), 0) << output;
+  EXPECT_NE(output.find("decoded from their stored logs"), std::string::npos) << output;
+  auto after = (*conn)->Query(versions);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(before->Get(0, 0), after->Get(0, 0)) << "the data tables were written again";
   std::string line;
   EXPECT_EQ(Check(&line), 0) << line;
+  // Every range holds the new tables now: a third run has nothing to do.
+  ASSERT_EQ(Index(dir_ + "/contracts.yaml", {}, &output), 0) << output;
+  EXPECT_NE(output.find(" 0 to do"), std::string::npos) << output;
 }
 
 TEST_F(ContractsTest, AChildThatIsAlsoAnotherContractsAddressIsDecodedOnceForEach) {

@@ -174,6 +174,12 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   Status relays_status = relays->Join();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
+  if (const uint64_t stored = indexer.counters().decoded_from_store.load(); stored > 0) {
+    spdlog::info(
+        "{} committed blocks lacked only the contracts config's tables: decoded from their stored "
+        "logs, nothing fetched or written again",
+        stored);
+  }
   if (IsInterrupted(st)) {
     spdlog::warn("interrupted: committed ranges are kept; rerun the same command to continue");
     return Outcome::kStopped;

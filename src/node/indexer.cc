@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "node/node_metrics.h"
+#include "store/decoded.h"
 #include "store/queries.h"
 
 namespace gapless {
@@ -87,6 +88,18 @@ void Indexer::WorkerLoop() {
     size_t i = next_range_.fetch_add(1);
     if (i >= ranges_.size()) return;
     const BlockRange& range = ranges_[i];
+    // Committed whole and lacking only the config's tables: decoded from the stored logs.
+    bool decoded = false;
+    if (Status st = DecodeStored(range, &decoded); !st.ok()) {
+      if (!stop_.load() || st.code() != Code::kAborted) Fail(st);
+      return;
+    }
+    if (decoded) {
+      counters_.blocks += range.size();
+      counters_.decoded_from_store += range.size();
+      counters_.ranges += 1;
+      continue;
+    }
     // In parts of what the memory budget lets this thread hold, in order (one part without one).
     for (uint64_t from = range.from; from <= range.to;) {
       const uint32_t batch = budget_->BatchBlocks(options_.blocks_per_request);
@@ -127,6 +140,28 @@ void Indexer::WorkerLoop() {
     }
     counters_.ranges += 1;
   }
+}
+
+Status Indexer::DecodeStored(const BlockRange& range, bool* decoded) {
+  *decoded = false;
+  if (options_.contracts == nullptr || options_.events_filter.has_value()) return Status::Ok();
+  Datasets asked = options_.datasets;
+  asked.Add(kBlocksDataset);
+  return WithRetries(
+      fmt::format("decode blocks {}-{} from the stored logs", range.from, range.to), [&] {
+        auto conn = pool_->Acquire();
+        RangeWrite write;
+        write.from_block = range.from;
+        write.to_block = range.to;
+        GAPLESS_ASSIGN_OR_RETURN(*decoded,
+                                 ReadStoredForDecoding(*conn, *options_.contracts, asked, &write));
+        if (!*decoded) return Status::Ok();
+        WriteOptions write_options;
+        write_options.contracts = options_.contracts;
+        Status st = WriteRange(*conn, write, write_options);
+        if (!st.ok()) *decoded = false;
+        return st;
+      });
 }
 
 Status Indexer::WriteRangeWithRetries(const RangeWrite& write) {

@@ -88,6 +88,9 @@ class Indexer {
  private:
   void WorkerLoop();
   Status WriteRangeWithRetries(const RangeWrite& write);
+  // A committed range that lacks only the contracts config's tables (full mode) is decoded from
+  // its stored logs instead of fetched (store/decoded.h "Decoding stored logs"): *decoded then.
+  Status DecodeStored(const BlockRange& range, bool* decoded);
   // Runs op until it succeeds, fails with a non-retriable error, runs out of attempts, or the
   // indexer is stopped. `what` names the unit of work in log lines.
   Status WithRetries(const std::string& what, const std::function<Status()>& op);

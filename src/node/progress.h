@@ -24,6 +24,9 @@ struct IndexCounters {
   std::atomic<uint64_t> token_transfers{0};
   std::atomic<uint64_t> ranges{0};
   std::atomic<uint64_t> retries{0};
+  // Of `blocks`: committed blocks decoded from their stored logs (the contracts mode's config
+  // change, store/decoded.h "Decoding stored logs"), nothing fetched.
+  std::atomic<uint64_t> decoded_from_store{0};
 };
 
 class Progress {

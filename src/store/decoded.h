@@ -37,6 +37,14 @@
 // asks for it, like any dataset. Tables of contracts removed from the config keep their rows;
 // writes leave them alone (a rollback still deletes their rows above the fork point).
 //
+// Decoding stored logs (decoded_stored.cc): in full mode every log of a committed range is in
+// `logs` already, so a range that lacks only tables of the config (a contract, event or factory
+// added later, an ABI rebuilt, an address changed) is decoded from its stored blocks and logs
+// (ReadStoredForDecoding, a RangeWrite with decode_only: store/writer.h) instead of being fetched
+// from the node and written whole again: only its decoded rows are written, the rest stays as it
+// is. The write checks, under the lock a rollback waits for, that the blocks it read are still
+// the stored ones (CheckStoredForDecoding), so a rollback in between makes it read again.
+//
 // Writes (WriteDecodedRows, inside the range's transaction, after its fence): the configured
 // tables' rows of the range are deleted and COPied again from the range's logs, so a write is
 // idempotent and a replay equals the first. Rollback deletes the rows of every registered table
@@ -48,6 +56,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -165,6 +174,26 @@ Status LockForChildren(PgConn& conn, const ContractTables& tables, const RangeWr
 // the children it creates and decodes their logs of committed blocks above it.
 Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeWrite& write,
                         std::string* buffer);
+
+// Status::reason() of a decode-only write whose range changed since it was read (a rollback, a
+// write of a run holding less): read it again.
+inline constexpr std::string_view kStoredRangeChangedReason = "stored-range-changed";
+
+// The datasets every block of [from, to] holds (store/datasets.h: some indexed_ranges row
+// covering it lists the name); empty when a block is not committed.
+Result<Datasets> DatasetsHeldThroughout(PgConn& conn, uint64_t from, uint64_t to);
+
+// Full mode: when every block of [w->from_block, w->to_block] is committed whole ("blocks") and
+// what `asked` wants beyond what they hold is only tables of `tables`, fills *w with the stored
+// blocks and logs (decode_only, datasets = what they hold) and returns true; false (*w untouched)
+// when the range must be fetched.
+Result<bool> ReadStoredForDecoding(PgConn& conn, const ContractTables& tables,
+                                   const Datasets& asked, RangeWrite* w);
+
+// Inside a decode-only write's transaction, first: locks indexed_ranges as a range write does
+// (a rollback commits before or waits), then Aborted (kStoredRangeChangedReason) unless the
+// range's stored blocks are w's (number and hash) and hold every dataset of w.datasets.
+Status CheckStoredForDecoding(PgConn& conn, const RangeWrite& w);
 
 // "{schema}.{table}" of every registered table, the undecoded tables included, for rollback and
 // partitions. Empty before the contracts mode was ever used.

@@ -435,6 +435,17 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     GAPLESS_RETURN_IF_ERROR(LockForChildren(conn, *options.contracts, w));
   }
   const Datasets held = Held(w, options);
+  if (w.decode_only) {
+    // Decoding stored logs (writer.h, store/decoded.h): checked against the stored range under
+    // the lock a rollback waits for, then fenced and recorded as any write; the data tables stay.
+    if (options.contracts == nullptr) return Internal("a decode-only write without --contracts");
+    GAPLESS_RETURN_IF_ERROR(CheckStoredForDecoding(conn, w));
+    GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w, held));
+    std::string buffer;
+    GAPLESS_RETURN_IF_ERROR(WriteDecodedRows(conn, *options.contracts, w, &buffer));
+    GAPLESS_RETURN_IF_ERROR(conn.Exec(RecordDatasets(w, held, /*replaced=*/false)));
+    return txn.Commit();
+  }
   GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w, held));
   GAPLESS_RETURN_IF_ERROR(CheckJoins(conn, w));
 

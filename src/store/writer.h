@@ -107,6 +107,14 @@ struct RangeWrite {
   // none. Parent hashes are checked between adjacent blocks only, a stored neighbour is joined
   // only where the range's end block is held, and the write does not hold the "blocks" dataset.
   bool sparse = false;
+  // The contracts mode's config change, full mode (store/decoded.h "Decoding stored logs"):
+  // `blocks` are the range's stored blocks read back from this database (ReadStoredForDecoding),
+  // and the write replaces only the range's decoded rows, recording `datasets` plus the config's
+  // tables (the data tables, outbox and tokens are left as they are). Refused (Aborted, reason
+  // kStoredRangeChangedReason: read it again) unless, inside the transaction, every block of the
+  // range is still stored with its hash and every dataset of `datasets` is still held by every
+  // block. Needs WriteOptions::contracts.
+  bool decode_only = false;
 };
 
 struct WriteOptions {
