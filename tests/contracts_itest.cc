@@ -6,6 +6,7 @@
 // Also: a write replayed over the same range changes nothing, a re-org's rollback deletes the
 // decoded rows above the fork point, an ABI change of an existing table is refused unless
 // --rebuild, and a contract added to the config of an indexed database gets its rows.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -289,6 +290,23 @@ TEST_F(ContractsTest, AContractAddedToTheConfigLaterGetsItsRowsForTheCommittedRa
   // Every range holds the new tables now: a third run has nothing to do.
   ASSERT_EQ(Index(dir_ + "/contracts.yaml", {}, &output), 0) << output;
   EXPECT_NE(output.find(" 0 to do"), std::string::npos) << output;
+
+  // `gapless status`: each table's cursor, the added contract's too.
+  const char* redis = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis == nullptr || *redis == 0) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  const std::string log = dir_ + ".status.log";
+  ASSERT_EQ(
+      WaitForExit(
+          Spawn({GaplessBinary(), "status", "--db", db_.url(), "--redis", redis, "--json"}, log),
+          60),
+      0)
+      << ReadFile(log);
+  const std::string status = ReadFile(log);
+  for (const char* table : {"zoo.events_ints", "zoo.odd_token_transfer"}) {
+    EXPECT_NE(status.find(fmt::format(R"({{"table":"{}","from":0,"through":{}}})", table, last_)),
+              std::string::npos)
+        << table << " in " << status;
+  }
 }
 
 TEST_F(ContractsTest, AChildThatIsAlsoAnotherContractsAddressIsDecodedOnceForEach) {

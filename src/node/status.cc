@@ -44,6 +44,40 @@ Result<FleetState> OpenFleetState(const FleetStateOptions& options) {
 
 namespace {
 
+// StatusReport::decoded_tables: per table the dataset asked last (dataset_requests), its first
+// asked block, and the committed blocks holding it from there up to its first gap (or below the
+// frontier).
+Result<std::vector<StatusReport::TableCursor>> DecodedTableCursors(
+    PgConn& conn, const std::vector<DatasetGap>& missing, std::optional<uint64_t> frontier) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult r,
+      conn.Query("SELECT DISTINCT ON (t) t, dataset, first FROM (SELECT dataset, asked_at,"
+                 " substr(dataset, 9, length(dataset) - 8 - position('.' IN reverse(dataset))) AS"
+                 " t, min(from_block) OVER (PARTITION BY dataset) AS first FROM dataset_requests"
+                 " WHERE dataset LIKE 'decoded:%') x ORDER BY t, asked_at DESC"));
+  std::vector<StatusReport::TableCursor> out;
+  for (int i = 0; i < r.rows(); ++i) {
+    StatusReport::TableCursor c;
+    c.table = std::string(r.Get(i, 0));
+    const std::string dataset(r.Get(i, 1));
+    GAPLESS_ASSIGN_OR_RETURN(int64_t first, r.GetInt64(i, 2));
+    c.from = static_cast<uint64_t>(first);
+    // Committed up to below the frontier, less the dataset's first gap at or above `from`.
+    std::optional<uint64_t> end;
+    if (frontier.has_value() && *frontier > c.from) end = *frontier - 1;
+    for (const DatasetGap& gap : missing) {
+      if (gap.dataset != dataset || gap.to < c.from) continue;
+      if (!end.has_value() || gap.from <= *end) {
+        end = gap.from > c.from ? std::optional<uint64_t>(gap.from - 1) : std::nullopt;
+      }
+      break;
+    }
+    c.through = end;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // Time as "2026-11-23 03:10:01 UTC" from Unix milliseconds.
 std::string UtcTime(uint64_t ms) {
   std::time_t t = static_cast<std::time_t>(ms / 1000);
@@ -380,6 +414,8 @@ Result<StatusReport> GatherStatus(FleetState& fleet, const StatusCommand& comman
     GAPLESS_ASSIGN_OR_RETURN(
         r.missing_datasets,
         MissingRequestedDatasets(*conn, 0, std::numeric_limits<uint64_t>::max()));
+    GAPLESS_ASSIGN_OR_RETURN(r.decoded_tables,
+                             DecodedTableCursors(*conn, r.missing_datasets, pg_frontier));
     for (const PartitionIndexState& p : unindexed) {
       if (!r.unindexed_lowest.has_value() || p.start < *r.unindexed_lowest) {
         r.unindexed_lowest = p.start;

@@ -77,6 +77,16 @@ struct StatusReport {
   // Committed blocks that lack a dataset a run asked for over them (store/datasets.h
   // MissingRequestedDatasets, what `verify` reports): an `index` run with that option writes it.
   std::vector<DatasetGap> missing_datasets;
+  // The contracts mode: per decoded table ("schema.table"), the latest dataset a run asked for
+  // it (store/decoded.h DecodedTableDataset) from `from` on, and the cursor: every committed block
+  // from `from` through `through` holds it (nullopt: not one yet). Blocks above the frontier are
+  // not committed, so the cursor stops below it.
+  struct TableCursor {
+    std::string table;
+    uint64_t from = 0;
+    std::optional<uint64_t> through;
+  };
+  std::vector<TableCursor> decoded_tables;
   uint64_t reorgs = 0;
   uint64_t last_reorg_depth = 0, last_reorg_fork_point = 0;
   std::string last_reorg_at;

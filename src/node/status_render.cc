@@ -70,6 +70,13 @@ void WriteStatusText(const StatusReport& r, std::ostream& out) {
         "writes them (for each range listed)\n",
         DescribeGaps(r.missing_datasets), first.from, first.to, HowToAskFor(first.dataset));
   }
+  for (size_t i = 0; i < r.decoded_tables.size(); ++i) {
+    const StatusReport::TableCursor& c = r.decoded_tables[i];
+    out << fmt::format("{:<23}{}: {}\n", i == 0 ? "decoded tables" : "", c.table,
+                       c.through.has_value()
+                           ? fmt::format("blocks {}..{} decoded", c.from, *c.through)
+                           : fmt::format("from block {}, none decoded yet", c.from));
+  }
   if (r.reorgs == 0) {
     out << "re-orgs rolled back    none\n";
   } else {
@@ -180,6 +187,14 @@ std::string StatusJson(const StatusReport& r) {
       OptNum(lag), r.reorgs, r.last_reorg_depth, r.last_reorg_fork_point, Str(r.last_reorg_at));
   o += fmt::format("\"indexes\":{{\"partitions_unindexed\":{},\"lowest_unindexed\":{}}},",
                    r.partitions_unindexed, OptNum(r.unindexed_lowest));
+  o += "\"decoded_tables\":[";
+  for (size_t i = 0; i < r.decoded_tables.size(); ++i) {
+    const StatusReport::TableCursor& c = r.decoded_tables[i];
+    o += fmt::format("{}{{\"table\":{},\"from\":{},\"through\":{}}}", i == 0 ? "" : ",",
+                     Str(c.table), c.from,
+                     c.through.has_value() ? std::to_string(*c.through) : "null");
+  }
+  o += "],";
   o += "\"missing_datasets\":[";
   for (size_t i = 0; i < r.missing_datasets.size(); ++i) {
     const DatasetGap& g = r.missing_datasets[i];
