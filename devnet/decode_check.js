@@ -16,7 +16,7 @@
 //            "undecoded": [{"block", "log", "contract", "signature"}]}
 // Prints one line and exits 0 when everything is equal; lists the differences and exits 1.
 //
-// Usage: node devnet/decode_check.js --rpc URL --dir DIR --dump FILE [--to BLOCK]
+// Usage: node devnet/decode_check.js --rpc URL --dir DIR --dump FILE [--to BLOCK] [--only a,b]
 'use strict';
 
 const fs = require('fs');
@@ -32,6 +32,7 @@ function parseArgs(argv) {
     else if (a === '--dir') out.dir = next();
     else if (a === '--dump') out.dump = next();
     else if (a === '--to') out.to = Number(next());
+    else if (a === '--only') out.only = next().split(',');
     else throw new Error(`unknown option ${a}`);
   }
   if (!out.rpc || !out.dir || !out.dump) throw new Error('usage: --rpc URL --dir DIR --dump FILE');
@@ -154,6 +155,8 @@ async function main() {
     { name: 'PoolFactory', events: abi('DevPoolFactory'), addresses: [manifest.contracts.factory] },
     { name: 'odd_token', events: abi('ERC20'), addresses: [manifest.contracts.token] },
   ];
+  // --only: the contracts the config under test names (the others have no tables).
+  if (args.only) contracts.splice(0, contracts.length, ...contracts.filter((c) => args.only.includes(c.name)));
   const to = args.to ?? manifest.last;
   const logs = await rpc(args.rpc, 'eth_getLogs', [
     { fromBlock: '0x0', toBlock: `0x${to.toString(16)}`,

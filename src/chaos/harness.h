@@ -109,8 +109,8 @@ struct HarnessOptions {
   std::string source = "mixed";
   // The contracts mode (docs/contracts.md) the fleet runs in: "full" (every seed indexes whole
   // blocks and decodes a contracts config: the chain's token, a contract whose ABI misfits it,
-  // and a factory's children), "events" (RPC seeds --data events with the token and the misfit,
-  // Kafka seeds as full: events mode reads eth_getLogs), "mixed" (RPC seeds 0 mod 4 events, every
+  // and a factory's children), "events" (RPC seeds --data events, Kafka seeds as full: events
+  // mode reads eth_getLogs), "mixed" (RPC seeds 0 mod 4 events, every
   // other seed full) or "off" (no config).
   std::string contracts = "mixed";
   int workers = 3;

@@ -49,10 +49,13 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
     return FailedPrecondition("--data events keeps no transactions: --traces needs --data full");
   }
   if (out.events_only) out.token_metadata = false;  // no token transfers in events mode
-  if (out.events_only && out.contracts->has_factories()) {
+  if (out.events_only && out.contracts->has_factories() &&
+      out.contracts->FactoryFilterTopic0s().empty()) {
     return FailedPrecondition(
-        "--data events: the contracts config names a factory; factories work with --data full "
-        "only for now (docs/contracts.md)");
+        "--data events: the contracts config names a factory and selects an anonymous event: "
+        "with a factory, events mode asks every address for the selected events' topic 0s, and "
+        "an anonymous event has none; select named events (events: [...]) or use --data full "
+        "(docs/contracts.md)");
   }
   GAPLESS_ASSIGN_OR_RETURN(out.from, ParseBlockBound(args.from, "--from"));
   GAPLESS_ASSIGN_OR_RETURN(out.to, ParseBlockBound(args.to, "--to"));

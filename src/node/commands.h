@@ -102,6 +102,11 @@ struct IndexingOptions {
   std::optional<LogFilter> EventsFilter() const {
     if (!events_only || contracts == nullptr) return std::nullopt;
     LogFilter filter;
+    if (contracts->has_factories()) {
+      // Every address, by topic 0 (store/decoded.h FactoryFilterTopic0s, KeepMatching).
+      filter.topic0s = contracts->FactoryFilterTopic0s();
+      return filter;
+    }
     filter.addresses = contracts->FilterAddresses();
     filter.topic0s = contracts->FilterTopic0s();
     return filter;

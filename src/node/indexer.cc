@@ -111,10 +111,15 @@ void Indexer::WorkerLoop() {
             write.blocks.clear();
             if (options_.events_filter.has_value()) {
               write.sparse = true;
-              return FetchEventsRange(source, *options_.events_filter, write.from_block,
-                                      write.to_block, batch,
-                                      BlockChecks{options_.chain_id, options_.verify},
-                                      /*limiter=*/nullptr, &stop_, &write.blocks);
+              Status fetched = FetchEventsRange(source, *options_.events_filter, write.from_block,
+                                                write.to_block, batch,
+                                                BlockChecks{options_.chain_id, options_.verify},
+                                                /*limiter=*/nullptr, &stop_, &write.blocks);
+              if (fetched.ok() && options_.contracts != nullptr &&
+                  options_.contracts->has_factories()) {
+                options_.contracts->KeepMatching(&write.blocks);
+              }
+              return fetched;
             }
             return FetchAndDecodeRange(source, write.from_block, write.to_block, batch,
                                        BlockChecks{options_.chain_id, options_.verify},

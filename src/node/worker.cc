@@ -18,6 +18,7 @@
 #include "node/node_metrics.h"
 #include "node/reconcile.h"
 #include "node/worker_internal.h"
+#include "store/decoded.h"
 #include "store/state.h"
 
 namespace gapless {
@@ -243,6 +244,11 @@ Status Worker::FetchAndCheck(BlockSource& source, const Task& task, RangeWrite* 
                                 task.abort.get(), &write->blocks, &enrich, options_.memory_budget,
                                 &options_.check_blocks, &write->datasets);
   write->sparse = options_.events_filter.has_value();
+  // Events mode with factories asks every address by topic (store/decoded.h KeepMatching).
+  if (st.ok() && write->sparse && options_.contracts != nullptr &&
+      options_.contracts->has_factories()) {
+    options_.contracts->KeepMatching(&write->blocks);
+  }
   AddSince(options_.env, fetch_start, counters_.fetch_micros);
   return st;
 }

@@ -204,6 +204,33 @@ std::vector<std::string> ContractTables::FilterTopic0s() const {
   return out;
 }
 
+std::vector<std::string> ContractTables::FactoryFilterTopic0s() const {
+  std::vector<std::string> out = FilterTopic0s();
+  if (out.empty()) return out;
+  for (const Factory& f : factories_) out.push_back(f.topic0);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+void ContractTables::KeepMatching(std::vector<BlockData>* blocks) const {
+  auto keeps = [&](const Log& log) {
+    if (by_address_.count(log.address) != 0) return true;
+    for (const Factory& f : factories_) {
+      if (log.address == f.address) return true;
+      if (!log.topics.empty() &&
+          contracts_[static_cast<size_t>(f.contract)].by_topic0.count(log.topics[0]) != 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  for (BlockData& block : *blocks) {
+    std::erase_if(block.logs, [&](const Log& log) { return !keeps(log); });
+  }
+  std::erase_if(*blocks, [](const BlockData& block) { return block.logs.empty(); });
+}
+
 Status ContractTables::FindChildren(const std::vector<BlockData>& blocks,
                                     std::vector<Child>* children, Rows* out) const {
   children->clear();

@@ -124,6 +124,16 @@ class ContractTables {
   // ask for).
   std::vector<std::string> FilterAddresses() const;
   std::vector<std::string> FilterTopic0s() const;
+  // The events data mode with factories (docs/contracts.md): a child's address is known only
+  // once its creation is read, and a child found late needs its logs of the committed blocks
+  // above stored already (the finder decodes them from `logs`, as in full mode). So the filter
+  // asks every address, by topic 0 alone: the selected events' and the factories' events' (empty
+  // when a selected event is anonymous: no topic 0 to ask for, refused). KeepMatching then keeps
+  // of the answer the logs of configured addresses and factories, and any address's logs whose
+  // topic 0 is a selected event of a contract made by a factory (a child, maybe found later);
+  // blocks left without a log are dropped.
+  std::vector<std::string> FactoryFilterTopic0s() const;
+  void KeepMatching(std::vector<BlockData>* blocks) const;
   // Names of the config's contracts, in config order.
   const std::vector<std::string>& contract_names() const { return contract_names_; }
 

@@ -92,17 +92,12 @@ Status Deployment::WriteContractsConfig() {
       "    address: \"{}\"\n"
       "  - name: misfit\n"
       "    abi: misfit.json\n"
-      "    address: \"{}\"\n",
-      events_mode_ ? "events" : "full", kContractsSchema, emitter_, emitter_);
-  // Events mode takes no factory yet (docs/contracts.md).
-  if (!events_mode_) {
-    yaml += fmt::format(
-        "  - name: pools\n"
-        "    abi: erc20.json\n"
-        "    factory: {{address: \"{}\", event: ChildCreated, parameter: child, abi: "
-        "factory.json}}\n",
-        factory_);
-  }
+      "    address: \"{}\"\n"
+      "  - name: pools\n"
+      "    abi: erc20.json\n"
+      "    factory: {{address: \"{}\", event: ChildCreated, parameter: child, abi: "
+      "factory.json}}\n",
+      events_mode_ ? "events" : "full", kContractsSchema, emitter_, emitter_, factory_);
   contracts_file_ = dir_ + "/contracts.yaml";
   WriteFile(contracts_file_, yaml);
   std::ifstream check(contracts_file_);

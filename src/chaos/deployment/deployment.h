@@ -155,7 +155,7 @@ class Deployment {
   bool compact_ = false;
   // The contracts mode (HarnessOptions::contracts, contracts.cc): every process indexes with
   // --contracts contracts_file_; in events mode (RPC seeds only) with --data events, and then
-  // without buses, traces or the factory (events mode takes none of them yet).
+  // without buses or traces (events mode takes neither yet).
   bool contracts_ = false;
   bool events_mode_ = false;
   std::string contracts_file_;

@@ -5,8 +5,8 @@
 //   decoded-canonical         no decoded or undecoded row of a block that is not the node's
 //   decoded-complete          every log of the token on the final chain decoded exactly once into
 //                             token_transfer and listed exactly once in undecoded for the misfit
-//                             ABI, nothing else there; full mode: the children are exactly the
-//                             factory's ChildCreated logs and pools_transfer exactly their logs
+//                             ABI, nothing else there; the children are exactly the factory's
+//                             ChildCreated logs and pools_transfer exactly their logs
 // In events mode, MatchingBlocks also gives the blocks the database must hold (canonical-chain).
 #include <fmt/format.h>
 
@@ -20,6 +20,9 @@
 
 namespace gapless::chaos {
 namespace {
+
+constexpr const char* kTransferTopic0 =
+    "ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
 
 // (block number, log index, block hash): a log's place on the chain.
 using LogKey = std::tuple<uint64_t, uint64_t, std::string>;
@@ -96,10 +99,6 @@ std::string DecodedComplete(Deployment& d, uint64_t tip) {
     return fmt::format("{} logs decoded into misfit_transfer (they do not fit it)",
                        misdecoded->size());
   }
-  if (d.events_mode_) {
-    d.Note(fmt::format("contracts: {} token logs on the final chain", token->size()));
-    return "";
-  }
   // The factory's children: exactly its ChildCreated logs, each child's transfers from there.
   auto created =
       NodeLogs(d, tip, "\"" + d.factory_ + "\"", ToHex(Keccak256(kChildCreatedSignature)));
@@ -144,9 +143,7 @@ std::string DecodedCanonical(Deployment& d, uint64_t tip) {
   if (!headers.ok()) return headers.status().ToString();
   std::map<uint64_t, std::string> chain;
   for (const HeadEntry& h : *headers) chain[h.height] = h.hash;
-  std::vector<std::string> tables = {"token_transfer", "misfit_transfer", "undecoded"};
-  if (!d.events_mode_) tables.push_back("pools_transfer");
-  for (const std::string& table : tables) {
+  for (const char* table : {"token_transfer", "misfit_transfer", "pools_transfer", "undecoded"}) {
     auto keys = StoredKeys(d, table);
     if (!keys.ok()) return keys.status().ToString();
     for (const auto& [number, index, hash] : *keys) {
@@ -201,7 +198,17 @@ std::string DecodedEqualsCleanRun(Deployment& d) {
 }  // namespace
 
 Result<std::map<uint64_t, std::string>> MatchingBlocks(Deployment& d, uint64_t tip) {
-  GAPLESS_ASSIGN_OR_RETURN(std::vector<Log> logs, NodeLogs(d, tip, "\"" + d.emitter_ + "\"", ""));
+  // With a factory, events mode asks every address for the selected events' and the factory's
+  // topic 0s (Transfer, ChildCreated) and keeps the configured addresses', the factory's and any
+  // Transfer (a child's, maybe found later): on this chain, every log of those topics.
+  const std::string topics = "[\"0x" + std::string(kTransferTopic0) + "\",\"" +
+                             ToHex(Keccak256(kChildCreatedSignature)) + "\"]";
+  GAPLESS_ASSIGN_OR_RETURN(std::string answer,
+                           d.rpc_->Call("eth_getLogs", fmt::format(R"([{{"fromBlock":"0x0",)"
+                                                                   R"("toBlock":"0x{:x}",)"
+                                                                   R"("topics":[{}]}}])",
+                                                                   tip, topics)));
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<Log> logs, DecodeLogsResult(answer));
   std::map<uint64_t, std::string> out;
   for (const Log& log : logs) out[log.block_number] = log.block_hash;
   return out;

@@ -72,8 +72,9 @@ std::string VerifyDeep(Deployment& d, uint64_t tip);
 // contracts.cc: the contracts mode's three invariants (after EqualsCleanRun, whose clean run
 // they compare with).
 void CheckContracts(Deployment& d, uint64_t tip, SeedReport* report);
-// Events mode: the blocks holding the token's logs on the node's chain 0..tip (number -> hash),
-// which the database must hold and no other.
+// Events mode: the blocks holding a log events mode keeps (the token's, the factory's, any
+// Transfer: a child's) on the node's chain 0..tip (number -> hash), which the database must hold
+// and no other.
 Result<std::map<uint64_t, std::string>> MatchingBlocks(Deployment& d, uint64_t tip);
 // events.cc: the four events invariants of one bus.
 void CheckEvents(Deployment& d, uint64_t tip, const Bus& bus, SeedReport* report);
