@@ -149,8 +149,9 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
                   "A contracts config (YAML, docs/contracts.md): the events of these contracts "
                   "decoded from their ABIs into typed tables in the config's schema, in the same "
                   "write as their blocks. Ranges committed before a table existed (or before its "
-                  "contract's addresses, factories or blocks changed) lack it: index writes them "
-                  "again; run and worker refuse to start over them and name the index command")
+                  "contract's addresses, factories or blocks changed) lack it: index decodes them "
+                  "from their stored logs (--data full; events mode fetches them again); run and "
+                  "worker refuse to start over them and name the index command")
       ->check(CLI::ExistingFile);
   sub->add_option("--data", index.data,
                   "full: every block, transaction, receipt and log (and with --contracts their "
