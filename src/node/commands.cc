@@ -21,6 +21,7 @@
 #include "node/duties.h"
 #include "node/index_builder.h"
 #include "node/indexer.h"
+#include "node/node_metrics.h"
 #include "node/ops.h"
 #include "node/progress.h"
 #include "node/reconcile.h"
@@ -174,6 +175,13 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
   Status relays_status = relays->Join();
   progress.Stop();
   spdlog::info("{}", progress.Summary());
+  if (args.verify_complete) {
+    const CompletenessTotals checked = CompletenessChecked();
+    spdlog::info(
+        "--verify-complete: fetched the receipts of {} of {} blocks checked (the others' "
+        "logsBloom excludes the filter)",
+        checked.with_receipts, checked.blocks);
+  }
   if (IsInterrupted(st)) {
     spdlog::warn("interrupted: committed ranges are kept; rerun the same command to continue");
     return Outcome::kStopped;
