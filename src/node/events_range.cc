@@ -1,5 +1,6 @@
 // The contracts mode's `events` data mode: a range's matching logs and the headers of the blocks
-// holding them (range_job.h FetchEventsRange).
+// holding them (range_job.h FetchEventsRange); with --verify-complete every block's header, and
+// the proof that nothing was left out (events_complete.h).
 #include <fmt/format.h>
 
 #include <map>
