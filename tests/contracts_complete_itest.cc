@@ -6,6 +6,8 @@
 //    `--verify-complete` refuses the range naming the block, and commits nothing of it;
 //  - the receipts are fetched only for the blocks whose logsBloom admits the filter: with a
 //    filter few blocks match, far fewer than the blocks checked (the count is in the log);
+//  - the fleet (`run` + `worker`) dead-letters that range the same way (the run gives up naming
+//    it), and against anvil stores what `index` stores;
 //  - the flag is refused without --data events, and with --no-verify.
 #include <gtest/gtest.h>
 
@@ -252,6 +254,53 @@ TEST_F(CompleteTest, ReceiptsAreFetchedOnlyForTheBlocksWhoseBloomAdmitsTheFilter
   EXPECT_EQ(blocks, last_ + 1);
   EXPECT_GE(static_cast<int64_t>(with_receipts), stored);
   EXPECT_LT(with_receipts * 3, blocks) << output;  // the bloom spares most blocks' receipts
+}
+
+// The fleet (`run` and a `worker`) takes the flag through the same options: behind the node that
+// drops a log, the range is dead-lettered with the error naming the block and the run gives up
+// (nothing of the range committed); against anvil it completes with the tables of `index`.
+TEST_F(CompleteTest, TheFleetRefusesTheIncompleteRangeAndCompletesAnHonestOne) {
+  const char* redis = std::getenv("GAPLESS_TEST_REDIS_URL");
+  if (redis == nullptr) GTEST_SKIP() << "GAPLESS_TEST_REDIS_URL not set";
+  const std::string config = dir_ + "/contracts-by-address.yaml";
+  const uint64_t victim = last_ - 2;
+  LogDroppingNode node(chain_->url, victim);
+  DevnetManifest manifest;
+  manifest.chain_id = 31337;
+  manifest.last_block = last_;
+  FleetFlags flags;
+  flags.range_size = "5";
+  flags.workers = "2";
+  flags.log_level = "warn";
+  flags.extra = {"--contracts", config, "--data", "events", "--verify-complete"};
+  auto fleet = [&](const std::string& rpc, const PgTestDb& db, const std::string& log) {
+    ClearChainKeys(redis, manifest.chain_id);
+    Devnet devnet{rpc, &manifest};
+    pid_t run = Spawn(FleetCommand("run", devnet, db.url(), redis, last_, flags), log);
+    pid_t worker = Spawn(FleetCommand("worker", devnet, db.url(), redis, last_, flags), log);
+    const int rc = WaitForExit(run, 300);
+    kill(worker, SIGTERM);
+    WaitForExit(worker, 30);
+    return rc;
+  };
+
+  const std::string lying_log = dir_ + ".fleet-lying.log";
+  EXPECT_NE(fleet(node.url(), db_, lying_log), 0);
+  EXPECT_NE(ReadFile(lying_log).find("block " + std::to_string(victim) +
+                                     ": eth_getLogs left out 1 matching"),
+            std::string::npos)
+      << ReadFile(lying_log);
+  EXPECT_NE(ReadFile(lying_log).find("is dead-lettered"), std::string::npos) << ReadFile(lying_log);
+  EXPECT_EQ(Count(db_, "SELECT count(*) FROM logs WHERE block_number = " + std::to_string(victim)),
+            0);
+
+  const std::string honest_log = dir_ + ".fleet-honest.log";
+  ASSERT_EQ(fleet(chain_->url, other_, honest_log), 0) << ReadFile(honest_log);
+  PgTestDb reference;
+  ASSERT_FALSE(reference.failed()) << reference.error().ToString();
+  std::string output;
+  ASSERT_EQ(Index(chain_->url, reference, config, {}, &output), 0) << output;
+  EXPECT_EQ(Tables(other_), Tables(reference));
 }
 
 TEST_F(CompleteTest, TheFlagIsRefusedWithoutDataEventsAndWithNoVerify) {
