@@ -182,30 +182,21 @@ Status CheckEventsComplete(BlockSource& source, const LogFilter& filter,
   for (size_t i = 0; i < admitted.size(); i += step) {
     if (stop != nullptr && stop->load()) return Interrupted();
     const size_t end = std::min(admitted.size(), i + step);
-    std::vector<RpcRequest> calls;
-    for (size_t j = i; j < end; ++j) {
-      calls.push_back({"eth_getBlockReceipts", fmt::format(R"(["0x{:x}"])", admitted[j]->number)});
-    }
+    std::vector<uint64_t> numbers;
+    for (size_t j = i; j < end; ++j) numbers.push_back(admitted[j]->number);
     if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
     std::vector<uint64_t> served_by;
-    GAPLESS_ASSIGN_OR_RETURN(auto answers, rpc->Batch(calls, true, &served_by));
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<std::string> answers,
+                             rpc->FetchBlockReceipts(numbers, &served_by));
     CountCompletenessCheck(0, answers.size());
     for (size_t k = 0; k < answers.size(); ++k) {
       const Block& header = *admitted[i + k];
       const std::string context = fmt::format("block {}", header.number);
-      if (!answers[k].ok()) {
-        if (RpcErrorCode(answers[k].status()) == -32601) {
-          return FailedPrecondition(fmt::format(
-              "--verify-complete needs eth_getBlockReceipts, which {} does not serve (block {})",
-              rpc->Describe(), header.number));
-        }
-        return answers[k].status().WithContext(context);
-      }
-      Result<BlockData> receipts = DecodeBlockReceipts(*answers[k], header.hash, header.number);
+      Result<BlockData> receipts = DecodeBlockReceipts(answers[k], header.hash, header.number);
       if (!receipts.ok()) {
         if (receipts.status().code() == Code::kInvalidData) source.Distrust(served_by[k]);
         return receipts.status().WithContext(
-            fmt::format("eth_getBlockReceipts from {}", rpc->DescribeServers(served_by[k])));
+            fmt::format("the receipts from {}", rpc->DescribeServers(served_by[k])));
       }
       Result<std::string> root = ComputeReceiptsRoot(*receipts);
       if (!root.ok()) {

@@ -8,19 +8,19 @@
 // has none) and, when the filter has topic0s, one of them. A bloom has no false negatives: a
 // block whose bloom excludes the filter holds no matching log and needs nothing more. Every other
 // block (and any block eth_getLogs gave logs for) has its receipts fetched
-// (eth_getBlockReceipts, in batches), proven against the header's receiptsRoot (verify/
-// ComputeReceiptsRoot, the trie full mode's --verify builds), and the logs of those receipts that
-// match the filter must be exactly eth_getLogs's for that block: the same log indexes, each with
-// the same address, topics, data, transaction hash and index.
+// (eth_getBlockReceipts, in batches; JsonRpcClient::FetchBlockReceipts), proven against the
+// header's receiptsRoot (verify/ ComputeReceiptsRoot, the trie full mode's --verify builds), and
+// the logs of those receipts that match the filter must be exactly eth_getLogs's for that block:
+// the same log indexes, each with the same address, topics, data, transaction hash and index.
 //
 // Errors: InvalidData with reason kEventsIncompleteReason naming the block and the log missing,
 // extra or different (the endpoints that answered eth_getLogs are distrusted: a pool's retry asks
 // others); InvalidData with reason kVerifyMismatchReason (verify/verify.h) when a header's hash or
 // the receipts' root does not hold; the node's errors as JsonRpcClient gives them (a null
-// receipts answer is NotFound, retried); FailedPrecondition when the node does not serve
-// eth_getBlockReceipts. All name the block. A header or receipt Ethereum's rules do not cover
-// (verify's FailedPrecondition: OP deposits, a header without mixHash) is not proven but still
-// compared, logged once per process.
+// receipts answer is NotFound, retried). All name the block. A node without eth_getBlockReceipts
+// is asked per transaction (JsonRpcClient::FetchBlockReceipts). A header or receipt Ethereum's
+// rules do not cover (verify's FailedPrecondition: OP deposits, a header without mixHash) is not
+// proven but still compared, logged once per process.
 //
 // Thread-safety: as FetchEventsRange's (the source from the calling thread); the counters it
 // adds to (node/node_metrics.h CountCompletenessCheck) are thread-safe.
