@@ -45,6 +45,7 @@ struct IndexArgs {  // index, run, worker
   std::string progress = "auto";
   bool verify = true;  // on by default: under 15% of throughput (bench/RESULTS.md)
   bool verify_senders = false;
+  bool verify_complete = false;  // --verify-complete, with --data events
   bool traces = false;
   std::string rpc_hedge = "on";
   std::string token_metadata = "on";

@@ -130,6 +130,14 @@ void AddIndexOptions(CLI::App* sub, Args* a, bool single) {
   sub->add_flag("--verify-senders", index.verify_senders,
                 "With or without --verify: also recover each transaction's sender from its "
                 "signature (secp256k1) and compare it with `from` (costly)");
+  sub->add_flag("--verify-complete", index.verify_complete,
+                "With --data events: also prove that eth_getLogs left no matching log out. The "
+                "header of every block of each range is fetched and its logsBloom tested against "
+                "the filter; each block it admits has its receipts fetched, proven against its "
+                "receiptsRoot and their matching logs compared with eth_getLogs's; a difference "
+                "fails the range naming the block (retried, never committed). Implies --verify "
+                "(not with --no-verify). Costs a header per block and the receipts of the "
+                "admitted blocks, counted at the end (docs/contracts.md)");
   sub->add_flag("--traces", index.traces,
                 "Also index every transaction's call tree into the traces table (internal "
                 "transactions): trace_block, or debug_traceBlockByHash with the callTracer "

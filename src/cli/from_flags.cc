@@ -83,6 +83,19 @@ Result<IndexingOptions> IndexingOptionsFromFlags(const CommonArgs& common, const
   }
   out.verify = args.verify;
   out.verify_senders = args.verify_senders;
+  if (args.verify_complete) {
+    // In full mode every receipt is fetched and, with --verify, proven already.
+    if (!out.events_only) {
+      return FailedPrecondition(
+          "--verify-complete needs --data events: in full mode every block's receipts are "
+          "fetched and proven (--verify) already");
+    }
+    if (!args.verify) {
+      return FailedPrecondition(
+          "--verify-complete proves more than --verify and implies it: not with --no-verify");
+    }
+    out.verify_complete = true;
+  }
   out.metrics_addr = common.metrics_addr;
   out.progress = args.progress == "tty"     ? ProgressDisplay::kTty
                  : args.progress == "plain" ? ProgressDisplay::kPlain

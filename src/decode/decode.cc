@@ -188,6 +188,54 @@ Result<Block> DecodeBlockHeader(const std::string& block_json,
   return block;
 }
 
+Result<BlockData> DecodeBlockReceipts(const std::string& receipts_json, std::string_view block_hash,
+                                      uint64_t block_number) {
+  BlockData data;
+  data.block.number = block_number;
+  data.block.hash = std::string(block_hash);
+  Where block_where;
+  block_where.block = block_number;
+  dom::element root;
+  GAPLESS_RETURN_IF_ERROR(ParseAt(receipts_json, &root, block_where, "receipts JSON"));
+  if (root.is_null())
+    return NotFound("block " + std::to_string(block_number) + ": receipts not found");
+  if (!root.is_array())
+    return WrongRoot(block_where, "receipts JSON", "an array of receipts", root);
+  int64_t last_log_index = -1;
+  size_t i = 0;
+  for (dom::element element : ArrayOf(root)) {
+    Where where = block_where;
+    where.item = "receipt";
+    where.index = i;
+    Transaction& tx = data.transactions.emplace_back();
+    tx.transaction_index = static_cast<uint32_t>(i);
+    tx.block_hash = data.block.hash;
+    tx.block_number = block_number;
+    if (!element.is_object()) {
+      return where.Wrap(InvalidData(std::string("expected a receipt object, got a ") +
+                                    JsonTypeName(element.type())));
+    }
+    // The receipt is compared with itself for its hash (there is no transaction to compare it
+    // with); its type is the receipt's own, which the trie encodes.
+    dom::element field;
+    if (element["transactionHash"].get(field) != simdjson::SUCCESS) {
+      return where.Error("transactionHash", "is missing");
+    }
+    GAPLESS_RETURN_IF_ERROR(
+        where.Wrap(decode_internal::ReadHex(field, "transactionHash", 32, &tx.hash)));
+    where.tx_hash = tx.hash;
+    if (element["type"].get(field) == simdjson::SUCCESS) {
+      GAPLESS_RETURN_IF_ERROR(
+          where.Wrap(decode_internal::ReadOptUint(field, "type", &tx.transaction_type)));
+    }
+    Expect expect{data.block.hash, block_number, tx.hash, static_cast<uint32_t>(i)};
+    GAPLESS_RETURN_IF_ERROR(
+        DecodeReceipt(element, where, expect, &last_log_index, &tx, &data.logs));
+    ++i;
+  }
+  return data;
+}
+
 Result<std::vector<Log>> DecodeLogsResult(const std::string& json) {
   Where where;
   where.item = "eth_getLogs answer";

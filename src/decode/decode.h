@@ -62,6 +62,16 @@ Result<BlockData> DecodeBlock(const std::string& block_json, const std::string& 
 Result<Block> DecodeBlockHeader(const std::string& block_json,
                                 std::optional<uint64_t> expected_number = std::nullopt);
 
+// Decodes an eth_getBlockReceipts result on its own, without the block's transactions (the
+// events mode's --verify-complete: node/events_complete.cc): one Transaction per receipt holding
+// only what the receipt says (hash, index, the receipt's "type", status or root,
+// cumulativeGasUsed, gasUsed, logsBloom: what verify/ ComputeReceiptsRoot encodes), its block's
+// hash and number, and the logs. Checks as DecodeBlock's for receipts: receipt i has
+// transactionIndex i and the block's hash and number; every log its receipt's transaction hash
+// and index and the block's hash and number; log indexes strictly increase. "null" is NotFound.
+Result<BlockData> DecodeBlockReceipts(const std::string& receipts_json, std::string_view block_hash,
+                                      uint64_t block_number);
+
 // Decodes an eth_getLogs result (a JSON array of log objects) into logs, each field checked as in
 // a receipt. The answer must be in chain order, each (block, log index) once, one hash per block;
 // a log marked removed (the chain re-orged under the request) is InvalidData, so the request is

@@ -21,6 +21,7 @@
 #include "node/duties.h"
 #include "node/index_builder.h"
 #include "node/indexer.h"
+#include "node/node_metrics.h"
 #include "node/ops.h"
 #include "node/progress.h"
 #include "node/reconcile.h"
@@ -179,6 +180,13 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
         "{} committed blocks lacked only the contracts config's tables: decoded from their stored "
         "logs, nothing fetched or written again",
         stored);
+  }
+  if (args.verify_complete) {
+    const CompletenessTotals checked = CompletenessChecked();
+    spdlog::info(
+        "--verify-complete: fetched the receipts of {} of {} blocks checked (the others' "
+        "logsBloom excludes the filter)",
+        checked.with_receipts, checked.blocks);
   }
   if (IsInterrupted(st)) {
     spdlog::warn("interrupted: committed ranges are kept; rerun the same command to continue");

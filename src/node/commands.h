@@ -36,6 +36,7 @@
 
 #include "core/status.h"
 #include "node/app.h"
+#include "node/range_job.h"
 #include "node/relay.h"
 #include "store/decoded.h"
 #include "store/export.h"
@@ -87,6 +88,9 @@ struct IndexingOptions {
   std::vector<std::string> rebuild;
   // --data events: only the contracts' matching logs and their blocks (docs/contracts.md).
   bool events_only = false;
+  // --verify-complete (with --data events): each range's eth_getLogs answer proven complete from
+  // the receipts of the blocks whose logsBloom admits the filter (node/events_complete.h).
+  bool verify_complete = false;
   // What a run asks for besides the blocks (store/datasets.h): traces with --traces,
   // token_metadata with --token-metadata, one dataset per decoded table with --contracts.
   Datasets AskedDatasets() const {
@@ -98,18 +102,19 @@ struct IndexingOptions {
     }
     return asked;
   }
-  // The eth_getLogs filter of --data events; nullopt in full mode.
-  std::optional<LogFilter> EventsFilter() const {
+  // What --data events fetches (the eth_getLogs filter, --verify-complete); nullopt in full mode.
+  std::optional<EventsFetch> EventsFilter() const {
     if (!events_only || contracts == nullptr) return std::nullopt;
-    LogFilter filter;
+    EventsFetch fetch;
+    fetch.verify_complete = verify_complete;
     if (contracts->has_factories()) {
       // Every address, by topic 0 (store/decoded.h FactoryFilterTopic0s, KeepMatching).
-      filter.topic0s = contracts->FactoryFilterTopic0s();
-      return filter;
+      fetch.filter.topic0s = contracts->FactoryFilterTopic0s();
+      return fetch;
     }
-    filter.addresses = contracts->FilterAddresses();
-    filter.topic0s = contracts->FilterTopic0s();
-    return filter;
+    fetch.filter.addresses = contracts->FilterAddresses();
+    fetch.filter.topic0s = contracts->FilterTopic0s();
+    return fetch;
   }
   ChainRequest Chain() const {
     ChainRequest request;

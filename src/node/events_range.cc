@@ -1,5 +1,6 @@
 // The contracts mode's `events` data mode: a range's matching logs and the headers of the blocks
-// holding them (range_job.h FetchEventsRange).
+// holding them (range_job.h FetchEventsRange); with --verify-complete every block's header, and
+// the proof that nothing was left out (events_complete.h).
 #include <fmt/format.h>
 
 #include <map>
@@ -7,27 +8,12 @@
 #include <vector>
 
 #include "decode/decode.h"
+#include "node/events_complete.h"
 #include "node/range_job.h"
 #include "verify/verify.h"
 
 namespace gapless {
-namespace {
-
-// True when every bit set in `logs_bloom` (of the stored logs) is set in the header's: the block
-// admits the logs (the bloom is a superset filter; a log outside it cannot be the block's).
-bool BloomAdmits(std::string_view header_bloom, std::string_view logs_bloom) {
-  if (header_bloom.size() != logs_bloom.size()) return false;
-  auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (size_t i = 2; i < logs_bloom.size(); ++i) {
-    const int want = digit(logs_bloom[i]);
-    if ((digit(header_bloom[i]) & want) != want) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t from, uint64_t to,
+Status FetchEventsRange(BlockSource& source, const EventsFetch& fetch, uint64_t from, uint64_t to,
                         uint32_t headers_per_request, const BlockChecks& checks,
                         RateLimiter* limiter, const std::atomic<bool>* stop,
                         std::vector<BlockData>* out, const RangeCheck* check) {
@@ -40,9 +26,11 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
   if (!source.rate_limited()) limiter = nullptr;
   if (stop != nullptr && stop->load()) return Interrupted();
   if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
-  GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, rpc->GetLogs(filter, from, to));
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, rpc->GetLogs(fetch.filter, from, to));
   std::vector<Log> logs;
+  uint64_t logs_served_by = 0;
   for (const LogsChunk& chunk : chunks) {
+    logs_served_by |= chunk.served_by;
     Result<std::vector<Log>> part = DecodeLogsResult(chunk.logs_json);
     if (!part.ok()) {
       if (part.status().code() == Code::kInvalidData) source.Distrust(chunk.served_by);
@@ -64,12 +52,18 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
   }
   const size_t start = out->size();
   std::vector<uint64_t> numbers;
-  for (const auto& [number, unused] : by_block) numbers.push_back(number);
+  // --verify-complete: every block's header (its bloom says whether its receipts are needed).
+  std::vector<Block> headers;
+  if (fetch.verify_complete) {
+    for (uint64_t n = from; n <= to; ++n) numbers.push_back(n);
+  } else {
+    for (const auto& [number, unused] : by_block) numbers.push_back(number);
+  }
   // The range's last block is asked too, logs or not: a node (or a pool's backend) behind `to`
   // may answer eth_getLogs with nothing rather than an error, and its missing header (NotFound,
   // retried) is what tells an empty stretch from one the node has not reached.
   const bool last_has_logs = by_block.count(to) != 0;
-  if (!last_has_logs) numbers.push_back(to);
+  if (!last_has_logs && !fetch.verify_complete) numbers.push_back(to);
   const size_t per_request = std::max<uint32_t>(1, headers_per_request);
   for (size_t i = 0; i < numbers.size(); i += per_request) {
     if (stop != nullptr && stop->load()) return Interrupted();
@@ -83,7 +77,8 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
       const uint64_t number = numbers[i + k];
       if (!answers[k].ok()) return answers[k].status().WithContext(fmt::format("block {}", number));
       GAPLESS_ASSIGN_OR_RETURN(Block header, DecodeBlockHeader(*answers[k], number));
-      if (number == to && !last_has_logs) continue;  // asked only to see the node has it
+      if (fetch.verify_complete) headers.push_back(header);
+      if (by_block.count(number) == 0) continue;  // asked only to see the node has it, or its bloom
       BlockData data;
       data.logs = std::move(by_block[number]);
       for (const Log& log : data.logs) {
@@ -99,7 +94,7 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
         // --verify in events mode: every stored log's address and topics are in the block's
         // logsBloom (a log the header's bloom does not admit cannot be the block's).
         GAPLESS_ASSIGN_OR_RETURN(std::string bloom, ComputeLogsBloom(data.logs));
-        if (!BloomAdmits(header.logs_bloom, bloom)) {
+        if (!BloomContains(header.logs_bloom, bloom)) {
           return InvalidData(fmt::format(
               "block {}: logsBloom of the header does not admit the logs eth_getLogs gave (verify)",
               number));
@@ -108,6 +103,11 @@ Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t f
       data.block = std::move(header);
       out->push_back(std::move(data));
     }
+  }
+  if (fetch.verify_complete) {
+    GAPLESS_RETURN_IF_ERROR(CheckEventsComplete(
+        source, fetch.filter, headers, std::span<const BlockData>(*out).subspan(start),
+        logs_served_by, headers_per_request, limiter, stop));
   }
   if (check != nullptr && *check && out->size() > start) {
     size_t wrong = SIZE_MAX;

@@ -56,8 +56,8 @@ struct IndexerOptions {
   // --contracts: decoded into their tables in each range's write (store/decoded.h). Not owned.
   const ContractTables* contracts = nullptr;
   // --data events: only the logs matching this filter and their blocks (FetchEventsRange), in
-  // sparse writes; nullopt: every block whole.
-  std::optional<LogFilter> events_filter;
+  // sparse writes, with --verify-complete proven complete; nullopt: every block whole.
+  std::optional<EventsFetch> events_filter;
   // What the run asks for besides the blocks (traces with --traces, token_metadata with
   // --token-metadata): Plan() plans again the committed ranges that lack one.
   Datasets datasets;

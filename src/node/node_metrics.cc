@@ -168,4 +168,36 @@ void CountKafkaHandedBack(const std::string& worker, uint64_t messages) {
   family.With({worker}).Inc(static_cast<double>(messages));
 }
 
+namespace {
+
+Counter& CompletenessBlocks() {
+  static Counter& c = MetricsRegistry::Default()
+                          .CounterFamily("gapless_verify_complete_blocks_total",
+                                         "--verify-complete: blocks whose header's logsBloom "
+                                         "was tested against the filter")
+                          .Get();
+  return c;
+}
+
+Counter& CompletenessReceipts() {
+  static Counter& c = MetricsRegistry::Default()
+                          .CounterFamily("gapless_verify_complete_receipts_blocks_total",
+                                         "--verify-complete: blocks whose receipts were "
+                                         "fetched (their logsBloom admits the filter)")
+                          .Get();
+  return c;
+}
+
+}  // namespace
+
+void CountCompletenessCheck(uint64_t blocks, uint64_t with_receipts) {
+  CompletenessBlocks().Inc(static_cast<double>(blocks));
+  CompletenessReceipts().Inc(static_cast<double>(with_receipts));
+}
+
+CompletenessTotals CompletenessChecked() {
+  return {static_cast<uint64_t>(CompletenessBlocks().Value()),
+          static_cast<uint64_t>(CompletenessReceipts().Value())};
+}
+
 }  // namespace gapless

@@ -40,4 +40,15 @@ void SetOutboxBacklog(const std::string& bus, uint64_t blocks);
 void SetKafkaHeldBytes(const std::string& worker, uint64_t bytes);
 void CountKafkaHandedBack(const std::string& worker, uint64_t messages);
 
+// --verify-complete (node/events_complete.h): `blocks` more headers whose logsBloom was tested,
+// `with_receipts` more blocks whose receipts were fetched (those the bloom admits); a range
+// fetched again counts again: the cost, not the chain. And the process's totals so far, for the
+// command's last log line.
+void CountCompletenessCheck(uint64_t blocks, uint64_t with_receipts);
+struct CompletenessTotals {
+  uint64_t blocks = 0;
+  uint64_t with_receipts = 0;
+};
+CompletenessTotals CompletenessChecked();
+
 }  // namespace gapless

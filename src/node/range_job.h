@@ -94,6 +94,13 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
                            MemoryBudget* budget = nullptr, const RangeCheck* check = nullptr,
                            Datasets* held = nullptr);
 
+// What the `events` data mode fetches: the logs matching `filter`, and with verify_complete
+// (--verify-complete) the proof that none was left out (node/events_complete.h).
+struct EventsFetch {
+  LogFilter filter;
+  bool verify_complete = false;
+};
+
 // The contracts mode's `events` data mode (docs/contracts.md): appends the blocks of from..to that
 // hold a log matching `filter`, each with its header (eth_getBlockByNumber(n, false), in batches
 // of headers_per_request) and those logs only, ascending, to *out: a sparse range
@@ -103,9 +110,14 @@ Status FetchAndDecodeRange(BlockSource& source, uint64_t from, uint64_t to,
 // Block `to`'s header is asked even without logs: a node that has not reached it answers null
 // (NotFound, retried) instead of passing an empty stretch off as one without logs (a pool's
 // getLogs and header requests may still reach two backends: a residual risk, docs/contracts.md).
-// With checks.verify, each block's logsBloom must admit its logs. `check` as for
-// FetchAndDecodeRange. The limiter is asked before the logs and before each batch of headers.
-Status FetchEventsRange(BlockSource& source, const LogFilter& filter, uint64_t from, uint64_t to,
+// With checks.verify, each block's logsBloom must admit its logs. With fetch.verify_complete,
+// the headers of every block of the range are asked (not only those with logs) and the range is
+// proven complete (node/events_complete.h CheckEventsComplete: the receipts of the blocks whose
+// bloom admits the filter, proven against their receiptsRoot; InvalidData with reason
+// kEventsIncompleteReason naming the block when eth_getLogs left a log out or added one).
+// `check` as for FetchAndDecodeRange. The limiter is asked before the logs and before each batch
+// of headers (and of receipts).
+Status FetchEventsRange(BlockSource& source, const EventsFetch& fetch, uint64_t from, uint64_t to,
                         uint32_t headers_per_request, const BlockChecks& checks,
                         RateLimiter* limiter, const std::atomic<bool>* stop,
                         std::vector<BlockData>* out, const RangeCheck* check = nullptr);

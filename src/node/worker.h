@@ -109,8 +109,8 @@ struct WorkerOptions {
   // --contracts: decoded into their tables in each range's write (store/decoded.h). Not owned.
   const ContractTables* contracts = nullptr;
   // --data events: only the logs matching this filter and their blocks (FetchEventsRange), in
-  // sparse writes; nullopt: every block whole.
-  std::optional<LogFilter> events_filter;
+  // sparse writes, with --verify-complete proven complete; nullopt: every block whole.
+  std::optional<EventsFetch> events_filter;
   WriteMode write_mode = WriteMode::kStagingUpsert;
   CopyFormat copy_format = CopyFormat::kBinary;  // --copy-format (store/copy_rows.h)
   // The process's memory budget (node/memory_budget.h), borrowed, nullable (no budget), shared by

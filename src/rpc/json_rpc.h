@@ -153,6 +153,18 @@ class JsonRpcClient {
   // the message.
   Result<std::vector<RawBlock>> FetchBlocks(uint64_t first, uint64_t count);
 
+  // The receipts of each block of `numbers` (any blocks, in any order), as eth_getBlockReceipts
+  // answers them (a JSON array in transaction order, padded like every result), in one batch of
+  // eth_getBlockReceipts(n). On a node without it (-32601: remembered and healed as for
+  // FetchBlocks), each block's transaction hashes (one batch of eth_getBlockByNumber(n, false))
+  // and then one batch of eth_getTransactionReceipt(hash), assembled in transaction order.
+  // Nothing is checked beyond pairing (the decoder's job: decode/decode.h DecodeBlockReceipts).
+  // served_by (nullable): element i gets the endpoints that served block i's receipts.
+  // Failures: null receipts (or a null block in the fallback) are NotFound; a null receipt in the
+  // fallback is InvalidData naming the transaction; others as for Batch, with "block N".
+  Result<std::vector<std::string>> FetchBlockReceipts(std::span<const uint64_t> numbers,
+                                                      std::vector<uint64_t>* served_by = nullptr);
+
   // Every log of blocks [from, to] that matches filter (from <= to), in chunks that cover the
   // range once, in order, each with its logs in (block, log index) order (checked: a log outside
   // its request's range or out of order is InvalidData naming the endpoint).
@@ -227,6 +239,14 @@ class JsonRpcClient {
   // Fills traces_json of every block in one batch (traces on); switches to the debug API on
   // "method not found" (by hash, then by number) and asks again. "block N" in every error.
   Status FetchTraces(std::vector<RawBlock>& blocks);
+  // The fallback without eth_getBlockReceipts: receipts[i] = "[r0,r1,...]" of the transactions
+  // tx_hashes[i] of block numbers[i] (for each i with want[i]), from one batch of
+  // eth_getTransactionReceipt; served_by[i] |= their endpoints. "block N" in every error.
+  Status ReceiptsByHash(std::span<const uint64_t> numbers, std::span<const uint8_t> want,
+                        const std::vector<std::vector<std::string>>& tx_hashes,
+                        std::vector<std::string>* receipts, std::vector<uint64_t>* served_by);
+  // Marks eth_getBlockReceipts missing until missing_method_retry_micros from now, said once.
+  void BlockReceiptsMissing();
   // A failure without what the transport's Scrub removes (an answer quoting the API key).
   Status Scrubbed(const Status& st) const;
   Result<std::string> ScrubbedResult(Result<std::string> r) const;

@@ -204,6 +204,27 @@ Result<std::string> ComputeLogsBloom(const std::vector<Log>& logs) {
   return BloomHex(bloom);
 }
 
+Result<std::string> ComputeValueBloom(std::string_view hex) {
+  std::string bytes;
+  if (!HexToBytes(hex, &bytes) || (bytes.size() != 20 && bytes.size() != 32)) {
+    return InvalidData("\"" + std::string(hex) + "\" is not 0x hex of an address or a topic");
+  }
+  Bloom bloom;
+  bloom.fill(0);
+  verify::AddToBloom(&bloom, bytes);
+  return BloomHex(bloom);
+}
+
+bool BloomContains(std::string_view bloom, std::string_view subset) {
+  if (bloom.size() != subset.size() || subset.size() < 2) return false;
+  auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  for (size_t i = 2; i < subset.size(); ++i) {
+    const int want = digit(subset[i]);
+    if ((digit(bloom[i]) & want) != want) return false;
+  }
+  return true;
+}
+
 Result<std::string> ComputeBlockHash(const Block& block) {
   std::string encoded;
   GAPLESS_RETURN_IF_ERROR(verify::EncodeHeader(block, &encoded));

@@ -62,6 +62,14 @@ Result<std::string> ComputeTransactionsRoot(const std::vector<Transaction>& tran
 Result<std::string> ComputeReceiptsRoot(const BlockData& data);
 Result<std::string> ComputeWithdrawalsRoot(const std::vector<Withdrawal>& withdrawals);
 Result<std::string> ComputeLogsBloom(const std::vector<Log>& logs);
+// The bloom of one value as a log puts it into logsBloom (its three bits): an address or a topic,
+// as 0x hex of 20 or 32 bytes. InvalidData naming the value when it is neither.
+Result<std::string> ComputeValueBloom(std::string_view hex);
+// True when every bit set in `subset` is set in `bloom` (both 0x hex of the same length, any
+// case): the bloom admits what `subset` holds. A bloom has no false negatives: a log whose
+// address or topic is missing from its block's logsBloom is not the block's. False when the
+// lengths differ.
+bool BloomContains(std::string_view bloom, std::string_view subset);
 // keccak(RLP(header)) from the header's fields as stored (its roots are taken as they are).
 Result<std::string> ComputeBlockHash(const Block& block);
 // The address (lower-case 0x hex) that signed the transaction; InvalidData for a signature that

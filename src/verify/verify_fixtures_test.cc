@@ -88,6 +88,62 @@ TEST(VerifyExecutionApis, HeadBlockVerifies) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+// The events mode's --verify-complete proves a block's receipts from eth_getBlockReceipts alone
+// (decode/decode.h DecodeBlockReceipts), without the transactions: types 0 and 2 (mainnet),
+// pre-Byzantium receipts with a state root (hive block 1), status receipts with logs (hive head).
+// A log left out of a receipt changes the root.
+TEST(VerifyReceiptsAlone, ProveTheReceiptsRootWithoutTheTransactions) {
+  struct Case {
+    std::string receipts;
+    Block header;
+  };
+  const Block hive1 = ApisBlock("eth_getBlockByHash/get-block-by-hash.io",
+                                IoResult(kApis + "eth_getBlockReceipts/get-block-receipts-n.io"), 1)
+                          .block;
+  const Block head =
+      ApisBlock("eth_getBlockByNumber/get-latest.io",
+                IoResult(kApis + "eth_getBlockReceipts/get-block-receipts-latest.io"), 0x36)
+          .block;
+  for (const Case& c :
+       {Case{verify_testing::ReadFixture("mainnet/17000000/receipts.json"),
+             Mainnet17000000().block},
+        Case{IoResult(kApis + "eth_getBlockReceipts/get-block-receipts-n.io"), hive1},
+        Case{IoResult(kApis + "eth_getBlockReceipts/get-block-receipts-latest.io"), head}}) {
+    SCOPED_TRACE(c.header.number);
+    BlockData receipts = ValueOf(DecodeBlockReceipts(c.receipts, c.header.hash, c.header.number));
+    ASSERT_FALSE(receipts.transactions.empty());
+    EXPECT_EQ(ValueOf(ComputeReceiptsRoot(receipts)), c.header.receipts_root);
+    if (!receipts.logs.empty()) {
+      receipts.logs.pop_back();
+      EXPECT_NE(ValueOf(ComputeReceiptsRoot(receipts)), c.header.receipts_root);
+    }
+  }
+  // Receipts of another block are refused, naming the block.
+  Result<BlockData> other = DecodeBlockReceipts(
+      verify_testing::ReadFixture("mainnet/17000000/receipts.json"), head.hash, 17000000);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Code::kInvalidData);
+  EXPECT_NE(other.status().message().find("block 17000000"), std::string::npos)
+      << other.status().ToString();
+}
+
+// A block's logsBloom holds each of its logs' addresses and topics (ComputeValueBloom,
+// BloomContains: what --verify-complete tests a header with); an empty bloom holds nothing.
+TEST(VerifyBloom, EveryLogsAddressAndTopicIsInItsBlocksBloom) {
+  const BlockData& data = Mainnet17000000();
+  const std::string empty = "0x" + std::string(512, '0');
+  for (const Log& log : data.logs) {
+    const std::string address = ValueOf(ComputeValueBloom(log.address));
+    EXPECT_TRUE(BloomContains(data.block.logs_bloom, address)) << log.address;
+    EXPECT_FALSE(BloomContains(empty, address));
+    for (const std::string& topic : log.topics) {
+      EXPECT_TRUE(BloomContains(data.block.logs_bloom, ValueOf(ComputeValueBloom(topic))));
+    }
+  }
+  EXPECT_FALSE(BloomContains(data.block.logs_bloom, "0x00"));
+  EXPECT_FALSE(ComputeValueBloom("0x1234").ok());  // neither an address nor a topic
+}
+
 // The fork-boundary blocks come with transaction hashes only: their header hash (every fork's
 // fields) and withdrawals root are checked.
 TEST(VerifyExecutionApis, ForkBoundaryHeadersHashAndWithdrawalsRoots) {
