@@ -15,7 +15,9 @@ namespace gapless::chaos {
 void Deployment::AddContracts(std::vector<std::string>* args) const {
   if (!contracts_) return;
   args->insert(args->end(), {"--contracts", contracts_file_});
-  if (events_mode_) args->insert(args->end(), {"--data", "events"});
+  // Events mode proves its eth_getLogs answers whole (--verify-complete): re-orgs between the
+  // logs, the headers and the receipts meet the proof.
+  if (events_mode_) args->insert(args->end(), {"--data", "events", "--verify-complete"});
 }
 
 Status Deployment::StartFleet() {
