@@ -502,23 +502,31 @@ Status LoadChildren(PgConn& conn, const ContractTables& tables, uint64_t below,
   return Status::Ok();
 }
 
-// The stored logs of `address` in blocks above `above`, as blocks holding only those logs.
-Result<std::vector<BlockData>> StoredLogsAbove(PgConn& conn, const std::string& address,
-                                               uint64_t above) {
+// The stored logs of `addresses` ("0x" hex) in blocks above `above`, by address, each as blocks
+// holding only its logs: one query for all the children a write found.
+Result<std::unordered_map<std::string, std::vector<BlockData>>> StoredLogsAbove(
+    PgConn& conn, const std::vector<std::string>& addresses, uint64_t above) {
+  std::unordered_map<std::string, std::vector<BlockData>> out;
+  if (addresses.empty()) return out;
+  std::string array = "{";
+  for (const std::string& a : addresses) {
+    array += (array.size() > 1 ? ",\"\\\\x" : "\"\\\\x") + a.substr(2) + "\"";
+  }
+  array += "}";
   GAPLESS_ASSIGN_OR_RETURN(
       auto res,
       conn.Query("SELECT l.block_number, l.log_index, l.transaction_index,"
                  " '0x' || encode(l.transaction_hash, 'hex'), '0x' || encode(l.block_hash, 'hex'),"
                  " '0x' || encode(l.data, 'hex'), '0x' || encode(l.topic0, 'hex'),"
                  " '0x' || encode(l.topic1, 'hex'), '0x' || encode(l.topic2, 'hex'),"
-                 " '0x' || encode(l.topic3, 'hex'), b.timestamp"
+                 " '0x' || encode(l.topic3, 'hex'), b.timestamp, '0x' || encode(l.address, 'hex')"
                  " FROM logs l JOIN blocks b ON b.number = l.block_number"
-                 " WHERE l.address = decode($1, 'hex') AND l.block_number > $2"
+                 " WHERE l.address = ANY($1::bytea[]) AND l.block_number > $2"
                  " ORDER BY l.block_number, l.log_index",
-                 {address.substr(2), std::to_string(above)}));
-  std::vector<BlockData> blocks;
+                 {array, std::to_string(above)}));
   for (int i = 0; i < res.rows(); ++i) {
     GAPLESS_ASSIGN_OR_RETURN(int64_t number, res.GetInt64(i, 0));
+    std::vector<BlockData>& blocks = out[std::string(res.Get(i, 11))];
     if (blocks.empty() || blocks.back().block.number != static_cast<uint64_t>(number)) {
       blocks.emplace_back();
       blocks.back().block.number = static_cast<uint64_t>(number);
@@ -533,12 +541,12 @@ Result<std::vector<BlockData>> StoredLogsAbove(PgConn& conn, const std::string& 
     log.transaction_index = static_cast<uint32_t>(tx_index);
     log.transaction_hash = std::string(res.Get(i, 3));
     log.block_hash = std::string(res.Get(i, 4));
-    log.address = address;
+    log.address = std::string(res.Get(i, 11));
     log.data = std::string(res.Get(i, 5));
     for (int t = 6; t <= 9 && !res.IsNull(i, t); ++t) log.topics.emplace_back(res.Get(i, t));
     blocks.back().logs.push_back(std::move(log));
   }
-  return blocks;
+  return out;
 }
 
 }  // namespace
@@ -596,17 +604,27 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
   // The children found here whose logs in committed blocks above the range no write has decoded
   // (decoded.h "Factories"): their tables' rows of those blocks, from the stored logs.
   std::vector<std::pair<int, std::string>> backfilled;  // (contract, address): once each
+  std::vector<std::string> addresses;
   for (const ContractTables::Child& child : found) {
     const std::pair<int, std::string> key{child.contract, child.address};
     if (std::find(backfilled.begin(), backfilled.end(), key) != backfilled.end()) continue;
     backfilled.push_back(key);
-    GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> above,
-                             StoredLogsAbove(conn, child.address, write.to_block));
-    if (above.empty()) continue;
+    if (std::find(addresses.begin(), addresses.end(), child.address) == addresses.end()) {
+      addresses.push_back(child.address);
+    }
+  }
+  GAPLESS_ASSIGN_OR_RETURN(auto stored_above, StoredLogsAbove(conn, addresses, write.to_block));
+  std::string deletes;
+  for (const ContractTables::Child& child : found) {
+    const std::pair<int, std::string> key{child.contract, child.address};
+    auto done = std::find(backfilled.begin(), backfilled.end(), key);
+    if (done == backfilled.end()) continue;  // this (contract, address) was done already
+    backfilled.erase(done);
+    auto above = stored_above.find(child.address);
+    if (above == stored_above.end()) continue;
     // Only the child's contract's rows: the same address may be another contract's too.
     const std::string& contract = tables.contract_names()[static_cast<size_t>(child.contract)];
     std::vector<std::string> own;
-    std::string deletes;
     for (const abi::EventTable& t : tables.tables()) {
       if (t.contract != contract) continue;
       own.push_back(t.table);
@@ -619,13 +637,13 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
                std::to_string(write.to_block) + " AND address = decode('" +
                child.address.substr(2) + "', 'hex') AND table_name = ANY(" + TextArray(own) +
                ");\n";
-    GAPLESS_RETURN_IF_ERROR(conn.Exec(deletes));
     ContractTables::Children only{{child.address, {child}}};
     ContractTables::Rows late;
-    GAPLESS_RETURN_IF_ERROR(tables.Decode(above, only, &late, /*children_only=*/true));
+    GAPLESS_RETURN_IF_ERROR(tables.Decode(above->second, only, &late, /*children_only=*/true));
     for (size_t i = 0; i < tables.tables().size(); ++i) rows.tables[i] += late.tables[i];
     rows.undecoded += late.undecoded;
   }
+  if (!deletes.empty()) GAPLESS_RETURN_IF_ERROR(conn.Exec(deletes));
 
   for (size_t i = 0; i < tables.tables().size(); ++i) {
     const abi::EventTable& t = tables.tables()[i];
