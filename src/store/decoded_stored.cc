@@ -40,7 +40,13 @@ Result<bool> ReadStoredForDecoding(PgConn& conn, const ContractTables& tables,
   // A rollback between the two reads: fetched instead (the next plan sees what is committed).
   if (blocks.size() != w->to_block - w->from_block + 1) return false;
   w->blocks = std::move(blocks);
-  w->datasets = held;
+  // What the blocks hold besides decoded tables: the write records these and the config's tables
+  // (store/writer.h Held). A decoded dataset of another definition or config is not claimed again:
+  // this write may have replaced its table's rows (claiming less is only work for a later run).
+  w->datasets = Datasets();
+  for (const std::string& name : held.names()) {
+    if (!name.starts_with(DecodedDataset(""))) w->datasets.Add(name);
+  }
   w->decode_only = true;
   w->sparse = false;
   return true;
