@@ -20,6 +20,12 @@
 // takes the reorg generation the relay read with its batch and refuses the move when a rollback
 // happened since, so a batch that was in flight across a rollback never moves the cursor.
 //
+// Phase (events/event.h metadata.phase): a leader following the chain tip records, at the start
+// of each of its terms, the first block above the tip bound it sees (RecordLiveFrom); a leader
+// or `index` without --follow removes it. Every range write marks its blocks at or above the
+// recorded block live (blocks.live, migration 016), in its own transaction, so a block's phase
+// is fixed when it is committed and every publication of its events carries the same one.
+//
 // Functions take a connection; they are as thread-safe as the connection (not).
 #pragma once
 
@@ -30,6 +36,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/decoded.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -44,6 +51,13 @@ Result<uint64_t> EnableEvents(PgConn& conn, uint64_t from_block);
 // nullopt while events are not enabled.
 Result<std::optional<uint64_t>> EventsFrom(PgConn& conn);
 
+// indexer_state key: the first block a write marks live (see "Phase").
+inline constexpr std::string_view kLiveFromKey = "live_from";
+// Records `block` as the first live block; nullopt removes the record (nothing is live).
+Status RecordLiveFrom(PgConn& conn, std::optional<uint64_t> block);
+// The blocks of [from, to] committed live (blocks.live), ascending.
+Result<std::vector<uint64_t>> LiveBlocks(PgConn& conn, uint64_t from, uint64_t to);
+
 struct OutboxRow {
   uint64_t block_number = 0;
   std::string block_hash;  // 0x-hex
@@ -53,7 +67,8 @@ struct OutboxRow {
 Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
 
 // Inserts the outbox rows that committed blocks in [from, to) lack, counted as a range write
-// counts them (1 + transactions + token transfers + internal transfers): for blocks committed
+// counts them (1 + transactions + token transfers + internal transfers + the rows of
+// `contracts`' decoded tables, store/decoded_events.h; null: none): for blocks committed
 // without outbox rows (before events were enabled in the database, or by a process without --events
 // since) that the relay reaches below the frontier. It locks indexed_ranges as a range write does,
 // so a rollback either commits before it (its blocks are not found) or waits for it (and deletes
@@ -61,11 +76,16 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
 // block `from` has its row afterwards, whoever added it: the relays of other buses backfill the
 // same hole, and one may commit its rows while this call waits (then `added` is 0 and `has_from`
 // true).
+// An SQL expression: the events of the committed block `block_sql` (an SQL expression of its
+// number), as BackfillOutbox counts them.
+std::string OutboxCountSql(std::string_view block_sql, const ContractTables* contracts);
+
 struct OutboxBackfill {
   uint64_t added = 0;
   bool has_from = false;
 };
-Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to);
+Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to,
+                                      const ContractTables* contracts = nullptr);
 
 struct EventCursor {
   std::string bus;
