@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -310,6 +311,17 @@ TEST_F(ContractsEventsTest, EveryDecodedRowIsOneEventCountedInTheOutboxAndViemAg
   const std::string line = ReadFile(path + ".log");
   EXPECT_EQ(rc, 0) << line;
   EXPECT_NE(line.find("equal viem's reading"), std::string::npos) << line;
+
+  // A decoded type can be tailed by name.
+  const std::string type = rows.front().event_type;
+  const auto of_type = std::count_if(rows.begin(), rows.end(),
+                                     [&](const TableRow& r) { return r.event_type == type; });
+  auto [tailed, lines] = RunForOutput({GaplessBinary(), "events", "tail", "--bus", bus_->url(),
+                                       "--chain-id", std::to_string(kChainId), "--type", type,
+                                       "--from-beginning", "--count", std::to_string(of_type)});
+  EXPECT_EQ(tailed, 0) << lines;
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), of_type) << lines;
+  EXPECT_NE(lines.find("\"event_type\":\"" + type + "\""), std::string::npos) << lines;
 }
 
 TEST_F(ContractsEventsTest, ARollbackRetractsTheOrphanedBlocksDecodedEventsById) {

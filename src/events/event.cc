@@ -271,6 +271,23 @@ Status ReadTransfer(dom::object o, std::string_view what, TransferEvent& t) {
 
 }  // namespace
 
+bool IsDecodedEventType(std::string_view type) {
+  int parts = 1;
+  size_t length = 0;
+  for (char c : type) {
+    if (c == '.') {
+      if (length == 0) return false;
+      ++parts;
+      length = 0;
+    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') {
+      ++length;
+    } else {
+      return false;
+    }
+  }
+  return parts == 3 && length > 0;
+}
+
 const std::vector<std::string_view>& EventTypes() {
   static const std::vector<std::string_view> types = {
       kBlockNew,         kTransactionConfirmed, kTokenTransfer,   kTransactionPending,

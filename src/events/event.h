@@ -89,6 +89,9 @@ inline constexpr std::string_view kBlockReverted = "block.reverted";
 inline constexpr std::string_view kInternalTransfer = "trace.internal_transfer";
 // Every type gapless knows, in the order above.
 const std::vector<std::string_view>& EventTypes();
+// True for the shape of a decoded log's type, "{schema}.{contract}.{event}": three non-empty
+// parts of [a-z0-9_] (the contracts mode's names, abi/tables.h); EventTypes() has two parts each.
+bool IsDecodedEventType(std::string_view type);
 
 inline constexpr std::string_view kEventProducer = "gapless";
 inline constexpr std::string_view kEventVersion = "1.0";

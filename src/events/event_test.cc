@@ -406,6 +406,15 @@ TEST(EventPhase, IsInTheMetadataAndParsedBack) {
   EXPECT_NE(bad.status().message().find("phase"), std::string::npos);
 }
 
+TEST(IsDecodedEventType, ThreeLowerCaseParts) {
+  EXPECT_TRUE(IsDecodedEventType("dex.pools.swap_c42079f9"));
+  EXPECT_FALSE(IsDecodedEventType("block.new"));
+  EXPECT_FALSE(IsDecodedEventType("dex.pools.swap.x"));
+  EXPECT_FALSE(IsDecodedEventType("dex..swap"));
+  EXPECT_FALSE(IsDecodedEventType("dex.Pools.swap"));
+  EXPECT_FALSE(IsDecodedEventType("dex.pools."));
+}
+
 // A decoded log's event: its id from (type, block hash with incarnation, log index), its payload
 // chain_id first, the block's time; a retraction names the same id.
 TEST(DecodedLogEvent, HasADeterministicIdAndIsRetractedByIt) {

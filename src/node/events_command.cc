@@ -31,9 +31,10 @@ Result<Outcome> RunEventsTail(const EventsTailCommand& command, std::ostream& ou
     for (std::string_view type : all) options.topics.push_back(EventTopic(type, command.chain_id));
   } else {
     for (const std::string& type : command.types) {
-      if (std::find(all.begin(), all.end(), type) == all.end()) {
+      if (std::find(all.begin(), all.end(), type) == all.end() && !IsDecodedEventType(type)) {
         return FailedPrecondition("--type " + type + ": not an event type (" +
-                                  fmt::format("{}", fmt::join(all, ", ")) + ")");
+                                  fmt::format("{}", fmt::join(all, ", ")) +
+                                  ", or a decoded log's {schema}.{contract}.{event})");
       }
       options.topics.push_back(EventTopic(type, command.chain_id));
     }
