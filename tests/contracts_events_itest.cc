@@ -4,7 +4,8 @@
 // one event of type {schema}.{contract}.{event} with the deterministic id and a payload that
 // viem's reading of the node's logs confirms (devnet/decode_check.js, fed with the payloads); the
 // outbox counts them; a rollback's block.reverted names their ids; blocks committed while a
-// fleet follows the tip are "live", history "backfill", and `events replay` sends the same bytes.
+// fleet follows the tip are "live", history "backfill", and `events replay` sends the same bytes;
+// RabbitMQ routes them by type.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <simdjson.h>
@@ -19,9 +20,11 @@
 #include "coord/redis.h"
 #include "devnet_util.h"
 #include "events/event.h"
+#include "events/open_bus.h"
 #include "store/decoded_events.h"
 #include "store/outbox.h"
 #include "store/rollback.h"
+#include "testing/rabbitmq_server.h"
 #include "testing/redis_server.h"
 #include "testing/wait_for.h"
 
@@ -437,6 +440,51 @@ TEST_F(ContractsEventsTest, BlocksCommittedWhileFollowingAreLiveAndAReplaySendsT
   }
   EXPECT_EQ(replayed.size(), body_by_id.size());
   EXPECT_EQ(decoded, Rows().size());
+}
+
+// The same events on RabbitMQ (its own node): each decoded row once, routed by its type, sent by
+// `events replay --contracts` (the relay's builder, CommittedBlockEvents, on any bus).
+TEST_F(ContractsEventsTest, RabbitMqCarriesEachDecodedRowOnceByItsType) {
+  ASSERT_EQ(Index(), 0);
+  const std::vector<TableRow> rows = Rows();
+  ASSERT_GT(rows.size(), 50u);
+  auto rabbit = RabbitMqServer::Start();
+  ASSERT_TRUE(rabbit.ok()) << rabbit.status().ToString();
+  SubscribeOptions options;
+  options.group = "zoo-consumer";
+  std::set<std::string> types;
+  for (const TableRow& r : rows) types.insert(r.event_type);
+  for (const std::string& type : types) options.topics.push_back(EventTopic(type, kChainId));
+  auto subscriber = OpenSubscriber((*rabbit)->url(), options);  // declares and binds its queue
+  ASSERT_TRUE(subscriber.ok()) << subscriber.status().ToString();
+  auto [rc, out] = RunForOutput({GaplessBinary(), "events", "replay", "--db", db_.url(), "--bus",
+                                 (*rabbit)->url(), "--from", "0", "--to", std::to_string(last_),
+                                 "--contracts", Config()});
+  ASSERT_EQ(rc, 0) << out;
+  std::map<std::string, Envelope> received;
+  size_t deliveries = 0;
+  ASSERT_TRUE(testing_util::WaitFor(
+      [&] {
+        auto batch = (*subscriber)->Poll(500, 200);
+        if (!batch.ok()) return false;
+        for (const Delivery& d : *batch) {
+          auto env = ParseEnvelope(d.body);
+          EXPECT_TRUE(env.ok()) << d.body;
+          if (env.ok()) received[env->event_id] = std::move(env).value();
+          ++deliveries;
+          EXPECT_TRUE((*subscriber)->Ack(d).ok());
+        }
+        return deliveries >= rows.size();
+      },
+      60'000))
+      << deliveries << " of " << rows.size();
+  EXPECT_EQ(deliveries, rows.size());
+  for (const TableRow& r : rows) {
+    auto found = received.find(DecodedEventId(kChainId, r.event_type, r.block_hash, r.log_index));
+    ASSERT_NE(found, received.end()) << r.event_type << " block " << r.block;
+    EXPECT_EQ(found->second.event_type, r.event_type);
+    EXPECT_EQ(found->second.phase, "backfill");
+  }
 }
 
 }  // namespace
