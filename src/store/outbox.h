@@ -2,8 +2,9 @@
 // database, the outbox rows that range writes add, and each bus's cursor.
 //
 // The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from',
-// every range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
-// NOTHING), so an outbox row exists only if its block's data is committed, in both write modes.
+// every range write inserts one event_outbox row per block in its own transaction (on conflict only
+// its event count is brought up to date), so an outbox row exists only if its block's data is
+// committed, in both write modes.
 // Blocks committed without one (before events were enabled, or by a run without --events since)
 // get theirs from BackfillOutbox when the relay reaches them: it never steps over a block.
 //
@@ -66,6 +67,10 @@ struct OutboxRow {
 // The outbox rows in [from, to), ascending, at most `limit`.
 Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
 
+// An SQL expression: the events of the committed block `block_sql` (an SQL expression of its
+// number), as BackfillOutbox counts them.
+std::string OutboxCountSql(std::string_view block_sql, const ContractTables* contracts);
+
 // Inserts the outbox rows that committed blocks in [from, to) lack, counted as a range write
 // counts them (1 + transactions + token transfers + internal transfers + the rows of
 // `contracts`' decoded tables, store/decoded_events.h; null: none): for blocks committed
@@ -76,10 +81,6 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
 // block `from` has its row afterwards, whoever added it: the relays of other buses backfill the
 // same hole, and one may commit its rows while this call waits (then `added` is 0 and `has_from`
 // true).
-// An SQL expression: the events of the committed block `block_sql` (an SQL expression of its
-// number), as BackfillOutbox counts them.
-std::string OutboxCountSql(std::string_view block_sql, const ContractTables* contracts);
-
 struct OutboxBackfill {
   uint64_t added = 0;
   bool has_from = false;
