@@ -158,6 +158,11 @@ Result<std::vector<Value>> DecodeLog(const Event& event, const std::vector<std::
 // refuses both in JSONB and TEXT).
 std::optional<std::string> ToJson(const Value& value, const Type& type);
 
+// `json`, a value of `type` as ToJson wrote it, read back from a JSONB column (which reorders
+// object keys and may space it out), in ToJson's form again: compact, tuple members in the
+// type's order. nullopt when it does not parse or does not have the type's shape.
+std::optional<std::string> NormalizeJson(std::string_view json, const Type& type);
+
 // The decimal text of an integer value (kUint, kInt: "-170141183460469231731687303715884105728"),
 // for NUMERIC.
 std::string ToDecimal(const Value& value);

@@ -501,5 +501,31 @@ TEST(IsStorableText, AcceptsValidUtf8WithoutNul) {
   EXPECT_FALSE(IsStorableText("\x80"));  // a lone continuation byte
 }
 
+// NormalizeJson: what a JSONB column gives back, in ToJson's form again (the bus payloads,
+// store/decoded_events.h).
+TEST(NormalizeJson, PutsTupleMembersBackInTheTypesOrderAndCompacts) {
+  Result<Type> tuple = ParseType(
+      "tuple", {MustType("uint256"), MustType("string"), MustType("uint8[]"), MustType("bool")},
+      {"zeta", "a", "mid", ""});
+  ASSERT_TRUE(tuple.ok()) << tuple.status().ToString();
+  // jsonb's order: shorter keys first; spaces after ':' and ','.
+  EXPECT_EQ(NormalizeJson(R"({"a": "x\ny", "mid": [1, 255], "zeta": "5", "arg3": true})", *tuple),
+            R"({"zeta":"5","a":"x\u000ay","mid":[1,255],"arg3":true})");
+  Value v;
+  v.kind = Value::Kind::kTuple;
+  v.items = {Int(5), Text(Value::Kind::kString, "x\ny"), Value{}, Value{}};
+  v.items[2].kind = Value::Kind::kArray;
+  v.items[2].items = {Int(1), Int(255)};
+  v.items[3].kind = Value::Kind::kBool;
+  v.items[3].boolean = true;
+  EXPECT_EQ(NormalizeJson(R"({"a": "x\ny", "mid": [1, 255], "zeta": "5", "arg3": true})", *tuple),
+            ToJson(v, *tuple));
+  EXPECT_EQ(NormalizeJson("[-5, 7]", MustType("int24[]")), "[-5,7]");
+  // Not of the type's shape: a member missing, a number where a wide integer's string belongs.
+  EXPECT_FALSE(NormalizeJson(R"({"a": "x", "mid": [], "zeta": "5"})", *tuple));
+  EXPECT_FALSE(NormalizeJson("[5]", MustType("uint256[]")));
+  EXPECT_FALSE(NormalizeJson("not json", MustType("uint8[]")));
+}
+
 }  // namespace
 }  // namespace gapless::abi

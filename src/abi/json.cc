@@ -1,5 +1,6 @@
-// Values -> JSON text (ToJson), integers -> decimal text (ToDecimal), and the check of what a
-// PostgreSQL TEXT or JSONB string accepts (IsStorableText).
+// Values -> JSON text (ToJson), that text back from JSONB into ToJson's form (NormalizeJson),
+// integers -> decimal text (ToDecimal), and the check of what a PostgreSQL TEXT or JSONB string
+// accepts (IsStorableText).
 #include <simdjson.h>
 
 #include <cstring>
@@ -96,7 +97,87 @@ bool Append(const Value& v, const Type& type, std::string* out) {
   return false;
 }
 
+// Normalize's walk: false when `e` does not have the shape of `type`.
+bool AppendNormalized(simdjson::dom::element e, const Type& type, std::string* out) {
+  std::string_view text;
+  switch (type.kind) {
+    case TypeKind::kUint:
+    case TypeKind::kInt:
+      if (type.bits <= kMaxNumberBits) {
+        int64_t i = 0;
+        uint64_t u = 0;
+        if (e.get_int64().get(i) == simdjson::SUCCESS) {
+          out->append(std::to_string(i));
+        } else if (e.get_uint64().get(u) == simdjson::SUCCESS) {
+          out->append(std::to_string(u));
+        } else {
+          return false;
+        }
+        return true;
+      }
+      if (e.get_string().get(text) != simdjson::SUCCESS) return false;
+      AppendJsonText(text, out);
+      return true;
+    case TypeKind::kBool: {
+      bool b = false;
+      if (e.get_bool().get(b) != simdjson::SUCCESS) return false;
+      out->append(b ? "true" : "false");
+      return true;
+    }
+    case TypeKind::kAddress:
+    case TypeKind::kFixedBytes:
+    case TypeKind::kBytes:
+    case TypeKind::kString:
+      if (e.get_string().get(text) != simdjson::SUCCESS) return false;
+      AppendJsonText(text, out);
+      return true;
+    case TypeKind::kArray:
+    case TypeKind::kFixedArray: {
+      simdjson::dom::array items;
+      if (e.get_array().get(items) != simdjson::SUCCESS) return false;
+      out->push_back('[');
+      bool first = true;
+      for (simdjson::dom::element item : items) {
+        if (!first) out->push_back(',');
+        first = false;
+        if (!AppendNormalized(item, ElementType(type, 0), out)) return false;
+      }
+      out->push_back(']');
+      return true;
+    }
+    case TypeKind::kTuple: {
+      simdjson::dom::object members;
+      if (e.get_object().get(members) != simdjson::SUCCESS) return false;
+      out->push_back('{');
+      for (size_t i = 0; i < type.components.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        const bool named = i < type.component_names.size() && !type.component_names[i].empty();
+        const std::string key = named ? type.component_names[i] : "arg" + std::to_string(i);
+        simdjson::dom::element member;
+        if (members[key].get(member) != simdjson::SUCCESS) return false;
+        AppendJsonText(key, out);
+        out->push_back(':');
+        if (!AppendNormalized(member, type.components[i], out)) return false;
+      }
+      out->push_back('}');
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+std::optional<std::string> NormalizeJson(std::string_view json, const Type& type) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(simdjson::padded_string(json)).get(root) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  std::string out;
+  if (!AppendNormalized(root, type, &out)) return std::nullopt;
+  return out;
+}
 
 std::optional<std::string> ToJson(const Value& value, const Type& type) {
   std::string out;

@@ -55,6 +55,9 @@ void DefineEventsSubcommands(CLI::App* app, Args* a, Subcommands* out) {
     r->add_option("--bus", a->events.bus, "Bus URLs, comma-separated")->required();
     r->add_option("--from", a->events.from, "First block")->required();
     r->add_option("--to", a->events.to, "Last block")->required();
+    r->add_option("--contracts", a->index.contracts,
+                  "The contracts config (YAML) whose decoded events are published too, as the "
+                  "relay of a run with it does (docs/contracts.md)");
     r->add_option("--events-timeout", a->events.confirm_timeout_ms,
                   "How long a bus may take to confirm a batch, ms")
         ->capture_default_str();

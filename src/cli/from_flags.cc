@@ -115,8 +115,10 @@ Status CheckEventsWithData(const Args& a) {
   return Status::Ok();
 }
 
-EventsOptions EventsFromFlags(const Args& a) {
+// `indexing`: the run's data path, whose --contracts the relay publishes the decoded events of.
+EventsOptions EventsFromFlags(const Args& a, const IndexingOptions& indexing) {
   EventsOptions out;
+  out.contracts = indexing.contracts;
   out.buses = SplitUrlList(a.events.events);
   out.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
   out.mempool = a.events.mempool;
@@ -126,8 +128,8 @@ EventsOptions EventsFromFlags(const Args& a) {
 Result<Outcome> IndexFromFlags(const Args& a) {
   IndexCommand command;
   GAPLESS_RETURN_IF_ERROR(CheckEventsWithData(a));
-  command.events = EventsFromFlags(a);
   GAPLESS_ASSIGN_OR_RETURN(command.indexing, IndexingOptionsFromFlags(a.common, a.index));
+  command.events = EventsFromFlags(a, command.indexing);
   command.concurrency = a.index.concurrency;
   return RunIndex(command);
 }
@@ -185,7 +187,7 @@ Result<Outcome> FleetFromFlags(const Args& a, bool with_leader) {
   command.heal_gaps_after_ms = a.run.heal_gaps_after_ms;
   if (with_leader) {
     GAPLESS_RETURN_IF_ERROR(CheckEventsWithData(a));
-    command.events = EventsFromFlags(a);
+    command.events = EventsFromFlags(a, command.indexing);
   }
   return RunFleet(command);
 }
@@ -255,6 +257,12 @@ Result<Outcome> EventsReplayFromFlags(const Args& a) {
   command.from = a.events.from;
   command.to = a.events.to;
   command.publisher.confirm_timeout_ms = a.events.confirm_timeout_ms;
+  if (!a.index.contracts.empty()) {
+    GAPLESS_ASSIGN_OR_RETURN(abi::ContractsConfig config,
+                             abi::LoadContractsConfig(a.index.contracts));
+    GAPLESS_ASSIGN_OR_RETURN(ContractTables tables, ContractTables::Make(config));
+    command.contracts = std::make_shared<const ContractTables>(std::move(tables));
+  }
   return RunEventsReplay(command);
 }
 

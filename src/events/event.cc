@@ -271,6 +271,23 @@ Status ReadTransfer(dom::object o, std::string_view what, TransferEvent& t) {
 
 }  // namespace
 
+bool IsDecodedEventType(std::string_view type) {
+  int parts = 1;
+  size_t length = 0;
+  for (char c : type) {
+    if (c == '.') {
+      if (length == 0) return false;
+      ++parts;
+      length = 0;
+    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') {
+      ++length;
+    } else {
+      return false;
+    }
+  }
+  return parts == 3 && length > 0;
+}
+
 const std::vector<std::string_view>& EventTypes() {
   static const std::vector<std::string_view> types = {
       kBlockNew,         kTransactionConfirmed, kTokenTransfer,   kTransactionPending,
@@ -348,8 +365,13 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+std::string_view PhaseName(EventPhase phase) {
+  return phase == EventPhase::kLive ? "live" : "backfill";
+}
+
 OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
-                        std::string_view timestamp, std::string_view payload_json) {
+                        std::string_view timestamp, std::string_view payload_json,
+                        EventPhase phase) {
   OutgoingEvent e;
   e.key.reserve(20);
   AppendNumber(e.key, chain_id);
@@ -357,8 +379,13 @@ OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::str
   e.topic.append(event_type).append(".").append(e.key);  // EventTopic
   e.event_type = std::string(event_type);
   e.event_id = std::move(event_id);
-  static const std::string metadata =
-      fmt::format(R"({{"producer":"{}","version":"{}"}})", kEventProducer, kEventVersion);
+  static const std::string backfill =
+      fmt::format(R"({{"producer":"{}","version":"{}","phase":"{}"}})", kEventProducer,
+                  kEventVersion, PhaseName(EventPhase::kBackfill));
+  static const std::string live =
+      fmt::format(R"({{"producer":"{}","version":"{}","phase":"{}"}})", kEventProducer,
+                  kEventVersion, PhaseName(EventPhase::kLive));
+  const std::string& metadata = phase == EventPhase::kLive ? live : backfill;
   e.body.reserve(128 + e.event_id.size() + timestamp.size() + payload_json.size());
   ObjectWriter w(e.body);
   w.String("event_type", event_type);
@@ -451,18 +478,40 @@ std::string InternalTransferEventId(uint64_t chain_id, std::string_view block_ha
                   trace.transaction_hash.value_or(""), fmt::join(trace.trace_address, "_")));
 }
 
+std::string DecodedEventId(uint64_t chain_id, std::string_view event_type,
+                           std::string_view block_hash, uint64_t log_index, uint64_t incarnation) {
+  return EventId(chain_id, event_type,
+                 fmt::format("{}/{}", Incarnated(block_hash, incarnation), log_index));
+}
+
+OutgoingEvent DecodedLogEvent(uint64_t chain_id, std::string_view event_type,
+                              std::string_view block_hash, uint64_t log_index,
+                              uint64_t block_timestamp, std::string_view fields_json,
+                              uint64_t incarnation, EventPhase phase) {
+  std::string payload;
+  payload.reserve(24 + fields_json.size());
+  payload += "{\"chain_id\":";
+  AppendNumber(payload, chain_id);
+  if (!fields_json.empty()) payload += ',';
+  payload.append(fields_json);
+  payload += '}';
+  return MakeEvent(chain_id, event_type,
+                   DecodedEventId(chain_id, event_type, block_hash, log_index, incarnation),
+                   IsoTime(block_timestamp), payload, phase);
+}
+
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
-                                       uint64_t incarnation) {
+                                       uint64_t incarnation, EventPhase phase) {
   const Block& b = data.block;
   std::vector<OutgoingEvent> out;
   out.reserve(1 + data.transactions.size() + data.token_transfers.size());
   const std::string time = IsoTime(b.timestamp);
   out.push_back(MakeEvent(chain_id, kBlockNew, BlockNewEventId(chain_id, b.hash, incarnation), time,
-                          BlockPayload(chain_id, b)));
+                          BlockPayload(chain_id, b), phase));
   for (const Transaction& t : data.transactions) {
     out.push_back(MakeEvent(chain_id, kTransactionConfirmed,
                             TransactionEventId(chain_id, b.hash, t.hash, incarnation), time,
-                            TransactionPayload(chain_id, t)));
+                            TransactionPayload(chain_id, t), phase));
   }
   for (const TokenTransfer& t : data.token_transfers) {
     const Token* token = nullptr;
@@ -472,19 +521,20 @@ std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
     out.push_back(
         MakeEvent(chain_id, kTokenTransfer,
                   TransferEventId(chain_id, b.hash, t.log_index, t.batch_index, incarnation), time,
-                  TransferPayload(chain_id, b, t, token)));
+                  TransferPayload(chain_id, b, t, token), phase));
   }
   for (const Trace& t : data.traces) {
     if (!IsInternalTransfer(t)) continue;
     out.push_back(MakeEvent(chain_id, kInternalTransfer,
                             InternalTransferEventId(chain_id, b.hash, t, incarnation), time,
-                            InternalTransferPayload(chain_id, b, t)));
+                            InternalTransferPayload(chain_id, b, t), phase));
   }
   return out;
 }
 
 OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
-                                 uint64_t reverted_at, uint64_t incarnation) {
+                                 uint64_t reverted_at, uint64_t incarnation,
+                                 const std::vector<std::pair<std::string, uint64_t>>& decoded) {
   const Block& b = orphaned.block;
   std::string ids = "[";
   auto add_id = [&ids](const std::string& id) {
@@ -510,6 +560,9 @@ OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, u
   }
   for (const Trace& t : orphaned.traces) {
     if (IsInternalTransfer(t)) add_id(InternalTransferEventId(chain_id, b.hash, t, incarnation));
+  }
+  for (const auto& [event_type, log_index] : decoded) {
+    add_id(DecodedEventId(chain_id, event_type, b.hash, log_index, incarnation));
   }
   ids += ']';
   transfers += ']';
@@ -554,6 +607,14 @@ Result<Envelope> ParseEnvelope(std::string_view json) {
   }
   GAPLESS_RETURN_IF_ERROR(GetString(metadata, kWhat, "producer", e.producer));
   GAPLESS_RETURN_IF_ERROR(GetString(metadata, kWhat, "version", e.version));
+  dom::element phase;
+  if (metadata["phase"].get(phase) == simdjson::SUCCESS) {
+    GAPLESS_RETURN_IF_ERROR(GetString(metadata, kWhat, "phase", e.phase));
+    if (e.phase != PhaseName(EventPhase::kBackfill) && e.phase != PhaseName(EventPhase::kLive)) {
+      return InvalidData("event envelope: metadata.phase is \"" + e.phase +
+                         "\", not \"backfill\" or \"live\"");
+    }
+  }
   return e;
 }
 

@@ -3,7 +3,13 @@
 //
 // Envelope (compact JSON, keys in this order):
 //   {"event_type":"block.new","event_id":"<uuid>","timestamp":"2024-01-01T00:00:00Z",
-//    "chain_id":1,"payload":{...},"metadata":{"producer":"gapless","version":"1.0"}}
+//    "chain_id":1,"payload":{...},
+//    "metadata":{"producer":"gapless","version":"1.0","phase":"backfill"}}
+//
+// metadata.phase (EventPhase) is "live" for the events of a block committed while a leader
+// followed the chain tip (recorded with the block when it was written: store/outbox.h
+// LiveBlocks, so a republished envelope is byte for byte the first), "backfill" for every other
+// block; block.reverted, transaction.pending and other producers' events are "live".
 //
 // event_id is a name-based UUID (RFC 4122 version 5, SHA-1) in gapless's own namespace
 // (kEventNamespace) of "{chain_id}/{event_type}/{identity}", so publishing the same object again
@@ -14,6 +20,8 @@
 //   block.reverted         identity = block hash "/" reorg generation
 //   trace.internal_transfer identity = block hash "/" tx hash "/" trace address joined by "_"
 //                          ("" for none: never, an internal transfer is below the top frame)
+//   {schema}.{contract}.{event} (the contracts mode's decoded logs, docs/contracts.md)
+//                          identity = block hash "/" log index
 // The block hash is in every identity so that the same transaction in another fork's block (a
 // re-org) is another event. A block whose hash was orphaned before and came back (a flip-flop
 // re-org, A -> B -> A) is published under its incarnation n (how often it was orphaned,
@@ -38,6 +46,7 @@
 //   block.reverted:         chain_id, block_number, block_hash, reorg_generation,
 //                           reverted_event_ids (every id the block's events had: block.new,
 //                           transaction.confirmed by index, token.transfer by log and batch
+//                           index, trace.internal_transfer, then the decoded events by log
 //                           index), token_transfers (one object per reverted token.transfer: its
 //                           "event_id" followed by that event's payload fields, token_symbol and
 //                           token_decimals null: a retraction does not keep them). Its envelope's
@@ -49,6 +58,10 @@
 //                           value (decimal): a frame below the top that moved value (core/model.h
 //                           IsInternalTransfer), with --traces; reverted_event_ids of a
 //                           block.reverted name them too
+//   {schema}.{contract}.{event}: chain_id, block_number, block_hash, block_timestamp (unix
+//                           seconds), transaction_hash, transaction_index, log_index, address,
+//                           then the event's inputs by their column names (abi/tables.h), values
+//                           as abi::ToJson renders them (store/decoded_events.h reads them back)
 //   transaction.pending:    chain_id, hash (the mempool watcher, events/mempool.h)
 //   contract.verified:      chain_id, address, verification_status, verified_at (published by
 //                           other producers through PublishOne)
@@ -76,9 +89,17 @@ inline constexpr std::string_view kBlockReverted = "block.reverted";
 inline constexpr std::string_view kInternalTransfer = "trace.internal_transfer";
 // Every type gapless knows, in the order above.
 const std::vector<std::string_view>& EventTypes();
+// True for the shape of a decoded log's type, "{schema}.{contract}.{event}": three non-empty
+// parts of [a-z0-9_] (the contracts mode's names, abi/tables.h); EventTypes() has two parts each.
+bool IsDecodedEventType(std::string_view type);
 
 inline constexpr std::string_view kEventProducer = "gapless";
 inline constexpr std::string_view kEventVersion = "1.0";
+
+// metadata.phase (the file comment).
+enum class EventPhase { kBackfill, kLive };
+// "backfill" | "live".
+std::string_view PhaseName(EventPhase phase);
 
 // "{event_type}.{chain_id}": the Kafka topic, AMQP routing key and Redis stream of the type.
 std::string EventTopic(std::string_view event_type, uint64_t chain_id);
@@ -94,8 +115,10 @@ std::string EventId(uint64_t chain_id, std::string_view event_type, std::string_
 std::string IsoTime(uint64_t unix_seconds);
 
 // Builds the envelope around `payload_json` (a JSON object) and the OutgoingEvent that carries it.
+// metadata.phase is `phase`.
 OutgoingEvent MakeEvent(uint64_t chain_id, std::string_view event_type, std::string event_id,
-                        std::string_view timestamp, std::string_view payload_json);
+                        std::string_view timestamp, std::string_view payload_json,
+                        EventPhase phase = EventPhase::kLive);
 
 // An event of another producer (a verification service, a script through `gapless events
 // publish`), in the same envelope: event_id = EventId(chain_id, type, identity), so publishing the
@@ -120,21 +143,39 @@ std::string TransferEventId(uint64_t chain_id, std::string_view block_hash, uint
                             uint64_t batch_index, uint64_t incarnation = 0);
 std::string InternalTransferEventId(uint64_t chain_id, std::string_view block_hash,
                                     const Trace& trace, uint64_t incarnation = 0);
+// A decoded log's event: `event_type` is "{schema}.{contract}.{event}".
+std::string DecodedEventId(uint64_t chain_id, std::string_view event_type,
+                           std::string_view block_hash, uint64_t log_index,
+                           uint64_t incarnation = 0);
 
 // The events of one committed block, in order: block.new, then transaction.confirmed by
 // transaction index, then token.transfer by (log index, batch index), then
-// trace.internal_transfer in the order of data.traces; ids of `incarnation`.
+// trace.internal_transfer in the order of data.traces; ids of `incarnation`, metadata.phase
+// `phase`. The contracts mode's decoded events of the block follow them (DecodedLogEvent, built
+// by the relay from the decoded tables).
 std::vector<OutgoingEvent> BlockEvents(uint64_t chain_id, const BlockData& data,
-                                       uint64_t incarnation = 0);
+                                       uint64_t incarnation = 0,
+                                       EventPhase phase = EventPhase::kBackfill);
+
+// The event of one decoded log (a row of a contracts-mode table): `fields_json` is the payload's
+// members after chain_id, without braces ("\"block_number\":5,...", store/decoded_events.h); the
+// envelope's timestamp is the block's.
+OutgoingEvent DecodedLogEvent(uint64_t chain_id, std::string_view event_type,
+                              std::string_view block_hash, uint64_t log_index,
+                              uint64_t block_timestamp, std::string_view fields_json,
+                              uint64_t incarnation, EventPhase phase);
 
 // The block.reverted event of an orphaned block: `orphaned` needs block.number, block.hash, each
 // transaction's hash, the complete token transfers and its internal transfers' traces
 // (transaction hash, trace address, and what IsInternalTransfer reads; store/retractions.h gives
 // that);
 // `generation` is the rollback's reorg generation, `reverted_at` its time (unix seconds),
-// `incarnation` the one the retracted events were published with (their ids).
+// `incarnation` the one the retracted events were published with (their ids); `decoded`: the
+// block's decoded events as (event type, log index), whose ids close reverted_event_ids.
+// metadata.phase is "live": a rollback is news of the chain tip.
 OutgoingEvent BlockRevertedEvent(uint64_t chain_id, const BlockData& orphaned, uint64_t generation,
-                                 uint64_t reverted_at, uint64_t incarnation = 0);
+                                 uint64_t reverted_at, uint64_t incarnation = 0,
+                                 const std::vector<std::pair<std::string, uint64_t>>& decoded = {});
 
 // A received envelope, parsed. payload_json is the payload object's JSON text.
 struct Envelope {
@@ -145,6 +186,8 @@ struct Envelope {
   std::string payload_json;
   std::string producer;
   std::string version;
+  // metadata.phase: "backfill" | "live"; "" when absent (a producer from before it existed).
+  std::string phase;
 };
 // InvalidData naming the missing or malformed field.
 Result<Envelope> ParseEnvelope(std::string_view json);

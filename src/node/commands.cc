@@ -99,6 +99,8 @@ Result<Outcome> RunIndex(const IndexCommand& command) {
     // report (store/datasets.h).
     auto conn = chain.pool->Acquire();
     GAPLESS_RETURN_IF_ERROR(RecordDatasetRequest(*conn, options.datasets, chain.from, chain.to));
+    // `index` does not follow the tip: what it writes is history (store/outbox.h "Phase").
+    GAPLESS_RETURN_IF_ERROR(RecordLiveFrom(*conn, std::nullopt));
   }
   GAPLESS_ASSIGN_OR_RETURN(uint64_t planned, indexer.Plan());
   uint64_t requested = chain.to - chain.from + 1;

@@ -292,6 +292,8 @@ struct EventsReplayCommand {
   uint64_t to = 0;
   PublisherOptions publisher;
   size_t batch_blocks = 100;
+  // --contracts: the decoded events too (node/relay.h CommittedBlockEvents); null: none.
+  std::shared_ptr<const ContractTables> contracts;
 };
 Result<Outcome> RunEventsReplay(const EventsReplayCommand& command);
 

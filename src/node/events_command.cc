@@ -31,9 +31,10 @@ Result<Outcome> RunEventsTail(const EventsTailCommand& command, std::ostream& ou
     for (std::string_view type : all) options.topics.push_back(EventTopic(type, command.chain_id));
   } else {
     for (const std::string& type : command.types) {
-      if (std::find(all.begin(), all.end(), type) == all.end()) {
+      if (std::find(all.begin(), all.end(), type) == all.end() && !IsDecodedEventType(type)) {
         return FailedPrecondition("--type " + type + ": not an event type (" +
-                                  fmt::format("{}", fmt::join(all, ", ")) + ")");
+                                  fmt::format("{}", fmt::join(all, ", ")) +
+                                  ", or a decoded log's {schema}.{contract}.{event})");
       }
       options.topics.push_back(EventTopic(type, command.chain_id));
     }
@@ -83,16 +84,8 @@ Result<Outcome> RunEventsReplay(const EventsReplayCommand& command) {
     uint64_t end = std::min(command.to, at + command.batch_blocks - 1);
     GAPLESS_ASSIGN_OR_RETURN(std::vector<BlockData> data,
                              ReadBlocks(*conn, at, end, kEventReadOptions));
-    std::vector<std::string> hashes;
-    for (const BlockData& d : data) hashes.push_back(d.block.hash);
-    GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(*conn, hashes));
-    std::vector<OutgoingEvent> batch;
-    for (const BlockData& d : data) {
-      auto n = incarnations.find(d.block.hash);
-      for (OutgoingEvent& e : BlockEvents(chain_id, d, n == incarnations.end() ? 0 : n->second)) {
-        batch.push_back(std::move(e));
-      }
-    }
+    GAPLESS_ASSIGN_OR_RETURN(std::vector<OutgoingEvent> batch,
+                             CommittedBlockEvents(*conn, chain_id, data, command.contracts.get()));
     for (auto& p : publishers) {
       // A broker that is down: retry the batch until it confirms or a signal comes.
       for (;;) {

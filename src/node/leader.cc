@@ -12,6 +12,7 @@
 #include "node/node_metrics.h"
 #include "node/ranges.h"
 #include "node/reconcile.h"
+#include "store/outbox.h"
 #include "store/partitions.h"
 #include "store/queries.h"
 #include "store/rollback.h"
@@ -199,6 +200,20 @@ Status Leader::StartTerm(uint64_t bound, uint64_t epoch, bool data_set_changed) 
                            RestoreFloors(*redis_, keys_, *conn, options_.from, to, epoch,
                                          /*counter_lost=*/data_set_changed));
   frontier_ = std::max(frontier_.load(), floors.frontier);
+  // metadata.phase (store/outbox.h "Phase"): following, the blocks above the chain's bound now
+  // (asked of the node: a head log may still be filling up to it) are committed live; without
+  // --follow, none is.
+  std::optional<uint64_t> live_from;
+  if (options_.follow) {
+    live_from = bound + 1;
+    if (rpc_ != nullptr) {
+      GAPLESS_ASSIGN_OR_RETURN(uint64_t tip, rpc_->ResolveBlockTag(options_.to_tag));
+      live_from =
+          std::max(options_.from,
+                   tip >= options_.confirmations ? tip - options_.confirmations + 1 : uint64_t{0});
+    }
+  }
+  GAPLESS_RETURN_IF_ERROR(RecordLiveFrom(*conn, live_from));
   // Re-seed from the frontier: whatever Redis lost between it and the old cursor is pushed again
   // (Push skips what it still knows).
   cursor_ = frontier_;

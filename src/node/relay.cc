@@ -13,6 +13,7 @@
 #include "events/open_bus.h"
 #include "fmt/ranges.h"
 #include "node/node_metrics.h"
+#include "store/decoded_events.h"
 #include "store/outbox.h"
 #include "store/reader.h"
 #include "store/retractions.h"
@@ -20,6 +21,49 @@
 #include "store/state.h"
 
 namespace gapless {
+
+Result<std::vector<OutgoingEvent>> CommittedBlockEvents(PgConn& conn, uint64_t chain_id,
+                                                        const std::vector<BlockData>& blocks,
+                                                        const ContractTables* contracts,
+                                                        size_t expected) {
+  std::vector<OutgoingEvent> out;
+  if (blocks.empty()) return out;
+  const uint64_t first = blocks.front().block.number;
+  const uint64_t last = blocks.back().block.number;
+  // Blocks orphaned before and back again are published under their incarnation (event.h).
+  std::vector<std::string> hashes;
+  for (const BlockData& d : blocks) hashes.push_back(d.block.hash);
+  GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(conn, hashes));
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<uint64_t> live, LiveBlocks(conn, first, last));
+  std::vector<DecodedRow> decoded;
+  if (contracts != nullptr) {
+    GAPLESS_ASSIGN_OR_RETURN(decoded, ReadDecodedRows(conn, *contracts, first, last));
+  }
+  out.reserve(expected);
+  size_t d = 0;
+  for (const BlockData& block : blocks) {
+    const Block& b = block.block;
+    auto found = incarnations.find(b.hash);
+    const uint64_t incarnation = found == incarnations.end() ? 0 : found->second;
+    const EventPhase phase = std::binary_search(live.begin(), live.end(), b.number)
+                                 ? EventPhase::kLive
+                                 : EventPhase::kBackfill;
+    for (OutgoingEvent& e : BlockEvents(chain_id, block, incarnation, phase)) {
+      out.push_back(std::move(e));
+    }
+    for (; d < decoded.size() && decoded[d].block_number <= b.number; ++d) {
+      const DecodedRow& r = decoded[d];
+      if (r.block_number < b.number) continue;  // a block not asked for (a gap in `blocks`)
+      if (r.block_hash != b.hash) {
+        return DataLoss(fmt::format("{}: a row of block {} holds block hash {}, the block's is {}",
+                                    r.event_type, r.block_number, r.block_hash, b.hash));
+      }
+      out.push_back(DecodedLogEvent(chain_id, r.event_type, b.hash, r.log_index, r.block_timestamp,
+                                    r.fields_json, incarnation, phase));
+    }
+  }
+  return out;
+}
 
 RelayDuty::RelayDuty(PgPool* pool, Publisher* publisher, RelayOptions options)
     : pool_(pool),
@@ -161,6 +205,26 @@ Status RelayDuty::Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out
     return snapshot.Commit();
   }
   if (hole) rows.resize(contiguous);
+  // Blocks whose decoded rows may be missing end the batch; at the cursor, the relay waits.
+  if (!rows.empty() && options_.contracts != nullptr) {
+    GAPLESS_ASSIGN_OR_RETURN(
+        std::optional<uint64_t> missing,
+        FirstBlockWithoutDecoded(conn, *options_.contracts, rows.front().block_number,
+                                 rows.back().block_number));
+    if (missing.has_value() && *missing == rows.front().block_number) {
+      if (warned_decoded_ != *missing) {
+        warned_decoded_ = *missing;
+        spdlog::warn(
+            "{}: block {} is committed without the decoded tables of --contracts (a contract "
+            "added to the config since): its events wait until `gapless index --contracts ...` "
+            "writes its range again",
+            name_, *missing);
+      }
+      out->kind = Prepared::Kind::kIdle;
+      return snapshot.Commit();
+    }
+    if (missing.has_value()) rows.resize(*missing - rows.front().block_number);
+  }
   // The batch: whole blocks, up to max_events (at least one block).
   size_t take = 0;
   uint64_t events = 0;
@@ -178,12 +242,9 @@ Status RelayDuty::Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out
     GAPLESS_ASSIGN_OR_RETURN(
         std::vector<BlockData> blocks,
         ReadBlocks(conn, rows.front().block_number, rows.back().block_number, kEventReadOptions));
-    // Blocks orphaned before and back again are published under their incarnation (event.h).
-    std::vector<std::string> hashes;
-    for (const OutboxRow& row : rows) hashes.push_back(row.block_hash);
-    GAPLESS_ASSIGN_OR_RETURN(auto incarnations, BlockIncarnations(conn, hashes));
     size_t b = 0;
-    out->events.reserve(events);
+    std::vector<BlockData> batch;
+    batch.reserve(rows.size());
     for (const OutboxRow& row : rows) {
       while (b < blocks.size() && blocks[b].block.number < row.block_number) ++b;
       if (b == blocks.size() || blocks[b].block.number != row.block_number ||
@@ -193,13 +254,10 @@ Status RelayDuty::Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out
                         ") has an outbox row but its committed data is missing or has another "
                         "hash");
       }
-      auto incarnation = incarnations.find(row.block_hash);
-      for (OutgoingEvent& e :
-           BlockEvents(options_.chain_id, blocks[b],
-                       incarnation == incarnations.end() ? 0 : incarnation->second)) {
-        out->events.push_back(std::move(e));
-      }
+      batch.push_back(std::move(blocks[b]));
     }
+    GAPLESS_ASSIGN_OR_RETURN(out->events, CommittedBlockEvents(conn, options_.chain_id, batch,
+                                                               options_.contracts, events));
   }
   GAPLESS_RETURN_IF_ERROR(snapshot.Commit());
   ++batches_read_;
@@ -305,7 +363,8 @@ Status RelayDuty::ActAlone(PgConn& conn, uint64_t epoch, Prepared& read, bool* i
 
 Status RelayDuty::BackfillHole(PgConn& conn, uint64_t next, uint64_t window_end, uint64_t frontier,
                                bool* idle) {
-  GAPLESS_ASSIGN_OR_RETURN(OutboxBackfill backfill, BackfillOutbox(conn, next, window_end));
+  GAPLESS_ASSIGN_OR_RETURN(OutboxBackfill backfill,
+                           BackfillOutbox(conn, next, window_end, options_.contracts));
   if (backfill.added == 0 && backfill.has_from) {
     // Another bus's relay backfilled this hole first: read again.
     *idle = false;
@@ -331,8 +390,8 @@ Status RelayDuty::PublishRetractions(PgConn& conn, uint64_t epoch, uint64_t next
   std::vector<OutgoingEvent> batch;
   batch.reserve(retractions.size());
   for (const Retraction& r : retractions) {
-    batch.push_back(
-        BlockRevertedEvent(options_.chain_id, r.block, r.generation, r.reverted_at, r.incarnation));
+    batch.push_back(BlockRevertedEvent(options_.chain_id, r.block, r.generation, r.reverted_at,
+                                       r.incarnation, r.decoded));
   }
   Status published = publisher_->Publish(batch);
   if (!published.ok()) {
@@ -363,6 +422,7 @@ Result<std::unique_ptr<EventRelays>> EventRelays::Open(const EventsOptions& opti
   relay.max_blocks = options.batch_blocks;
   relay.max_events = options.batch_events;
   relay.to = to;
+  relay.contracts = options.contracts.get();
   for (const std::string& url : options.buses) {
     Result<std::unique_ptr<Publisher>> publisher = OpenPublisher(url, options.publisher);
     if (!publisher.ok()) return publisher.status().WithContext("--events");

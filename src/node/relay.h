@@ -14,8 +14,12 @@
 //      the batch, and at the cursor its window's rows are backfilled (BackfillOutbox) — never
 //      stepped over; a block below the frontier without data is DataLoss;
 //   3. build the blocks' events from the committed rows (store/reader.h kEventReadOptions: only
-//      the columns the events carry; events/event.h): the same ids and bytes whenever they are
-//      built;
+//      the columns the events carry; events/event.h), each block's decoded events (the contracts
+//      mode, store/decoded_events.h) after its others, with the phase the block was committed
+//      with (store/outbox.h LiveBlocks): the same ids and bytes whenever they are built. A block
+//      whose committed range lacks a configured decoded table's dataset (the contract was added
+//      to the config since; `index` writes the range again) ends the batch: the relay waits at
+//      it, as at the frontier, and never publishes the block without its decoded events;
 //   4. publish the batch and wait for the broker's confirmation (Publisher::Publish);
 //   5. only then AdvanceCursor from where the batch starts, fenced by the leader's epoch and by
 //      the reorg generation read with the batch, which also prunes the outbox.
@@ -81,10 +85,22 @@
 #include "node/duties.h"
 #include "node/mempool.h"
 #include "node/range_job.h"
+#include "store/decoded.h"
 #include "store/pg.h"
 #include "store/retractions.h"
 
 namespace gapless {
+
+// The events of committed blocks (ascending, each read with store/reader.h kEventReadOptions), in
+// the order they are published: each block's own (events/event.h BlockEvents), then its decoded
+// events (`contracts`' tables, store/decoded_events.h; null: none) by log index, with the
+// block's incarnation and phase (store/outbox.h LiveBlocks). The relay and `events replay` build
+// them so, hence the same ids and bytes. `expected`: the events expected (a reservation).
+// DataLoss when a decoded row names another hash than its block's.
+Result<std::vector<OutgoingEvent>> CommittedBlockEvents(PgConn& conn, uint64_t chain_id,
+                                                        const std::vector<BlockData>& blocks,
+                                                        const ContractTables* contracts,
+                                                        size_t expected = 0);
 
 struct RelayOptions {
   uint64_t chain_id = 0;
@@ -96,6 +112,9 @@ struct RelayOptions {
   std::optional<uint64_t> to;
   // Every bus this process publishes to (cursor names): the outbox is pruned below the slowest.
   std::vector<std::string> buses;
+  // The contracts mode (--contracts): each block's decoded rows of these tables are published
+  // after its other events (store/decoded_events.h). Borrowed; null: none.
+  const ContractTables* contracts = nullptr;
 };
 
 class RelayDuty : public Duty {
@@ -141,7 +160,7 @@ class RelayDuty : public Duty {
 
   // Steps 1-3. `in_flight` (nullable): the batch being published, which this read follows (it
   // starts at in_flight->target, and is kStale unless the bus is still where that batch started).
-  // Reads only; sets no member but events_from_ and batches_read_.
+  // Reads only; sets no member but events_from_, warned_decoded_ and batches_read_.
   Status Prepare(PgConn& conn, const Prepared* in_flight, Prepared* out);
   // Step 4 of a kBatch on the publishing thread (or at once when it has no events).
   std::unique_ptr<InFlight> StartPublish(Prepared batch);
@@ -182,6 +201,8 @@ class RelayDuty : public Duty {
   std::atomic<uint64_t> batches_read_{0};
   std::chrono::steady_clock::time_point last_prune_{};
   std::optional<uint64_t> events_from_;  // indexer_state events_from, read at the first step
+  // The block whose missing decoded tables were last warned about (once per block).
+  std::optional<uint64_t> warned_decoded_;
 };
 
 // The event buses of a leader (`run`, `leader`, `index`): one publisher and RelayDuty per bus,
@@ -199,6 +220,8 @@ struct EventsOptions {
   // transaction.pending to every bus.
   bool mempool = false;
   int64_t mempool_tick_ms = 500;
+  // --contracts: the decoded events are published too (RelayOptions::contracts); null: none.
+  std::shared_ptr<const ContractTables> contracts;
 };
 
 class EventRelays {

@@ -2,6 +2,7 @@
 #include "store/decoded.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -10,6 +11,7 @@
 #include <utility>
 
 #include "core/keccak.h"
+#include "store/outbox.h"
 #include "store/partitions.h"
 #include "store/row_builders.h"
 #include "store/writer.h"
@@ -605,6 +607,7 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
   // (decoded.h "Factories"): their tables' rows of those blocks, from the stored logs.
   std::vector<std::pair<int, std::string>> backfilled;  // (contract, address): once each
   std::vector<std::string> addresses;
+  std::vector<uint64_t> late_blocks;  // the blocks above it that changed
   for (const ContractTables::Child& child : found) {
     const std::pair<int, std::string> key{child.contract, child.address};
     if (std::find(backfilled.begin(), backfilled.end(), key) != backfilled.end()) continue;
@@ -640,6 +643,7 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
     ContractTables::Children only{{child.address, {child}}};
     ContractTables::Rows late;
     GAPLESS_RETURN_IF_ERROR(tables.Decode(above->second, only, &late, /*children_only=*/true));
+    for (const BlockData& b : above->second) late_blocks.push_back(b.block.number);
     for (size_t i = 0; i < tables.tables().size(); ++i) rows.tables[i] += late.tables[i];
     rows.undecoded += late.undecoded;
   }
@@ -654,8 +658,14 @@ Status WriteDecodedRows(PgConn& conn, const ContractTables& tables, const RangeW
   GAPLESS_RETURN_IF_ERROR(CopyText(conn, Qualified(tables.schema(), kChildrenTable),
                                    kChildrenColumns, rows.children, buffer)
                               .WithContext("table " + tables.schema() + ".children"));
-  return CopyText(conn, undecoded, kUndecodedColumns, rows.undecoded, buffer)
-      .WithContext("table " + tables.schema() + ".undecoded");
+  GAPLESS_RETURN_IF_ERROR(CopyText(conn, undecoded, kUndecodedColumns, rows.undecoded, buffer)
+                              .WithContext("table " + tables.schema() + ".undecoded"));
+  if (late_blocks.empty()) return Status::Ok();
+  // The blocks above got decoded events: their outbox rows, if any, count them
+  // (store/outbox.h).
+  return conn.Exec("UPDATE event_outbox o SET event_count = " +
+                   OutboxCountSql("o.block_number", &tables) + " WHERE o.block_number = ANY('{" +
+                   fmt::format("{}", fmt::join(late_blocks, ",")) + "}'::bigint[]);\n");
 }
 
 Result<std::vector<std::string>> RegisteredDecodedTables(PgConn& conn) {

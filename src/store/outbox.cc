@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/model.h"
+#include "store/decoded_events.h"
 #include "store/rollback.h"
 
 namespace gapless {
@@ -129,7 +130,43 @@ Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t 
   return out;
 }
 
-Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) {
+std::string OutboxCountSql(std::string_view block_sql, const ContractTables* contracts) {
+  const std::string b(block_sql);
+  return "1 + (SELECT count(*) FROM transactions t WHERE t.block_number = " + b +
+         ") + (SELECT count(*) FROM token_transfers x WHERE x.block_number = " + b +
+         ") + (SELECT count(*) FROM traces WHERE traces.block_number = " + b + " AND " +
+         std::string(kInternalTransferSql) + ") + " + DecodedCountSql(contracts, b);
+}
+
+Status RecordLiveFrom(PgConn& conn, std::optional<uint64_t> block) {
+  if (!block.has_value()) {
+    return conn.Query("DELETE FROM indexer_state WHERE key = $1", {std::string(kLiveFromKey)})
+        .status();
+  }
+  return conn
+      .Query(
+          "INSERT INTO indexer_state (key, value) VALUES ($1, $2) ON CONFLICT (key)"
+          " DO UPDATE SET value = EXCLUDED.value, updated_at = now()",
+          {std::string(kLiveFromKey), std::to_string(*block)})
+      .status();
+}
+
+Result<std::vector<uint64_t>> LiveBlocks(PgConn& conn, uint64_t from, uint64_t to) {
+  GAPLESS_ASSIGN_OR_RETURN(
+      PgResult r, conn.Query("SELECT number FROM blocks WHERE number BETWEEN $1 AND $2 AND live"
+                             " ORDER BY number",
+                             {std::to_string(from), std::to_string(to)}));
+  std::vector<uint64_t> out;
+  out.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    GAPLESS_ASSIGN_OR_RETURN(uint64_t n, GetU64(r, i, 0));
+    out.push_back(n);
+  }
+  return out;
+}
+
+Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to,
+                                      const ContractTables* contracts) {
   if (from >= to) return OutboxBackfill{};
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin());
@@ -138,19 +175,14 @@ Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to) 
   GAPLESS_RETURN_IF_ERROR(conn.Exec("LOCK TABLE indexed_ranges IN ROW EXCLUSIVE MODE"));
   GAPLESS_ASSIGN_OR_RETURN(
       PgResult r,
-      conn.Query(
-          "WITH added AS (INSERT INTO event_outbox (block_number, block_hash, event_count)"
-          " SELECT b.number, b.hash, 1"
-          " + (SELECT count(*) FROM transactions t WHERE t.block_number = b.number)"
-          " + (SELECT count(*) FROM token_transfers x WHERE x.block_number = b.number)"
-          " + (SELECT count(*) FROM traces WHERE traces.block_number = b.number AND " +
-              std::string(kInternalTransferSql) +
-              ")"
-              " FROM blocks b WHERE b.number >= $1 AND b.number < $2"
-              " AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.block_number = b.number)"
-              " ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
-              " SELECT count(*) FROM added",
-          {std::to_string(from), std::to_string(to)}));
+      conn.Query("WITH added AS (INSERT INTO event_outbox (block_number, block_hash, event_count)"
+                 " SELECT b.number, b.hash, " +
+                     OutboxCountSql("b.number", contracts) +
+                     " FROM blocks b WHERE b.number >= $1 AND b.number < $2"
+                     " AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.block_number ="
+                     " b.number) ON CONFLICT (block_number) DO NOTHING RETURNING 1)"
+                     " SELECT count(*) FROM added",
+                 {std::to_string(from), std::to_string(to)}));
   OutboxBackfill out;
   GAPLESS_ASSIGN_OR_RETURN(out.added, GetU64(r, 0, 0));
   // A new statement: it sees the rows of another relay's backfill that committed while the

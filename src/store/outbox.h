@@ -2,8 +2,9 @@
 // database, the outbox rows that range writes add, and each bus's cursor.
 //
 // The contract with the writer (store/writer.h): once EnableEvents has recorded 'events_from',
-// every range write inserts one event_outbox row per block in its own transaction (ON CONFLICT DO
-// NOTHING), so an outbox row exists only if its block's data is committed, in both write modes.
+// every range write inserts one event_outbox row per block in its own transaction (on conflict only
+// its event count is brought up to date), so an outbox row exists only if its block's data is
+// committed, in both write modes.
 // Blocks committed without one (before events were enabled, or by a run without --events since)
 // get theirs from BackfillOutbox when the relay reaches them: it never steps over a block.
 //
@@ -20,6 +21,12 @@
 // takes the reorg generation the relay read with its batch and refuses the move when a rollback
 // happened since, so a batch that was in flight across a rollback never moves the cursor.
 //
+// Phase (events/event.h metadata.phase): a leader following the chain tip records, at the start
+// of each of its terms, the first block above the tip bound it sees (RecordLiveFrom); a leader
+// or `index` without --follow removes it. Every range write marks its blocks at or above the
+// recorded block live (blocks.live, migration 016), in its own transaction, so a block's phase
+// is fixed when it is committed and every publication of its events carries the same one.
+//
 // Functions take a connection; they are as thread-safe as the connection (not).
 #pragma once
 
@@ -30,6 +37,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "store/decoded.h"
 #include "store/pg.h"
 
 namespace gapless {
@@ -44,6 +52,13 @@ Result<uint64_t> EnableEvents(PgConn& conn, uint64_t from_block);
 // nullopt while events are not enabled.
 Result<std::optional<uint64_t>> EventsFrom(PgConn& conn);
 
+// indexer_state key: the first block a write marks live (see "Phase").
+inline constexpr std::string_view kLiveFromKey = "live_from";
+// Records `block` as the first live block; nullopt removes the record (nothing is live).
+Status RecordLiveFrom(PgConn& conn, std::optional<uint64_t> block);
+// The blocks of [from, to] committed live (blocks.live), ascending.
+Result<std::vector<uint64_t>> LiveBlocks(PgConn& conn, uint64_t from, uint64_t to);
+
 struct OutboxRow {
   uint64_t block_number = 0;
   std::string block_hash;  // 0x-hex
@@ -52,8 +67,13 @@ struct OutboxRow {
 // The outbox rows in [from, to), ascending, at most `limit`.
 Result<std::vector<OutboxRow>> ReadOutbox(PgConn& conn, uint64_t from, uint64_t to, size_t limit);
 
+// An SQL expression: the events of the committed block `block_sql` (an SQL expression of its
+// number), as BackfillOutbox counts them.
+std::string OutboxCountSql(std::string_view block_sql, const ContractTables* contracts);
+
 // Inserts the outbox rows that committed blocks in [from, to) lack, counted as a range write
-// counts them (1 + transactions + token transfers + internal transfers): for blocks committed
+// counts them (1 + transactions + token transfers + internal transfers + the rows of
+// `contracts`' decoded tables, store/decoded_events.h; null: none): for blocks committed
 // without outbox rows (before events were enabled in the database, or by a process without --events
 // since) that the relay reaches below the frontier. It locks indexed_ranges as a range write does,
 // so a rollback either commits before it (its blocks are not found) or waits for it (and deletes
@@ -65,7 +85,8 @@ struct OutboxBackfill {
   uint64_t added = 0;
   bool has_from = false;
 };
-Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to);
+Result<OutboxBackfill> BackfillOutbox(PgConn& conn, uint64_t from, uint64_t to,
+                                      const ContractTables* contracts = nullptr);
 
 struct EventCursor {
   std::string bus;

@@ -157,10 +157,15 @@ TEST(PartitionIndexesMigration, PartitionsKeepTheIndexesTheyHad) {
   PgConn& conn = **conn_or;
   ASSERT_TRUE(Migrate(conn, 12).ok());
   ASSERT_TRUE(SetPartitionBlocks(conn, 10).ok());
-  // Today's writer records the range's datasets (migration 014): the column for the write only.
-  ASSERT_TRUE(conn.Exec("ALTER TABLE indexed_ranges ADD COLUMN datasets TEXT[]").ok());
+  // Today's writer records the range's datasets (migration 014) and marks live blocks (016): the
+  // columns for the write only.
+  ASSERT_TRUE(conn.Exec("ALTER TABLE indexed_ranges ADD COLUMN datasets TEXT[];"
+                        " ALTER TABLE blocks ADD COLUMN live BOOLEAN")
+                  .ok());
   ASSERT_TRUE(WriteRange(conn, SyntheticRange(0, 19, SmallSyntheticOptions())).ok());
-  ASSERT_TRUE(conn.Exec("ALTER TABLE indexed_ranges DROP COLUMN datasets").ok());
+  ASSERT_TRUE(conn.Exec("ALTER TABLE indexed_ranges DROP COLUMN datasets;"
+                        " ALTER TABLE blocks DROP COLUMN live")
+                  .ok());
   EXPECT_EQ(SecondaryIndexCount(conn, 10, true), 7);  // made by ATTACH from the parents' indexes
   const int64_t oid_before =
       QueryCount(conn, "SELECT 'transactions_p10_hash_idx'::regclass::oid::bigint");

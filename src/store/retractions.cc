@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/model.h"
+#include "store/decoded_events.h"
 #include "store/outbox.h"
 #include "store/row_reader.h"
 
@@ -24,8 +25,7 @@ Status RetractOrphanedEvents(PgConn& conn, uint64_t fork_point, uint64_t generat
           .status());
   // One retraction per orphaned block, seq counting on from indexer_state 'retraction_seq' (a
   // counter, not max(seq): pruned seqs must never be given again), the highest block first.
-  return conn
-      .Query(R"sql(
+  GAPLESS_RETURN_IF_ERROR(conn.Query(R"sql(
 WITH base AS (
   SELECT COALESCE((SELECT value::bigint FROM indexer_state WHERE key = 'retraction_seq'), 0) AS b
 ), orphaned AS (
@@ -55,14 +55,17 @@ WITH base AS (
          t.call_type, t.from_address, t.to_address, t.value
     FROM orphaned o JOIN traces t ON t.block_number = o.block_number
    WHERE )sql" + std::string(kInternalTransferSql) +
-                 R"sql(
+                                         R"sql(
 )
 INSERT INTO indexer_state (key, value)
 SELECT 'retraction_seq', max(seq)::text FROM orphaned HAVING count(*) > 0
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()
 )sql",
-             {std::to_string(fork_point), std::to_string(*events_from), std::to_string(generation)})
-      .status();
+                                     {std::to_string(fork_point), std::to_string(*events_from),
+                                      std::to_string(generation)})
+                              .status());
+  // Then the orphaned blocks' decoded events (the contracts mode), while their rows are there.
+  return RetractDecodedRows(conn, generation);
 }
 
 Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, size_t limit) {
@@ -100,6 +103,11 @@ Result<std::vector<Retraction>> ReadRetractions(PgConn& conn, uint64_t after, si
     out.push_back(std::move(x));
   }
   if (out.empty()) return out;
+  GAPLESS_ASSIGN_OR_RETURN(auto decoded, ReadRetractedDecoded(conn, after, out.back().seq));
+  for (Retraction& x : out) {
+    auto it = decoded.find(x.seq);
+    if (it != decoded.end()) x.decoded = std::move(it->second);
+  }
 
   GAPLESS_ASSIGN_OR_RETURN(
       PgResult t, conn.Query("SELECT seq, " + store_detail::TransferColumns() +

@@ -18,7 +18,8 @@
 // flip-flop re-org) is published under new event ids (events/event.h) and its retraction names
 // the ids of the publication it retracts.
 // A retraction keeps what undoing needs once the rows are gone: the block's number and hash, its
-// transactions' hashes and a copy of its token transfers; the event ids are derived from these
+// transactions' hashes, a copy of its token transfers and internal transfers, and its decoded
+// events' types and log indexes (migration 016); the event ids are derived from these
 // by the code that gave the original events their ids (events/event.h), in node/relay.
 //
 // Functions take a connection; they are as thread-safe as the connection (not).
@@ -26,6 +27,8 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model.h"
@@ -50,6 +53,9 @@ struct Retraction {
   // transaction's hash, block_number, block_hash and transaction_index (by index); every token
   // transfer, complete (by log index, batch index). Nothing else is filled in.
   BlockData block;
+  // The block's decoded events (the contracts mode, store/decoded_events.h) as (event type, log
+  // index), by log index.
+  std::vector<std::pair<std::string, uint64_t>> decoded;
 };
 
 // The retractions with seq above `after`, ascending, at most `limit`.

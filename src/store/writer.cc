@@ -11,6 +11,7 @@
 #include "core/mutation.h"
 #include "store/copy_rows.h"
 #include "store/decoded.h"
+#include "store/decoded_events.h"
 #include "store/notify.h"
 #include "store/outbox.h"
 #include "store/partitions.h"
@@ -399,10 +400,13 @@ Status UpsertTokens(PgConn& conn, const RangeWrite& w) {
 // The event outbox rows of the range (store/outbox.h), one per block, inserted only once events
 // are enabled in the database: one statement, sent with the last batch of the write. Hashes were
 // checked to be 0x-hex by ValidateRange.
-std::string OutboxInsert(const RangeWrite& w) {
+// The count holds the block's decoded events too (`contracts`' tables, just written); a range
+// written again (with a dataset added) updates the count of its blocks' rows still there.
+std::string OutboxInsert(const RangeWrite& w, const ContractTables* contracts) {
   std::string sql =
       "INSERT INTO event_outbox (block_number, block_hash, event_count)"
-      " SELECT v.n, decode(v.h, 'hex'), v.c FROM (VALUES ";
+      " SELECT v.n, decode(v.h, 'hex'), v.c + " +
+      DecodedCountSql(contracts, "v.n") + " FROM (VALUES ";
   for (const BlockData& d : w.blocks) {
     if (&d != &w.blocks.front()) sql += ',';
     const auto internal = std::count_if(d.traces.begin(), d.traces.end(), IsInternalTransfer);
@@ -416,8 +420,19 @@ std::string OutboxInsert(const RangeWrite& w) {
   sql += ") AS v(n, h, c) WHERE EXISTS (SELECT 1 FROM indexer_state WHERE key = '" +
          std::string(kEventsFromKey) +
          "') AND v.n >= (SELECT coalesce(min(next_block), 0) FROM event_cursors)"
-         " ON CONFLICT (block_number) DO NOTHING;\n";
+         " ON CONFLICT (block_number) DO UPDATE SET event_count = EXCLUDED.event_count"
+         " WHERE event_outbox.block_hash = EXCLUDED.block_hash"
+         " AND event_outbox.event_count <> EXCLUDED.event_count;\n";
   return sql;
+}
+
+// Marks the range's blocks at or above indexer_state 'live_from' live (store/outbox.h "Phase");
+// nothing while no live_from is recorded.
+std::string LiveUpdate(const RangeWrite& w) {
+  return "UPDATE blocks SET live = true WHERE number BETWEEN " + std::to_string(w.from_block) +
+         " AND " + std::to_string(w.to_block) +
+         " AND number >= (SELECT value::bigint FROM indexer_state WHERE key = '" +
+         std::string(kLiveFromKey) + "') AND live IS NOT TRUE;\n";
 }
 
 Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& options) {
@@ -443,7 +458,11 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w, held));
     std::string buffer;
     GAPLESS_RETURN_IF_ERROR(WriteDecodedRows(conn, *options.contracts, w, &buffer));
-    GAPLESS_RETURN_IF_ERROR(conn.Exec(RecordDatasets(w, held, /*replaced=*/false)));
+    // The range's outbox rows not published yet count its decoded events now (store/outbox.h).
+    GAPLESS_RETURN_IF_ERROR(conn.Exec(
+        RecordDatasets(w, held, /*replaced=*/false) + "UPDATE event_outbox o SET event_count = " +
+        OutboxCountSql("o.block_number", options.contracts) + " WHERE o.block_number BETWEEN " +
+        std::to_string(w.from_block) + " AND " + std::to_string(w.to_block) + ";\n"));
     return txn.Commit();
   }
   GAPLESS_RETURN_IF_ERROR(FenceAndRecord(conn, w, held));
@@ -516,7 +535,7 @@ Status WriteRangeImpl(PgConn& conn, const RangeWrite& w, const WriteOptions& opt
     }
   }
   sql += RecordDatasets(w, held, replace);
-  if (!w.blocks.empty()) sql += OutboxInsert(w);
+  if (!w.blocks.empty()) sql += LiveUpdate(w) + OutboxInsert(w, options.contracts);
   // Wakes the frontier duty (store/notify.h) at commit.
   sql += "NOTIFY " + std::string(kRangeCommittedChannel) + ";\n";
   GAPLESS_RETURN_IF_ERROR(conn.Exec(sql));
