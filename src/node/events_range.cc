@@ -26,7 +26,21 @@ Status FetchEventsRange(BlockSource& source, const EventsFetch& fetch, uint64_t 
   if (!source.rate_limited()) limiter = nullptr;
   if (stop != nullptr && stop->load()) return Interrupted();
   if (limiter != nullptr) GAPLESS_RETURN_IF_ERROR(limiter->Acquire());
-  GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, rpc->GetLogs(fetch.filter, from, to));
+  Result<std::vector<LogsChunk>> answered = rpc->GetLogs(fetch.filter, from, to);
+  if (!answered.ok() && !answered.status().retriable()) {
+    // A range above the node's head is refused in the node's own words (anvil: "block height is
+    // 31 but requested was 35", -32602), not answered empty: a node that lags, or whose chain
+    // went back (a re-org to a shorter fork), has not reached it yet. Asked, not read from the
+    // message: such a refusal is NotFound (retried), as a missing header is.
+    Result<uint64_t> head = rpc->BlockNumber();
+    if (head.ok() && *head < to) {
+      return NotFound(
+          fmt::format("eth_getLogs {}-{}: the node is at block {}, below the range's "
+                      "end (it answered: {})",
+                      from, to, *head, answered.status().message()));
+    }
+  }
+  GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, std::move(answered));
   std::vector<Log> logs;
   uint64_t logs_served_by = 0;
   for (const LogsChunk& chunk : chunks) {

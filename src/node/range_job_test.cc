@@ -330,5 +330,49 @@ TEST(DistrustTest, TracesOfAnotherForkAreBlamedOnTheirEndpointNotTheBlocks) {
   EXPECT_EQ(blocks[0].traces.size(), 1u);
 }
 
+// Events mode: a node whose head is below the range (lagging, or gone back to a shorter fork)
+// refuses eth_getLogs in its own words (anvil: -32602 "BlockOutOfRangeError"); FetchEventsRange
+// asks the head and returns NotFound, retried as a missing header is, not the refusal's
+// FailedPrecondition, which would stop the worker. A node past the range keeps the refusal.
+Status EventsFetchFailure(const std::string& head) {
+  HttpTestServer server([head](const HttpTestServer::Request& request) {
+    // The request's id, echoed.
+    const size_t at = request.body.find("\"id\":");
+    std::string id = "0";
+    if (at != std::string::npos) {
+      const size_t start = at + 5;
+      id = request.body.substr(start, request.body.find_first_of(",}", start) - start);
+    }
+    if (request.body.find("eth_blockNumber") != std::string::npos) {
+      return Response::Json(R"({"jsonrpc":"2.0","id":)" + id + R"(,"result":")" + head + R"("})");
+    }
+    return Response::Json(
+        R"({"jsonrpc":"2.0","id":)" + id +
+        R"(,"error":{"code":-32602,"message":"BlockOutOfRangeError: block height is 31 but )"
+        R"(requested was 35"}})");
+  });
+  SimEnv env;
+  JsonRpcClientOptions options;
+  options.env = &env;
+  options.max_attempts = 1;
+  RpcBlockSource source(
+      std::make_unique<JsonRpcClient>(std::make_unique<CurlTransport>(server.url()), options));
+  EventsFetch fetch;
+  fetch.filter.topic0s = {"0x" + std::string(64, 'a')};
+  std::vector<BlockData> out;
+  return FetchEventsRange(source, fetch, 35, 35, 10, BlockChecks{}, nullptr, nullptr, &out);
+}
+
+TEST(FetchEventsRangeTest, ARangeAboveTheNodesHeadIsNotFoundNotARefusal) {
+  Status st = EventsFetchFailure("0x1f");
+  EXPECT_EQ(st.code(), Code::kNotFound) << st.ToString();
+  EXPECT_NE(st.message().find("the node is at block 31"), std::string::npos) << st.ToString();
+}
+
+TEST(FetchEventsRangeTest, ARefusalOfARangeTheNodeHasIsKept) {
+  Status st = EventsFetchFailure("0x30");
+  EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+}
+
 }  // namespace
 }  // namespace gapless

@@ -315,13 +315,16 @@ Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to) {
 
 Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t from, uint64_t to,
                                   uint64_t chunk_blocks) {
-  std::string name, key, block_column;
+  // The row's data columns (the writer's COPY columns), not bookkeeping a table may carry beside
+  // them (blocks.live: how the block was committed, store/outbox.h "Phase").
+  std::string name, key, block_column, row = "x";
   for (DataTable t : kDataTables) {
     const DataTableInfo& info = TableInfo(t);
     if (table != info.name) continue;
     name = info.name;
     key = info.key;
     block_column = info.block_column;
+    row = std::string("ROW(") + info.columns + ")";
   }
   if (table == "tokens") {  // keyed by address; its block is where the token first appeared
     name = "tokens";
@@ -337,7 +340,7 @@ Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t
   // Per chunk of blocks, the md5 of the rows' md5s in key order: one 32-character digest per row
   // on the server, never one string of every row (PostgreSQL's 1 GB string limit: issue 19). The
   // chunks' digests, in order, are digested once more.
-  const std::string sql = "SELECT md5(coalesce(string_agg(md5(x::text), '' ORDER BY " + key +
+  const std::string sql = "SELECT md5(coalesce(string_agg(md5(" + row + "::text), '' ORDER BY " + key +
                           "), '')) FROM " + name + " x WHERE " + block_column +
                           " BETWEEN $1 AND $2";
   std::string digests;
