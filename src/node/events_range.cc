@@ -39,6 +39,9 @@ Status FetchEventsRange(BlockSource& source, const EventsFetch& fetch, uint64_t 
                       "end (it answered: {})",
                       from, to, *head, answered.status().message()));
     }
+    // The node may have passed the range since it refused it (a chain mined again after going
+    // back): asked once more; a refusal of a range the node has is kept.
+    if (head.ok()) answered = rpc->GetLogs(fetch.filter, from, to);
   }
   GAPLESS_ASSIGN_OR_RETURN(std::vector<LogsChunk> chunks, std::move(answered));
   std::vector<Log> logs;

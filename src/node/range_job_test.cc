@@ -334,8 +334,9 @@ TEST(DistrustTest, TracesOfAnotherForkAreBlamedOnTheirEndpointNotTheBlocks) {
 // refuses eth_getLogs in its own words (anvil: -32602 "BlockOutOfRangeError"); FetchEventsRange
 // asks the head and returns NotFound, retried as a missing header is, not the refusal's
 // FailedPrecondition, which would stop the worker. A node past the range keeps the refusal.
-Status EventsFetchFailure(const std::string& head) {
-  HttpTestServer server([head](const HttpTestServer::Request& request) {
+Status EventsFetchFailure(const std::string& head, int refusals = 1000) {
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  HttpTestServer server([head, refusals, asked](const HttpTestServer::Request& request) {
     // The request's id, echoed.
     const size_t at = request.body.find("\"id\":");
     std::string id = "0";
@@ -345,6 +346,13 @@ Status EventsFetchFailure(const std::string& head) {
     }
     if (request.body.find("eth_blockNumber") != std::string::npos) {
       return Response::Json(R"({"jsonrpc":"2.0","id":)" + id + R"(,"result":")" + head + R"("})");
+    }
+    if (request.body.find("eth_getBlockByNumber") != std::string::npos) {
+      // A batch of one header, which this node does not have.
+      return Response::Json(R"([{"jsonrpc":"2.0","id":)" + id + R"(,"result":null}])");
+    }
+    if (asked->fetch_add(1) >= refusals) {
+      return Response::Json(R"({"jsonrpc":"2.0","id":)" + id + R"(,"result":[]})");
     }
     return Response::Json(
         R"({"jsonrpc":"2.0","id":)" + id +
@@ -372,6 +380,14 @@ TEST(FetchEventsRangeTest, ARangeAboveTheNodesHeadIsNotFoundNotARefusal) {
 TEST(FetchEventsRangeTest, ARefusalOfARangeTheNodeHasIsKept) {
   Status st = EventsFetchFailure("0x30");
   EXPECT_EQ(st.code(), Code::kFailedPrecondition) << st.ToString();
+}
+
+TEST(FetchEventsRangeTest, ARangeTheNodeReachedSinceItsRefusalIsAskedOnceMore) {
+  // Refused while the chain was below it, answered once the node has it again: the fetch goes
+  // on (here to the range's last header, which this node does not have: NotFound, retried).
+  Status st = EventsFetchFailure("0x30", /*refusals=*/1);
+  EXPECT_EQ(st.code(), Code::kNotFound) << st.ToString();
+  EXPECT_EQ(st.message().find("BlockOutOfRange"), std::string::npos) << st.ToString();
 }
 
 }  // namespace
