@@ -276,8 +276,8 @@ Result<VerifyReport> Verify(PgConn& conn, uint64_t from, uint64_t to) {
   // One snapshot for the whole report, so a concurrent writer cannot make it contradict itself.
   PgTransaction txn(conn);
   GAPLESS_RETURN_IF_ERROR(txn.Begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
-  GAPLESS_ASSIGN_OR_RETURN(
-      auto mode, conn.Query("SELECT value FROM indexer_state WHERE key = 'data_mode'"));
+  GAPLESS_ASSIGN_OR_RETURN(auto mode,
+                           conn.Query("SELECT value FROM indexer_state WHERE key = 'data_mode'"));
   const bool sparse = mode.rows() == 1 && mode.Get(0, 0) == "events";
   if (sparse) {
     VerifyReport scan;
@@ -340,8 +340,8 @@ Result<std::string> TableChecksum(PgConn& conn, std::string_view table, uint64_t
   // Per chunk of blocks, the md5 of the rows' md5s in key order: one 32-character digest per row
   // on the server, never one string of every row (PostgreSQL's 1 GB string limit: issue 19). The
   // chunks' digests, in order, are digested once more.
-  const std::string sql = "SELECT md5(coalesce(string_agg(md5(" + row + "::text), '' ORDER BY " + key +
-                          "), '')) FROM " + name + " x WHERE " + block_column +
+  const std::string sql = "SELECT md5(coalesce(string_agg(md5(" + row + "::text), '' ORDER BY " +
+                          key + "), '')) FROM " + name + " x WHERE " + block_column +
                           " BETWEEN $1 AND $2";
   std::string digests;
   for (uint64_t lo = from; lo <= to;) {
