@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts_util.h"
 #include "devnet_util.h"
 #include "e2e_util.h"
 #include "rpc/curl_transport.h"
@@ -26,19 +27,7 @@
 namespace gapless::e2e {
 namespace {
 
-const std::string kSource = GAPLESS_SOURCE_DIR;
-
-std::string Node() {
-  const char* node = std::getenv("GAPLESS_NODE");
-  return node != nullptr && *node != 0 ? node : "/usr/bin/env";
-}
-
-int RunNode(const std::vector<std::string>& script_and_args, const std::string& log) {
-  std::vector<std::string> args = {Node()};
-  if (args[0] == "/usr/bin/env") args.push_back("node");
-  args.insert(args.end(), script_and_args.begin(), script_and_args.end());
-  return WaitForExit(Spawn(args, log), 300);
-}
+const std::string& kSource = kContractsSource;
 
 // A JSON-RPC node in front of anvil that leaves the first log of block `victim` out of every
 // eth_getLogs answer holding one (a provider's bug), and passes everything else through.

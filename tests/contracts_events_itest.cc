@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts_util.h"
 #include "coord/redis.h"
 #include "devnet_util.h"
 #include "events/event.h"
@@ -31,16 +32,8 @@
 namespace gapless::e2e {
 namespace {
 
-const std::string kSource = GAPLESS_SOURCE_DIR;
+const std::string& kSource = kContractsSource;
 constexpr uint64_t kChainId = 31337;  // anvil's
-
-int RunNode(const std::vector<std::string>& script_and_args, const std::string& log) {
-  const char* node = std::getenv("GAPLESS_NODE");
-  std::vector<std::string> args = {node != nullptr && *node != 0 ? node : "/usr/bin/env"};
-  if (args[0] == "/usr/bin/env") args.push_back("node");
-  args.insert(args.end(), script_and_args.begin(), script_and_args.end());
-  return WaitForExit(Spawn(args, log), 300);
-}
 
 // Every event on a Redis Streams bus (every stream but the dead letters), in stream order.
 struct BusEvent {
@@ -91,17 +84,9 @@ class ContractsEventsTest : public ::testing::Test {
     chain_ = StartPrivateChain(0, 1, "contracts-events-anvil").release();
     if (chain_ == nullptr) return;
     dir_ = ::testing::TempDir() + "contracts-events-" + std::to_string(getpid());
-    const int rc = RunNode(
-        {kSource + "/devnet/events.js", "--rpc", chain_->url, "--dir", dir_, "--rounds", "8"},
-        dir_ + ".events.log");
-    ASSERT_EQ(rc, 0) << ReadFile(dir_ + ".events.log");
-    auto manifest = ReadFile(dir_ + "/manifest.json");
-    const size_t at = manifest.find("\"last\":");
-    ASSERT_NE(at, std::string::npos) << manifest;
-    last_ = std::stoull(manifest.substr(at + 7));
-    const size_t pools = manifest.find("\"poolsCreatedBy\":");
-    ASSERT_NE(pools, std::string::npos) << manifest;
-    pools_created_by_ = std::stoull(manifest.substr(pools + 17));
+    const std::string problem =
+        DeployContractsDevnet(chain_->url, dir_, 8, &last_, &pools_created_by_);
+    ASSERT_EQ(problem, "");
   }
   static void TearDownTestSuite() {
     delete chain_;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "contracts_util.h"
 #include "devnet_util.h"
 #include "store/decoded.h"
 #include "store/rollback.h"
@@ -22,20 +23,7 @@
 namespace gapless::e2e {
 namespace {
 
-const std::string kSource = GAPLESS_SOURCE_DIR;
-
-std::string Node() {
-  const char* node = std::getenv("GAPLESS_NODE");
-  return node != nullptr && *node != 0 ? node : "/usr/bin/env";
-}
-
-// Runs `node script args...`, its output into log; returns the exit code.
-int RunNode(const std::vector<std::string>& script_and_args, const std::string& log) {
-  std::vector<std::string> args = {Node()};
-  if (args[0] == "/usr/bin/env") args.push_back("node");
-  args.insert(args.end(), script_and_args.begin(), script_and_args.end());
-  return WaitForExit(Spawn(args, log), 300);
-}
+const std::string& kSource = kContractsSource;
 
 // The decoded tables as decode_check.js reads them (its header comment).
 Result<std::string> DumpDecoded(PgConn& conn, const std::string& schema) {
@@ -92,17 +80,9 @@ class ContractsTest : public ::testing::Test {
     chain_ = StartPrivateChain(0, 1, "contracts-anvil").release();
     if (chain_ == nullptr) return;
     dir_ = ::testing::TempDir() + "contracts-" + std::to_string(getpid());
-    const int rc = RunNode(
-        {kSource + "/devnet/events.js", "--rpc", chain_->url, "--dir", dir_, "--rounds", "24"},
-        dir_ + ".events.log");
-    ASSERT_EQ(rc, 0) << ReadFile(dir_ + ".events.log");
-    auto manifest = ReadFile(dir_ + "/manifest.json");
-    const size_t at = manifest.find("\"last\":");
-    ASSERT_NE(at, std::string::npos) << manifest;
-    last_ = std::stoull(manifest.substr(at + 7));
-    const size_t pools = manifest.find("\"poolsCreatedBy\":");
-    ASSERT_NE(pools, std::string::npos) << manifest;
-    pools_created_by_ = std::stoull(manifest.substr(pools + 17));
+    const std::string problem =
+        DeployContractsDevnet(chain_->url, dir_, 24, &last_, &pools_created_by_);
+    ASSERT_EQ(problem, "");
   }
   static void TearDownTestSuite() {
     delete chain_;
