@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "coord/election_itest_util.h"
+#include "testing/tcp_proxy.h"
 
 namespace gapless::election_testing {
 namespace {
@@ -303,6 +304,69 @@ TEST_F(ElectionTest, TheElectorTruncatesTheLogWhenTheChainReorgs) {
   ASSERT_EQ(committed->size(), 12u);
   for (uint64_t h = 1; h <= 7; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
   for (uint64_t h = 8; h <= 12; ++h) EXPECT_EQ(committed->at(h).hash, Block(h, "c").hash);
+  a.Stop();
+}
+
+// Chaos seed 13: a re-org's write reached the nodes but their answers did not come back in time,
+// so the elector saw it short of a quorum. The truncation is on the nodes all the same, with the
+// new fork's entries above the fork point; finding the fork point again from that log gives a
+// higher one (the new fork's entries match the chain). The elector must finish the truncation it
+// began (same generation, same point): the leader's duties roll back to where the chain and the
+// stored blocks really part, not to where the half-written log says.
+TEST_F(ElectionTest, ARetriedTruncationKeepsItsForkPointWhenTheFirstWriteLandedUnseen) {
+  TcpProxy p1("127.0.0.1", servers_[1]->port());
+  TcpProxy p2("127.0.0.1", servers_[2]->port());
+  LockNodesOptions options;
+  options.node_timeout_ms = 300;
+  auto nodes =
+      LockNodes::Open({servers_[0]->url(), "redis://127.0.0.1:" + std::to_string(p1.port()),
+                       "redis://127.0.0.1:" + std::to_string(p2.port())},
+                      options);
+  ASSERT_TRUE(nodes.ok()) << nodes.status().ToString();
+  Election ea(nodes->get(), keys_, ElectionOptions{"a", 3'000, 1'000});
+  FakeChain chain;
+  chain.height = 10;
+  chain.walk = &ea;
+  std::thread resume;
+  chain.on_fork = [&] {
+    // The write that follows reaches nodes 1 and 2, which run it; their answers wait past the
+    // node timeout.
+    p1.Pause(TcpProxy::Direction::kToClient);
+    p2.Pause(TcpProxy::Direction::kToClient);
+    resume = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(900));
+      p1.Resume();
+      p2.Resume();
+    });
+  };
+  Elector a(&ea, &chain, Opts("a"));
+  a.Start();
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = a.committed_tip();
+        return tip.has_value() && tip->height == 10;
+      },
+      5'000));
+  chain.ReorgAbove(3, "b");
+  chain.height = 12;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto tip = a.committed_tip();
+        return tip.has_value() && tip->hash == Block(12, "b").hash;
+      },
+      10'000));
+  if (resume.joinable()) resume.join();
+  ASSERT_TRUE(a.ForksSince(0).has_value());
+  EXPECT_EQ(*a.ForksSince(0), (HeadFork{1, 3})) << "the rollback would keep blocks 4.. of fork a";
+  EXPECT_EQ(a.fork(), (HeadFork{1, 3}));
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(On(i, {"GET", keys_.head_fork()}).str, "1:3") << "node " << i;
+  }
+  auto committed = ea.Committed(1, 20);
+  ASSERT_TRUE(committed.ok());
+  ASSERT_EQ(committed->size(), 12u);
+  for (uint64_t h = 1; h <= 3; ++h) EXPECT_EQ(committed->at(h).hash, Block(h).hash);
+  for (uint64_t h = 4; h <= 12; ++h) EXPECT_EQ(committed->at(h).hash, Block(h, "b").hash);
   a.Stop();
 }
 

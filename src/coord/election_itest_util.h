@@ -13,6 +13,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,8 +53,22 @@ class FakeChain : public HeadSource {
     HeadUpdate out;
     uint64_t next = tip.has_value() ? tip->height + 1 : 1;
     if (tip.has_value() && At(tip->height).hash != tip->hash) {
-      out.fork = At(fork_point_);
-      next = fork_point_ + 1;
+      uint64_t point = fork_point_;
+      if (walk != nullptr) {
+        // As node/head_tracker.h does: the highest height whose committed entry is the chain's.
+        auto committed = walk->Committed(1, tip->height);
+        if (!committed.ok()) return committed.status();
+        point = 0;
+        for (const auto& [h, e] : *committed) {
+          if (e.hash == At(h).hash) point = h;
+        }
+      }
+      out.fork = At(point);
+      next = point + 1;
+      if (on_fork) {
+        on_fork();
+        on_fork = nullptr;
+      }
     }
     for (uint64_t h = next; h <= head && out.entries.size() < max; ++h) {
       out.entries.push_back(At(h));
@@ -73,6 +88,11 @@ class FakeChain : public HeadSource {
   }
   std::atomic<uint64_t> height{1};
   std::atomic<bool> down{false};
+  // Set before the elector starts. walk: find the fork point in this election's committed log, as
+  // the head tracker does (otherwise the ReorgAbove point is reported). on_fork: called once, when
+  // a fork is first reported, before the elector writes it.
+  const Election* walk = nullptr;
+  std::function<void()> on_fork;
 
  private:
   mutable std::mutex mu_;

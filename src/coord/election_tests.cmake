@@ -5,6 +5,6 @@
 # election_itest_util.h.
 foreach(t election_itest election_head_log_itest)
   gapless_test(${t} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}.cc
-    LIBS gapless_coord gapless_testing_redis gapless_core
+    LIBS gapless_coord gapless_testing_redis gapless_testing_proxy gapless_core
     LABEL integration TIMEOUT 300)
 endforeach()

@@ -357,14 +357,21 @@ void Elector::Lead() {
   uint64_t token;
   std::optional<HeadEntry> tip;
   HeadFork fork;
+  std::optional<PendingFork> pending;
   {
     std::lock_guard lock(mu_);
     token = token_;
     tip = tip_;
     fork = fork_;
+    pending = pending_fork_;
   }
   int64_t started = env_->NowMicros();
-  auto next = source_->Next(tip, options_.max_entries_per_write);
+  // A truncation written short of a quorum may still have landed on nodes whose answers were lost:
+  // their log already holds the new fork above the point, so a fork point looked for again there
+  // would be higher than the real one, and the leader's duties would keep the old fork's blocks
+  // between the two (chaos seed 13). So the truncation is finished first, from its own point.
+  auto next = source_->Next(pending.has_value() ? std::optional<HeadEntry>(pending->at) : tip,
+                            options_.max_entries_per_write);
   {
     std::lock_guard lock(mu_);
     source_error_ = next.ok() ? Status::Ok() : next.status();
@@ -378,13 +385,18 @@ void Elector::Lead() {
     if (next->fork.has_value()) {
       // A re-org: the next generation, truncating every node's log above the fork point. The
       // fork point's own entry goes first (already there with the same hash), so the write is
-      // never empty.
-      fork = HeadFork{fork.generation + 1, static_cast<int64_t>(next->fork->height)};
+      // never empty. Below a pending truncation: the generation after it (a node that took it is
+      // one behind and cut at the new point, one that did not is two behind and emptied).
+      const uint64_t base = pending.has_value() ? pending->fork.generation : fork.generation;
+      fork = HeadFork{base + 1, static_cast<int64_t>(next->fork->height)};
       entries.insert(entries.begin(), *next->fork);
       spdlog::warn(
           "elector {}: re-org: the chain left the head log above block {} (tip was {}); "
           "truncating the log there (fork generation {})",
           options_.name, next->fork->height, tip.has_value() ? tip->height : 0, fork.generation);
+    } else if (pending.has_value()) {
+      fork = pending->fork;
+      entries.insert(entries.begin(), pending->at);
     }
     if (entries.empty() && tip.has_value()) entries.push_back(*tip);  // re-confirm the tip
   }
@@ -398,6 +410,7 @@ void Elector::Lead() {
       spdlog::warn("elector {}: a lock node has a newer head-log fork {}; adopting it",
                    options_.name, out.newer_fork.ToString());
       AdoptFork(out.newer_fork);
+      pending_fork_.reset();
       return;
     }
     Metrics().lock_nodes_answering.Set(static_cast<double>(out.accepted));
@@ -407,6 +420,7 @@ void Elector::Lead() {
         std::lock_guard lock(mu_);
         valid_until_ = started + (election_->options().ttl_ms - election_->drift_ms()) * 1000;
         if (fork.generation != fork_.generation) AdoptFork(fork);
+        pending_fork_.reset();
         if (!entries.empty()) tip_ = entries.back();
       }
       if (on_write_ && !entries.empty()) on_write_(token, entries.back());
@@ -424,6 +438,8 @@ void Elector::Lead() {
       spdlog::warn("elector {}: head-log write of heights {}..{} short of a quorum: {}",
                    options_.name, entries.empty() ? 0 : entries.front().height,
                    entries.empty() ? 0 : entries.back().height, out.Summary());
+      std::lock_guard lock(mu_);
+      if (fork.generation != fork_.generation) pending_fork_ = PendingFork{fork, entries.front()};
     }
   }
   bool expired;
@@ -438,6 +454,8 @@ void Elector::StepDown(const std::string& why, bool release, bool asked) {
   {
     std::lock_guard lock(mu_);
     valid_until_ = 0;  // LeaderToken() is nullopt from here on
+    // A next term starts from what the nodes show (Repair adopts the newest truncation there).
+    pending_fork_.reset();
   }
   // A stop the process asked for (a signal, the range done) is the normal end, not a warning.
   spdlog::log(asked ? spdlog::level::info : spdlog::level::warn, "elector {}: stepping down: {}",

@@ -18,9 +18,11 @@
 // LEADER: heartbeat through work. Every heartbeat_ms it asks the HeadSource for the entries after
 // the log's committed tip and writes them with write-head, which renews the lease on every node
 // that accepts (and retakes a free lock where no newer promotion came through); an idle chain
-// re-writes the tip. After each write it repairs what sits below a quorum (a node back empty). A
-// source that fails (RPC or PostgreSQL down) means no write and no renewal: the lease runs out and
-// another candidate takes over. The lease's validity ends at (start of the last successful quorum
+// re-writes the tip. A re-org's truncation that fell short of a quorum is written again, from the
+// same fork point and generation, before the source is asked for a fork again (it may have
+// landed unseen, and the log above the point would then mislead the search). After each write it
+// repairs what sits below a quorum (a node back empty). A source that fails (RPC or PostgreSQL
+// down) means no write and no renewal: the lease runs out and another candidate takes over. The lease's validity ends at (start of the last successful quorum
 // write) + TTL - drift; past it, or when a node reports a newer leader, the elector steps down.
 // LeaderToken() is how the rest of the process (node/leader.h's duties) asks "may I act as leader
 // now, and with which epoch?".
@@ -167,6 +169,13 @@ class Elector {
   int64_t valid_until_ = 0;  // steady micros
   std::optional<HeadEntry> tip_;
   HeadFork fork_;
+  // A re-org's truncation written short of a quorum (it may have landed unseen): the next write
+  // finishes it, from its fork point with its generation, before looking for a fork again.
+  struct PendingFork {
+    HeadFork fork;
+    HeadEntry at;  // the entry at fork.point
+  };
+  std::optional<PendingFork> pending_fork_;
   std::vector<HeadFork> forks_applied_;  // re-orgs written or adopted here, oldest first
   Status source_error_;
   Stats stats_;
